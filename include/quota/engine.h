@@ -1,0 +1,114 @@
+// quota::Engine: the header to read first.
+//
+//   quota::Engine engine = quota::Engine::open("app.db");
+//   engine.define({"send_message", quota::Algorithm::sliding_log, 10, std::chrono::minutes(1)});
+//   quota::Result r = engine.consume("send_message", user_id);
+//   if (!r.allowed) reject(r.retry_after());
+//
+// Thread safety: one Engine may be shared by any number of threads (operations are
+// serialized on its connection). Several Engines and processes may share one file; SQLite's
+// locking and the single-statement design keep every answer exact.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "quota/error.h"
+#include "quota/limit.h"
+#include "quota/result.h"
+
+namespace SQLite {
+class Database;
+}
+
+namespace quota {
+
+// Unix time in milliseconds.
+using Clock = std::function<std::int64_t()>;
+
+// The system clock (std::chrono::system_clock) in Unix milliseconds.
+std::int64_t system_clock_ms();
+
+struct Options {
+  // Engine::open: create the file when it does not exist. Off: a missing file is an io error.
+  bool create = true;
+  // Apply pending migrations when opening. Off: a database that lacks migrations is refused
+  // with ErrorCode::not_migrated (quotactl uses this for every command but migrate).
+  bool migrate = true;
+  // How long an operation waits for a lock held by another connection before failing with
+  // ErrorCode::busy. The wait retries promptly (yields, then sleeps of at most 1 ms) rather
+  // than with SQLite's coarse default steps.
+  std::chrono::milliseconds busy_timeout{5000};
+  // Where "now" comes from; tests and `quotactl --now` inject a fixed or simulated clock.
+  // Default: system_clock_ms.
+  Clock clock;
+  // Engine::open on a file: PRAGMA synchronous. NORMAL (default) keeps a WAL database
+  // consistent after any crash and durable after a process crash; FULL also survives a power
+  // loss, at the cost of an fsync per consume.
+  bool synchronous_full = false;
+};
+
+// The current configuration and state of an owner for a limit.
+struct Usage {
+  std::string limit;
+  std::string owner;
+  std::int64_t used = 0;       // per the algorithm (see README "Concepts")
+  std::int64_t remaining = 0;  // capacity - used, >= 0
+  std::int64_t denied = 0;     // denied consumes since created or reset
+  std::int64_t reset_at_ms = 0;
+};
+
+class Engine {
+ public:
+  // Opens (and by default creates and migrates) the database file at `path`, in WAL mode.
+  // ":memory:" gives a private in-memory database. Throws Error.
+  static Engine open(const std::string& path, Options options = {});
+
+  // Uses the application's own connection (which must be open read-write and must outlive
+  // the Engine). Operations then take part in the application's transactions: a consume
+  // inside an open transaction commits or rolls back with it. The journal mode is left as
+  // the application set it. Throws Error.
+  explicit Engine(SQLite::Database& database, Options options = {});
+
+  Engine(Engine&&) noexcept;
+  Engine& operator=(Engine&&) noexcept;
+  ~Engine();
+
+  // Creates or updates a limit. Same algorithm: state is kept and the new numbers apply
+  // from now on. Different algorithm: the limit's state is discarded. Throws Error
+  // (invalid_argument) for a bad name or out-of-range numbers, changing nothing.
+  void define(const Limit& limit);
+  std::optional<Limit> get(std::string_view name);
+  std::vector<Limit> list();  // by name
+  // Removes the limit and its state; false when there was no such limit.
+  bool remove(std::string_view name);
+
+  // Would a consume of `cost` be allowed now? Never writes.
+  Result check(std::string_view limit, std::string_view owner, std::int64_t cost = 1);
+  // Atomic check-and-record: records `cost` only when allowed; a denial increments the
+  // owner's denied counter.
+  Result consume(std::string_view limit, std::string_view owner, std::int64_t cost = 1);
+  // Records `cost` even beyond the limit; allowed says whether usage is within the limit.
+  Result record(std::string_view limit, std::string_view owner, std::int64_t cost = 1);
+  // Forgets the owner's state for the limit (usage, denied, remembered time).
+  Result reset(std::string_view limit, std::string_view owner);
+
+  // Owners of `limit` with usage or denials, most used first (at most `top`, 0 = all).
+  std::vector<Usage> usage(std::string_view limit, std::size_t top = 0);
+
+  // The schema version of the open database.
+  int schema_version();
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace quota

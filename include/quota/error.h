@@ -1,0 +1,35 @@
+// The one exception type the library throws.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace quota {
+
+enum class ErrorCode {
+  invalid_argument,   // a bad name, owner, cost, number or option; nothing was changed
+  unknown_limit,      // no limit has that name
+  busy,               // the database stayed locked past Options::busy_timeout
+  schema_too_new,     // the file was migrated by a newer build
+  not_migrated,       // the file lacks pending migrations and Options::migrate is off
+  checksum_mismatch,  // an applied migration's text differs from the one built in
+  not_a_database,     // the file is not a SQLite database
+  io,                 // the file cannot be opened, read or written
+};
+
+std::string_view to_string(ErrorCode code);
+
+// Thrown for every failure; the message says what happened and what to do.
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, const std::string& message)
+      : std::runtime_error(message), code_(code) {}
+
+  ErrorCode code() const noexcept { return code_; }
+
+ private:
+  ErrorCode code_;
+};
+
+}  // namespace quota

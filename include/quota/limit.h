@@ -1,0 +1,63 @@
+// Limits: what is counted, how, and how much is allowed.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace quota {
+
+// How usage is counted. The stored names (to_string) never change once released.
+enum class Algorithm {
+  sliding_log,     // exact: every recorded event counts for exactly period after it happened
+  fixed_window,    // a counter per epoch-aligned window (windowKey = floor(t / period))
+  sliding_window,  // weighted: current window + previous window * (period - elapsed) / period
+  token_bucket,    // capacity `burst`, refilled by `maximum` tokens per period, continuously
+};
+
+// "sliding_log", "fixed_window", "sliding_window" or "token_bucket".
+std::string_view to_string(Algorithm algorithm);
+
+// The algorithm with that stored name, or nullopt.
+std::optional<Algorithm> parse_algorithm(std::string_view name);
+
+// A named rule: at most `maximum` units per `period`, counted per owner.
+struct Limit {
+  // 1 to 64 characters of A-Z a-z 0-9 _ . : -
+  std::string name;
+  Algorithm algorithm = Algorithm::sliding_log;
+  // Units allowed per period, 1 to kMaximumBound.
+  std::int64_t maximum = 1;
+  // 1 ms to 366 days.
+  std::chrono::milliseconds period{1000};
+  // token_bucket only: the bucket's capacity (default: maximum). Must be empty for the other
+  // algorithms.
+  std::optional<std::int64_t> burst;
+
+  // The most units one request can ever be granted: burst for a token bucket, else maximum.
+  std::int64_t capacity() const { return burst.value_or(maximum); }
+
+  friend bool operator==(const Limit&, const Limit&) = default;
+};
+
+// Bounds of a limit's numbers and of a request's cost. They keep every sum the engine
+// computes far inside 64-bit integers.
+inline constexpr std::int64_t kMaximumBound = 1'000'000'000'000;  // maximum, burst, cost
+inline constexpr std::chrono::milliseconds kPeriodBound{366LL * 24 * 60 * 60 * 1000};
+inline constexpr std::size_t kNameBound = 64;    // characters of a limit's name
+inline constexpr std::size_t kOwnerBound = 1024; // bytes of an owner
+
+}  // namespace quota
+
+namespace quota {
+
+// Each throws Error(ErrorCode::invalid_argument) with a message saying what is wrong and
+// what is accepted; they are what every operation checks before touching the database.
+void validate_limit_name(std::string_view name);
+void validate_owner(std::string_view owner);
+void validate_cost(std::int64_t cost);
+void validate_limit(const Limit& limit);
+
+}  // namespace quota

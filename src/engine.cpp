@@ -1,0 +1,415 @@
+#include "quota/engine.h"
+
+#include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Statement.h>
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "busy.h"
+#include "migrations.h"
+#include "statements.h"
+
+namespace quota {
+
+std::int64_t system_clock_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace {
+
+using detail::Operation;
+
+bool mentions_unknown_limit(const SQLite::Exception& error) {
+  return std::string_view(error.what()).find("unknown limit") != std::string_view::npos;
+}
+
+Error unknown_limit(std::string_view name) {
+  return Error(ErrorCode::unknown_limit,
+               fmt::format("unknown limit '{}': define it first (quotactl limit set {} --max N "
+                           "--per DURATION, or Engine::define)",
+                           name, name));
+}
+
+// Turns SQLite's failures into the library's one error type, with what to do about them.
+Error translate(const SQLite::Exception& error, std::chrono::milliseconds busy_timeout) {
+  const std::string what = error.what();
+  switch (error.getErrorCode() & 0xFF) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return Error(ErrorCode::busy,
+                   fmt::format("the database stayed locked by another connection for longer than "
+                               "the busy timeout ({} ms): retry later or raise the timeout",
+                               busy_timeout.count()));
+    case SQLITE_NOTADB:
+      return Error(ErrorCode::not_a_database,
+                   "the file is not a SQLite database (" + what +
+                       "): point quota at a quota database or a new path");
+    case SQLITE_CONSTRAINT:
+      return Error(ErrorCode::invalid_argument,
+                   "the database refused a value (" + what + "): check the arguments");
+    case SQLITE_CORRUPT:
+      return Error(ErrorCode::io, "the database file is corrupt (" + what +
+                                      "): restore it from a backup");
+    case SQLITE_READONLY:
+      return Error(ErrorCode::io, "the database cannot be written (" + what +
+                                      "): check the file's and its folder's permissions");
+    case SQLITE_FULL:
+      return Error(ErrorCode::io, "the disk is full (" + what + "): free space and retry");
+    default:
+      return Error(ErrorCode::io, "database error: " + what);
+  }
+}
+
+// A prepared statement of the engine with its parameter positions looked up once. The hot
+// path uses SQLite's C API directly: SQLiteCpp cannot bind text with an explicit length
+// without copying it.
+struct Prepared {
+  Prepared(SQLite::Database& db, const std::string& sql) {
+    sqlite3_stmt* raw = nullptr;
+    const int status = sqlite3_prepare_v3(db.getHandle(), sql.c_str(), -1,
+                                          SQLITE_PREPARE_PERSISTENT, &raw, nullptr);
+    if (status != SQLITE_OK) throw SQLite::Exception(db.getHandle(), status);
+    statement.reset(raw);
+    limit = sqlite3_bind_parameter_index(raw, ":limit");
+    owner = sqlite3_bind_parameter_index(raw, ":owner");
+    cost = sqlite3_bind_parameter_index(raw, ":cost");
+    now = sqlite3_bind_parameter_index(raw, ":now");
+  }
+
+  struct Finalize {
+    void operator()(sqlite3_stmt* statement) const { sqlite3_finalize(statement); }
+  };
+  std::unique_ptr<sqlite3_stmt, Finalize> statement;
+  int limit = 0, owner = 0, cost = 0, now = 0;
+};
+
+void bind_text(sqlite3_stmt* statement, int index, std::string_view text) {
+  if (index == 0) return;
+  sqlite3_bind_text(statement, index, text.data(), static_cast<int>(text.size()),
+                    SQLITE_STATIC);
+}
+
+void bind_integer(sqlite3_stmt* statement, int index, std::int64_t value) {
+  if (index == 0) return;
+  sqlite3_bind_int64(statement, index, value);
+}
+
+Result read_result(sqlite3_stmt* row) {
+  Result result;
+  result.allowed = sqlite3_column_int64(row, 0) != 0;
+  const auto* reason = reinterpret_cast<const char*>(sqlite3_column_text(row, 1));
+  result.reason = parse_reason(reason ? reason : "").value_or(Reason::rate_limited);
+  result.remaining = sqlite3_column_int64(row, 2);
+  result.retry_after_ms = sqlite3_column_int64(row, 3);
+  result.reset_at_ms = sqlite3_column_int64(row, 4);
+  result.denied = sqlite3_column_int64(row, 5);
+  return result;
+}
+
+Limit read_limit(SQLite::Statement& row) {
+  Limit limit;
+  limit.name = row.getColumn(0).getString();
+  limit.algorithm = parse_algorithm(row.getColumn(1).getString()).value_or(Algorithm::sliding_log);
+  limit.maximum = row.getColumn(2).getInt64();
+  limit.period = std::chrono::milliseconds(row.getColumn(3).getInt64());
+  if (!row.getColumn(4).isNull()) limit.burst = row.getColumn(4).getInt64();
+  return limit;
+}
+
+constexpr const char* kSelectLimits =
+    "SELECT name, algorithm, maximum, period_ms, burst FROM quota_limits";
+
+}  // namespace
+
+struct Engine::Impl {
+  Impl(std::unique_ptr<SQLite::Database> owned_database, SQLite::Database& database,
+       Options engine_options)
+      : owned(std::move(owned_database)),
+        db(database),
+        options(std::move(engine_options)),
+        busy(options.busy_timeout) {
+    if (!options.clock) options.clock = system_clock_ms;
+  }
+
+  std::unique_ptr<SQLite::Database> owned;
+  SQLite::Database& db;
+  Options options;
+  detail::BusyHandler busy;
+  std::mutex mutex;  // one operation at a time on the connection
+  std::map<std::pair<Operation, Algorithm>, std::unique_ptr<Prepared>> prepared;
+  std::unordered_map<std::string, Algorithm> algorithms;  // limit name -> algorithm
+
+  template <typename Function>
+  auto guarded(Function&& function) -> decltype(function()) {
+    std::lock_guard lock(mutex);
+    try {
+      return function();
+    } catch (const SQLite::Exception& error) {
+      throw translate(error, options.busy_timeout);
+    }
+  }
+
+  void start(bool file_database) {
+    busy.install(db.getHandle());
+    try {
+      // Reading the header first: a file that is not a database fails here, unchanged.
+      db.exec("SELECT count(*) FROM sqlite_schema");
+      if (file_database) {
+        db.exec("PRAGMA journal_mode = WAL");
+        db.exec(options.synchronous_full ? "PRAGMA synchronous = FULL"
+                                         : "PRAGMA synchronous = NORMAL");
+      }
+      const detail::SchemaStatus status = detail::read_schema_status(db);
+      detail::require_usable(status);
+      if (!status.pending.empty()) {
+        if (!options.migrate) {
+          throw Error(ErrorCode::not_migrated,
+                      fmt::format("the database is at schema version {} and needs migrations up "
+                                  "to {}: run `quotactl migrate` (or open with migrate enabled)",
+                                  status.version, detail::latest_version()));
+        }
+        detail::apply_pending(db, options.clock());
+      }
+    } catch (const SQLite::Exception& error) {
+      throw translate(error, options.busy_timeout);
+    }
+  }
+
+  Prepared& statement(Operation operation, Algorithm algorithm) {
+    auto& slot = prepared[{operation, algorithm}];
+    if (!slot) slot = std::make_unique<Prepared>(db, detail::statement(operation, algorithm));
+    return *slot;
+  }
+
+  // The limit's algorithm, from the cache or the database; nullopt when there is no limit.
+  std::optional<Algorithm> algorithm_of(std::string_view name, bool refresh) {
+    const std::string key(name);
+    if (!refresh) {
+      const auto found = algorithms.find(key);
+      if (found != algorithms.end()) return found->second;
+    }
+    algorithms.erase(key);
+    SQLite::Statement query(db, "SELECT algorithm FROM quota_limits WHERE name = ?");
+    query.bind(1, key);
+    if (!query.executeStep()) return std::nullopt;
+    const auto algorithm = parse_algorithm(query.getColumn(0).getString());
+    if (algorithm) algorithms.emplace(key, *algorithm);
+    return algorithm;
+  }
+
+  // Runs `operation`'s one statement. The statement of each algorithm only matches limits
+  // of that algorithm, so a limit redefined by another connection is noticed (no row, or
+  // "unknown limit") and the statement of its new algorithm is run instead.
+  Result run(Operation operation, std::string_view limit, std::string_view owner,
+             std::int64_t cost) {
+    const std::int64_t now = options.clock();
+    if (now < 0) {
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("the clock returned {}: times are Unix milliseconds >= 0", now));
+    }
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const auto algorithm = algorithm_of(limit, attempt > 0);
+      if (!algorithm) throw unknown_limit(limit);
+      Prepared& prepared_statement = statement(operation, *algorithm);
+      sqlite3_stmt* raw = prepared_statement.statement.get();
+      bind_text(raw, prepared_statement.limit, limit);
+      bind_text(raw, prepared_statement.owner, owner);
+      bind_integer(raw, prepared_statement.cost, cost);
+      bind_integer(raw, prepared_statement.now, now);
+      const int status = sqlite3_step(raw);
+      if (status == SQLITE_ROW) {
+        Result result = read_result(raw);
+        while (sqlite3_step(raw) == SQLITE_ROW) {
+        }
+        sqlite3_reset(raw);
+        sqlite3_clear_bindings(raw);
+        return result;
+      }
+      const int reset_status = sqlite3_reset(raw);
+      sqlite3_clear_bindings(raw);
+      if (status != SQLITE_DONE || reset_status != SQLITE_OK) {
+        SQLite::Exception error(db.getHandle(), reset_status != SQLITE_OK ? reset_status : status);
+        if (!mentions_unknown_limit(error)) throw error;
+      }
+    }
+    throw unknown_limit(limit);
+  }
+};
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::Engine(Engine&&) noexcept = default;
+Engine& Engine::operator=(Engine&&) noexcept = default;
+Engine::~Engine() = default;
+
+Engine Engine::open(const std::string& path, Options options) {
+  if (path.empty()) {
+    throw Error(ErrorCode::invalid_argument, "no database path given: pass a file name");
+  }
+  const bool in_memory = path == ":memory:";
+  if (!in_memory && !options.create && !std::filesystem::exists(path)) {
+    throw Error(ErrorCode::io, fmt::format("database '{}' does not exist: create it with "
+                                           "`quotactl migrate --db {}`",
+                                           path, path));
+  }
+  if (!in_memory && std::filesystem::is_directory(path)) {
+    throw Error(ErrorCode::io,
+                fmt::format("'{}' is a directory: give the path of a database file", path));
+  }
+  std::unique_ptr<SQLite::Database> database;
+  try {
+    const int flags = SQLite::OPEN_READWRITE | (options.create ? SQLite::OPEN_CREATE : 0) |
+                      SQLITE_OPEN_NOMUTEX;
+    database = std::make_unique<SQLite::Database>(path, flags);
+  } catch (const SQLite::Exception& error) {
+    throw Error(ErrorCode::io, fmt::format("cannot open database '{}' ({}): check the path and "
+                                           "its permissions",
+                                           path, error.what()));
+  }
+  SQLite::Database& db = *database;
+  auto impl = std::make_unique<Impl>(std::move(database), db, std::move(options));
+  impl->start(!in_memory);
+  return Engine(std::move(impl));
+}
+
+Engine::Engine(SQLite::Database& database, Options options)
+    : impl_(std::make_unique<Impl>(nullptr, database, std::move(options))) {
+  impl_->start(false);
+}
+
+void Engine::define(const Limit& limit) {
+  validate_limit(limit);
+  impl_->guarded([&] {
+    SQLite::Statement upsert(impl_->db,
+                             "INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst) "
+                             "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                             "algorithm = excluded.algorithm, maximum = excluded.maximum, "
+                             "period_ms = excluded.period_ms, burst = excluded.burst");
+    upsert.bind(1, limit.name);
+    upsert.bind(2, std::string(to_string(limit.algorithm)));
+    upsert.bind(3, static_cast<int64_t>(limit.maximum));
+    upsert.bind(4, static_cast<int64_t>(limit.period.count()));
+    if (limit.algorithm == Algorithm::token_bucket) {
+      upsert.bind(5, static_cast<int64_t>(limit.capacity()));
+    } else {
+      upsert.bind(5);
+    }
+    upsert.exec();
+    impl_->algorithms[limit.name] = limit.algorithm;
+  });
+}
+
+std::optional<Limit> Engine::get(std::string_view name) {
+  validate_limit_name(name);
+  return impl_->guarded([&]() -> std::optional<Limit> {
+    SQLite::Statement query(impl_->db, std::string(kSelectLimits) + " WHERE name = ?");
+    query.bind(1, std::string(name));
+    if (!query.executeStep()) return std::nullopt;
+    return read_limit(query);
+  });
+}
+
+std::vector<Limit> Engine::list() {
+  return impl_->guarded([&] {
+    SQLite::Statement query(impl_->db, std::string(kSelectLimits) + " ORDER BY name");
+    std::vector<Limit> limits;
+    while (query.executeStep()) limits.push_back(read_limit(query));
+    return limits;
+  });
+}
+
+bool Engine::remove(std::string_view name) {
+  validate_limit_name(name);
+  return impl_->guarded([&] {
+    SQLite::Statement erase(impl_->db, "DELETE FROM quota_limits WHERE name = ?");
+    erase.bind(1, std::string(name));
+    impl_->algorithms.erase(std::string(name));
+    return erase.exec() > 0;
+  });
+}
+
+Result Engine::check(std::string_view limit, std::string_view owner, std::int64_t cost) {
+  validate_limit_name(limit);
+  validate_owner(owner);
+  validate_cost(cost);
+  return impl_->guarded([&] { return impl_->run(Operation::check, limit, owner, cost); });
+}
+
+Result Engine::consume(std::string_view limit, std::string_view owner, std::int64_t cost) {
+  validate_limit_name(limit);
+  validate_owner(owner);
+  validate_cost(cost);
+  return impl_->guarded([&] { return impl_->run(Operation::consume, limit, owner, cost); });
+}
+
+Result Engine::record(std::string_view limit, std::string_view owner, std::int64_t cost) {
+  validate_limit_name(limit);
+  validate_owner(owner);
+  validate_cost(cost);
+  return impl_->guarded([&] { return impl_->run(Operation::record, limit, owner, cost); });
+}
+
+Result Engine::reset(std::string_view limit, std::string_view owner) {
+  validate_limit_name(limit);
+  validate_owner(owner);
+  return impl_->guarded([&] { return impl_->run(Operation::reset, limit, owner, 1); });
+}
+
+std::vector<Usage> Engine::usage(std::string_view limit, std::size_t top) {
+  validate_limit_name(limit);
+  return impl_->guarded([&] {
+    const auto algorithm = impl_->algorithm_of(limit, true);
+    if (!algorithm) throw unknown_limit(limit);
+    // Every owner with state, answered by the same check statement as Engine::check, so the
+    // figures are exactly the engine's at the engine's clock.
+    SQLite::Statement owners(impl_->db,
+                             "SELECT DISTINCT owner FROM quota_log WHERE limit_id = "
+                             "(SELECT id FROM quota_limits WHERE name = ?1) UNION "
+                             "SELECT DISTINCT owner FROM quota_windows WHERE limit_id = "
+                             "(SELECT id FROM quota_limits WHERE name = ?1)");
+    owners.bind(1, std::string(limit));
+    std::vector<std::string> names;
+    while (owners.executeStep()) names.push_back(owners.getColumn(0).getString());
+    owners.reset();
+
+    Prepared& check = impl_->statement(Operation::check, *algorithm);
+    sqlite3_stmt* raw = check.statement.get();
+    const std::int64_t now = impl_->options.clock();
+    std::vector<Usage> rows;
+    for (const std::string& owner : names) {
+      bind_text(raw, check.limit, limit);
+      bind_text(raw, check.owner, owner);
+      bind_integer(raw, check.cost, 1);
+      bind_integer(raw, check.now, now);
+      if (sqlite3_step(raw) == SQLITE_ROW) {
+        const Result result = read_result(raw);
+        const std::int64_t used = sqlite3_column_int64(raw, 6);
+        if (used > 0 || result.denied > 0) {
+          rows.push_back({std::string(limit), owner, used, result.remaining, result.denied,
+                          result.reset_at_ms});
+        }
+      }
+      const int status = sqlite3_reset(raw);
+      sqlite3_clear_bindings(raw);
+      if (status != SQLITE_OK) throw SQLite::Exception(impl_->db.getHandle(), status);
+    }
+    std::stable_sort(rows.begin(), rows.end(), [](const Usage& a, const Usage& b) {
+      return a.used != b.used ? a.used > b.used : a.owner < b.owner;
+    });
+    if (top > 0 && rows.size() > top) rows.resize(top);
+    return rows;
+  });
+}
+
+int Engine::schema_version() {
+  return impl_->guarded([&] { return detail::read_schema_status(impl_->db).version; });
+}
+
+}  // namespace quota

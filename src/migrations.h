@@ -1,0 +1,50 @@
+// Schema migrations: the numbered files of migrations/, embedded at build time.
+#pragma once
+
+#include <SQLiteCpp/Database.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace quota::detail {
+
+struct Migration {
+  int version;
+  const char* name;      // the file name without number and extension
+  const char* checksum;  // SHA-256 of the text, lower-case hex
+  const char* sql;
+};
+
+// Every migration this build knows, by version (generated from migrations/*.sql).
+const std::vector<Migration>& built_in_migrations();
+int latest_version();
+
+struct AppliedMigration {
+  int version = 0;
+  std::string name;
+  std::string checksum;
+  std::int64_t applied_at_ms = 0;
+};
+
+// What a database holds, read without writing. `problem` is set (with a message that says
+// what to do) when the database cannot be used by this build: a version newer than the
+// build, or a checksum that differs from the built-in text.
+struct SchemaStatus {
+  int version = 0;  // the highest applied version, 0 for none
+  std::vector<AppliedMigration> applied;
+  std::vector<const Migration*> pending;
+  bool too_new = false;
+  std::string problem;
+};
+
+SchemaStatus read_schema_status(SQLite::Database& db);
+
+// Throws Error (schema_too_new, checksum_mismatch) when `status.problem` is set.
+void require_usable(const SchemaStatus& status);
+
+// Applies every pending migration, each in its own IMMEDIATE transaction (or savepoint,
+// when the connection is already inside a transaction). Returns the versions applied.
+std::vector<int> apply_pending(SQLite::Database& db, std::int64_t now_ms);
+
+}  // namespace quota::detail

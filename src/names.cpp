@@ -1,0 +1,161 @@
+// Stored names of the enums, and the validation of everything a caller passes in.
+#include <fmt/format.h>
+
+#include <array>
+#include <utility>
+
+#include "quota/error.h"
+#include "quota/limit.h"
+#include "quota/result.h"
+
+namespace quota {
+namespace {
+
+constexpr std::array<std::pair<Algorithm, std::string_view>, 4> kAlgorithms{{
+    {Algorithm::sliding_log, "sliding_log"},
+    {Algorithm::fixed_window, "fixed_window"},
+    {Algorithm::sliding_window, "sliding_window"},
+    {Algorithm::token_bucket, "token_bucket"},
+}};
+
+constexpr std::array<std::pair<Reason, std::string_view>, 5> kReasons{{
+    {Reason::ok, "ok"},
+    {Reason::rate_limited, "rate_limited"},
+    {Reason::cost_exceeds_capacity, "cost_exceeds_capacity"},
+    {Reason::owner_denied, "owner_denied"},
+    {Reason::hook_denied, "hook_denied"},
+}};
+
+template <typename Enum, std::size_t N>
+std::string_view name_of(const std::array<std::pair<Enum, std::string_view>, N>& names,
+                         Enum value) {
+  for (const auto& [candidate, name] : names) {
+    if (candidate == value) return name;
+  }
+  return "?";
+}
+
+template <typename Enum, std::size_t N>
+std::optional<Enum> value_of(const std::array<std::pair<Enum, std::string_view>, N>& names,
+                             std::string_view name) {
+  for (const auto& [value, candidate] : names) {
+    if (candidate == name) return value;
+  }
+  return std::nullopt;
+}
+
+[[noreturn]] void invalid(const std::string& message) {
+  throw Error(ErrorCode::invalid_argument, message);
+}
+
+bool is_name_character(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+         c == '_' || c == '.' || c == ':' || c == '-';
+}
+
+// Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF.
+bool is_valid_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    std::size_t length = 0;
+    std::uint32_t code = 0;
+    if (byte < 0x80) {
+      ++i;
+      continue;
+    } else if ((byte & 0xE0) == 0xC0) {
+      length = 2;
+      code = byte & 0x1F;
+    } else if ((byte & 0xF0) == 0xE0) {
+      length = 3;
+      code = byte & 0x0F;
+    } else if ((byte & 0xF8) == 0xF0) {
+      length = 4;
+      code = byte & 0x07;
+    } else {
+      return false;
+    }
+    if (i + length > text.size()) return false;
+    for (std::size_t k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if ((next & 0xC0) != 0x80) return false;
+      code = (code << 6) | (next & 0x3F);
+    }
+    constexpr std::uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (code < kSmallest[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
+      return false;
+    }
+    i += length;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string_view to_string(Algorithm algorithm) { return name_of(kAlgorithms, algorithm); }
+std::optional<Algorithm> parse_algorithm(std::string_view name) {
+  return value_of(kAlgorithms, name);
+}
+std::string_view to_string(Reason reason) { return name_of(kReasons, reason); }
+std::optional<Reason> parse_reason(std::string_view name) { return value_of(kReasons, name); }
+
+void validate_limit_name(std::string_view name) {
+  if (name.empty() || name.size() > kNameBound) {
+    invalid(fmt::format("invalid limit name '{}': use 1 to {} characters of A-Z a-z 0-9 _ . : -",
+                        name, kNameBound));
+  }
+  for (char c : name) {
+    if (!is_name_character(c)) {
+      invalid(fmt::format(
+          "invalid limit name '{}': only the characters A-Z a-z 0-9 _ . : - are allowed", name));
+    }
+  }
+}
+
+void validate_owner(std::string_view owner) {
+  if (owner.empty()) invalid("invalid owner: it is empty; pass a non-empty key (user id, IP, ...)");
+  if (owner.size() > kOwnerBound) {
+    invalid(fmt::format("invalid owner: {} bytes long; the most is {} bytes (hash longer keys)",
+                        owner.size(), kOwnerBound));
+  }
+  if (owner.find('\0') != std::string_view::npos) {
+    invalid("invalid owner: it contains a NUL byte; owners are text without NUL");
+  }
+  if (!is_valid_utf8(owner)) invalid("invalid owner: it is not valid UTF-8; pass UTF-8 text");
+}
+
+void validate_cost(std::int64_t cost) {
+  if (cost < 1 || cost > kMaximumBound) {
+    invalid(fmt::format("invalid cost {}: a cost is a whole number from 1 to {}", cost,
+                        kMaximumBound));
+  }
+}
+
+void validate_limit(const Limit& limit) {
+  validate_limit_name(limit.name);
+  if (limit.maximum < 1 || limit.maximum > kMaximumBound) {
+    invalid(fmt::format("invalid maximum {} for limit '{}': use a whole number from 1 to {}",
+                        limit.maximum, limit.name, kMaximumBound));
+  }
+  if (limit.period.count() < 1 || limit.period > kPeriodBound) {
+    invalid(fmt::format("invalid period {} ms for limit '{}': use 1 ms to 366 days ({} ms)",
+                        limit.period.count(), limit.name, kPeriodBound.count()));
+  }
+  if (limit.burst) {
+    if (limit.algorithm != Algorithm::token_bucket) {
+      invalid(fmt::format("burst is only for token_bucket limits; '{}' is {}: drop the burst",
+                          limit.name, to_string(limit.algorithm)));
+    }
+    if (*limit.burst < 1 || *limit.burst > kMaximumBound) {
+      invalid(fmt::format("invalid burst {} for limit '{}': use a whole number from 1 to {}",
+                          *limit.burst, limit.name, kMaximumBound));
+    }
+  }
+  if (limit.algorithm == Algorithm::sliding_window || limit.algorithm == Algorithm::token_bucket) {
+    invalid(fmt::format("algorithm {} is not available in this build; use sliding_log or "
+                        "fixed_window",
+                        to_string(limit.algorithm)));
+  }
+}
+
+}  // namespace quota

@@ -1,0 +1,100 @@
+#include "support.h"
+
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+namespace quota::test {
+
+Options options_with(const ManualClock& clock) {
+  Options options;
+  options.clock = clock.clock();
+  return options;
+}
+
+TempDir::TempDir() {
+  const char* root = std::getenv("QUOTA_TEST_TMP");
+  const std::filesystem::path base = root ? root : std::filesystem::temp_directory_path();
+  std::filesystem::create_directories(base);
+  std::random_device random;
+  for (;;) {
+    path_ = base / ("quota-test-" + std::to_string(random()));
+    if (std::filesystem::create_directory(path_)) break;
+  }
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::permissions(path_, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::add, ignored);
+  std::filesystem::remove_all(path_, ignored);
+}
+
+RawDb::RawDb(const std::string& path) {
+  if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) {
+    throw std::runtime_error("cannot open " + path);
+  }
+}
+
+RawDb::~RawDb() { sqlite3_close(db_); }
+
+void RawDb::exec(const std::string& sql) {
+  char* message = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
+    std::string text = message ? message : "?";
+    sqlite3_free(message);
+    throw std::runtime_error(text);
+  }
+}
+
+std::vector<std::vector<std::string>> RawDb::rows(const std::string& sql) {
+  sqlite3_stmt* statement = nullptr;
+  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &statement, nullptr) != SQLITE_OK) {
+    throw std::runtime_error(sqlite3_errmsg(db_));
+  }
+  std::vector<std::vector<std::string>> result;
+  int status;
+  while ((status = sqlite3_step(statement)) == SQLITE_ROW) {
+    std::vector<std::string> row;
+    for (int i = 0; i < sqlite3_column_count(statement); ++i) {
+      const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(statement, i));
+      row.push_back(text ? text : "NULL");
+    }
+    result.push_back(std::move(row));
+  }
+  sqlite3_finalize(statement);
+  if (status != SQLITE_DONE) throw std::runtime_error(sqlite3_errmsg(db_));
+  return result;
+}
+
+std::int64_t RawDb::integer(const std::string& sql) {
+  const auto result = rows(sql);
+  if (result.empty() || result[0].empty()) throw std::runtime_error("no value: " + sql);
+  return std::stoll(result[0][0]);
+}
+
+std::string dump(const std::string& path) {
+  RawDb db(path);
+  std::ostringstream out;
+  for (const auto& entry :
+       db.rows("SELECT type, name, sql FROM sqlite_schema ORDER BY type, name")) {
+    out << entry[0] << ' ' << entry[1] << ' ' << entry[2] << '\n';
+    if (entry[0] == "table") {
+      for (const auto& row : db.rows("SELECT * FROM \"" + entry[1] + "\"")) {
+        for (const auto& value : row) out << value << '|';
+        out << '\n';
+      }
+    }
+  }
+  return out.str();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+}  // namespace quota::test

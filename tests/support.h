@@ -1,0 +1,75 @@
+// Helpers shared by the tests: a clock the test moves, scratch files, raw SQL access.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "quota/engine.h"
+
+namespace quota::test {
+
+// A clock that stands still until the test moves it.
+struct ManualClock {
+  std::shared_ptr<std::atomic<std::int64_t>> now =
+      std::make_shared<std::atomic<std::int64_t>>(1'700'000'000'000);
+
+  Clock clock() const {
+    return [now = now] { return now->load(); };
+  }
+  void set(std::int64_t ms) { now->store(ms); }
+  void advance(std::int64_t ms) { now->fetch_add(ms); }
+  std::int64_t get() const { return now->load(); }
+};
+
+// Options with the manual clock installed.
+Options options_with(const ManualClock& clock);
+
+// A fresh, empty folder for the current test, removed when the object goes away.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// A plain SQLite connection (no Engine), for SQL-only checks and inspection.
+class RawDb {
+ public:
+  explicit RawDb(const std::string& path);
+  ~RawDb();
+  RawDb(const RawDb&) = delete;
+  RawDb& operator=(const RawDb&) = delete;
+
+  sqlite3* handle() const { return db_; }
+  void exec(const std::string& sql);
+  // Rows of `sql`, every value as text ("NULL" for NULL).
+  std::vector<std::vector<std::string>> rows(const std::string& sql);
+  // The single value of `sql` as an integer.
+  std::int64_t integer(const std::string& sql);
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+// The full text of `sqlite3 PATH .dump`-like content: every schema entry and every row, to
+// prove that a failed operation changed nothing.
+std::string dump(const std::string& path);
+
+// The bytes of a file.
+std::string read_file(const std::string& path);
+
+}  // namespace quota::test
