@@ -1,0 +1,233 @@
+#include "model.h"
+
+#include <algorithm>
+#include <ostream>
+#include <stdexcept>
+
+namespace quota::test {
+
+// ---- sliding_log ----------------------------------------------------------------------------
+
+std::int64_t SlidingLogCounter::used(const Limit& limit, std::int64_t t) const {
+  std::int64_t sum = 0;
+  for (const Event& event : events) {
+    if (event.at > t - limit.period.count()) sum += event.cost;
+  }
+  return sum;
+}
+
+void SlidingLogCounter::add(const Limit&, std::int64_t t, std::int64_t cost) {
+  events.push_back({t, cost});
+}
+
+std::vector<std::int64_t> SlidingLogCounter::changes_after(const Limit& limit,
+                                                           std::int64_t t) const {
+  std::vector<std::int64_t> times;
+  for (const Event& event : events) {
+    const std::int64_t expiry = event.at + limit.period.count();
+    if (expiry > t) times.push_back(expiry);
+  }
+  std::sort(times.begin(), times.end());
+  times.erase(std::unique(times.begin(), times.end()), times.end());
+  return times;
+}
+
+std::int64_t SlidingLogCounter::reset_at(const Limit& limit, std::int64_t t) const {
+  std::optional<std::int64_t> newest;
+  for (const Event& event : events) {
+    if (event.at > t - limit.period.count()) newest = std::max(newest.value_or(event.at), event.at);
+  }
+  return newest ? *newest + limit.period.count() : t;
+}
+
+// ---- fixed_window ---------------------------------------------------------------------------
+
+std::int64_t FixedWindowCounter::used(const Limit& limit, std::int64_t t) const {
+  const auto found = windows.find(t / limit.period.count());
+  return found == windows.end() ? 0 : found->second;
+}
+
+void FixedWindowCounter::add(const Limit& limit, std::int64_t t, std::int64_t cost) {
+  windows[t / limit.period.count()] += cost;
+}
+
+std::vector<std::int64_t> FixedWindowCounter::changes_after(const Limit& limit,
+                                                            std::int64_t t) const {
+  const std::int64_t period = limit.period.count();
+  return {(t / period + 1) * period};
+}
+
+std::int64_t FixedWindowCounter::reset_at(const Limit& limit, std::int64_t t) const {
+  const std::int64_t period = limit.period.count();
+  return used(limit, t) > 0 ? (t / period + 1) * period : t;
+}
+
+// ---- Model ----------------------------------------------------------------------------------
+
+std::unique_ptr<Counter> Model::new_counter(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::sliding_log:
+      return std::make_unique<SlidingLogCounter>();
+    case Algorithm::fixed_window:
+      return std::make_unique<FixedWindowCounter>();
+    case Algorithm::sliding_window:
+    case Algorithm::token_bucket:
+      break;
+  }
+  throw std::logic_error("the model has no counter for this algorithm yet");
+}
+
+void Model::define(const Limit& limit) {
+  const auto found = limits_.find(limit.name);
+  if (found != limits_.end() && found->second.algorithm != limit.algorithm) {
+    std::erase_if(owners_, [&](const auto& entry) { return entry.first.first == limit.name; });
+  }
+  limits_[limit.name] = limit;
+}
+
+bool Model::remove(const std::string& name) {
+  std::erase_if(owners_, [&](const auto& entry) { return entry.first.first == name; });
+  return limits_.erase(name) > 0;
+}
+
+const Model::OwnerState* Model::find(const std::string& limit, const std::string& owner) const {
+  const auto found = owners_.find({limit, owner});
+  return found == owners_.end() ? nullptr : &found->second;
+}
+
+Model::OwnerState& Model::state(const std::string& limit, const std::string& owner) {
+  OwnerState& state = owners_[{limit, owner}];
+  if (!state.counter) state.counter = new_counter(limits_.at(limit).algorithm);
+  return state;
+}
+
+std::int64_t Model::time_of(const OwnerState* state, std::int64_t now) const {
+  if (state && state->remembered) return std::max(now, *state->remembered);
+  return now;
+}
+
+bool Model::fits(const Limit& limit, const Counter& counter, std::int64_t t, std::int64_t cost) {
+  return cost <= limit.capacity() && counter.used(limit, t) + cost <= limit.maximum;
+}
+
+Result Model::answer(const Limit& limit, const OwnerState& state, std::int64_t t,
+                     std::int64_t cost, bool allowed) const {
+  const Counter& counter = *state.counter;
+  Result result;
+  result.allowed = allowed;
+  result.denied = state.denied;
+  result.remaining = std::max<std::int64_t>(limit.capacity() - counter.used(limit, t), 0);
+  result.reset_at_ms = counter.reset_at(limit, t);
+  if (allowed) {
+    result.reason = Reason::ok;
+    result.retry_after_ms = 0;
+  } else if (cost > limit.capacity()) {
+    result.reason = Reason::cost_exceeds_capacity;
+    result.retry_after_ms = -1;
+  } else {
+    // The first moment at which usage has dropped enough: usage only drops at the times
+    // changes_after() lists, so the smallest of those at which the request fits is the wait.
+    result.reason = Reason::rate_limited;
+    result.retry_after_ms = -2;
+    for (std::int64_t when : counter.changes_after(limit, t)) {
+      if (fits(limit, counter, when, cost)) {
+        result.retry_after_ms = when - t;
+        break;
+      }
+    }
+    if (result.retry_after_ms < 0) throw std::logic_error("model: a fitting cost never fits");
+  }
+  return result;
+}
+
+Result Model::check(const std::string& limit, const std::string& owner, std::int64_t cost,
+                    std::int64_t now) const {
+  const Limit& rule = limits_.at(limit);
+  const OwnerState* existing = find(limit, owner);
+  const std::int64_t t = time_of(existing, now);
+  if (existing) return answer(rule, *existing, t, cost, fits(rule, *existing->counter, t, cost));
+  OwnerState fresh;
+  fresh.counter = new_counter(rule.algorithm);
+  return answer(rule, fresh, t, cost, fits(rule, *fresh.counter, t, cost));
+}
+
+Result Model::consume(const std::string& limit, const std::string& owner, std::int64_t cost,
+                      std::int64_t now) {
+  const Limit& rule = limits_.at(limit);
+  OwnerState& owner_state = state(limit, owner);
+  const std::int64_t t = time_of(&owner_state, now);
+  const bool allowed = fits(rule, *owner_state.counter, t, cost);
+  if (allowed) {
+    owner_state.counter->add(rule, t, cost);
+  } else {
+    ++owner_state.denied;
+  }
+  owner_state.remembered = t;
+  return answer(rule, owner_state, t, cost, allowed);
+}
+
+Result Model::record(const std::string& limit, const std::string& owner, std::int64_t cost,
+                     std::int64_t now) {
+  const Limit& rule = limits_.at(limit);
+  OwnerState& owner_state = state(limit, owner);
+  const std::int64_t t = time_of(&owner_state, now);
+  const bool allowed = fits(rule, *owner_state.counter, t, cost);
+  owner_state.counter->add(rule, t, cost);
+  owner_state.remembered = t;
+  return answer(rule, owner_state, t, cost, allowed);
+}
+
+Result Model::reset(const std::string& limit, const std::string& owner, std::int64_t now) {
+  const Limit& rule = limits_.at(limit);
+  owners_.erase({limit, owner});
+  Result result;
+  result.allowed = true;
+  result.reason = Reason::ok;
+  result.remaining = rule.capacity();
+  result.retry_after_ms = 0;
+  result.reset_at_ms = now;
+  result.denied = 0;
+  return result;
+}
+
+std::vector<Usage> Model::usage(const std::string& limit, std::int64_t now) const {
+  const Limit& rule = limits_.at(limit);
+  std::vector<Usage> rows;
+  for (const auto& [key, owner_state] : owners_) {
+    if (key.first != limit) continue;
+    const std::int64_t t = time_of(&owner_state, now);
+    const std::int64_t used = owner_state.counter->used(rule, t);
+    if (used == 0 && owner_state.denied == 0) continue;
+    rows.push_back({limit, key.second, used, std::max<std::int64_t>(rule.capacity() - used, 0),
+                    owner_state.denied, owner_state.counter->reset_at(rule, t)});
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const Usage& a, const Usage& b) {
+    return a.used != b.used ? a.used > b.used : a.owner < b.owner;
+  });
+  return rows;
+}
+
+std::vector<std::int64_t> Model::changes_after(const std::string& limit,
+                                               const std::string& owner,
+                                               std::int64_t now) const {
+  const OwnerState* existing = find(limit, owner);
+  if (!existing) return {};
+  return existing->counter->changes_after(limits_.at(limit), time_of(existing, now));
+}
+
+std::int64_t Model::evaluation_time(const std::string& limit, const std::string& owner,
+                                    std::int64_t now) const {
+  return time_of(find(limit, owner), now);
+}
+
+}  // namespace quota::test
+
+namespace quota {
+
+std::ostream& operator<<(std::ostream& out, const Result& result) {
+  return out << "allowed=" << result.allowed << " reason=" << to_string(result.reason)
+             << " remaining=" << result.remaining << " retry_after_ms=" << result.retry_after_ms
+             << " reset_at_ms=" << result.reset_at_ms << " denied=" << result.denied;
+}
+
+}  // namespace quota

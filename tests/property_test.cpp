@@ -1,0 +1,355 @@
+// Property tests: seeded random sequences of check/consume/record/reset (and redefinitions)
+// run against the engine and the reference model of model.h; every field of every Result
+// must agree. Small maxima (1-5) and periods (1-50 ms), costs up to maximum + 1, and time
+// steps aimed at exact expiries and window ends (and 1 ms either side), with occasional jumps
+// backwards, so that every boundary is hit many times.
+//
+// A failure prints the seed, the failing step and the history of that limit and owner.
+// QUOTA_PROPERTY_SEED=<n> runs only that seed (add QUOTA_PROPERTY_STEPS=<n> to change the
+// length), for reproducing a failure.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "model.h"
+#include "support.h"
+
+namespace quota::test {
+namespace {
+
+using Random = std::mt19937_64;
+
+std::int64_t between(Random& random, std::int64_t low, std::int64_t high) {
+  return std::uniform_int_distribution<std::int64_t>(low, high)(random);
+}
+
+template <typename T>
+const T& pick(Random& random, const std::vector<T>& items) {
+  return items[static_cast<std::size_t>(between(random, 0, std::int64_t(items.size()) - 1))];
+}
+
+std::optional<std::uint64_t> environment_number(const char* name) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return std::nullopt;
+  return std::strtoull(text, nullptr, 10);
+}
+
+Limit random_limit(Random& random, const std::string& name, Algorithm algorithm) {
+  Limit limit;
+  limit.name = name;
+  limit.algorithm = algorithm;
+  limit.maximum = between(random, 1, 5);
+  limit.period = std::chrono::milliseconds(between(random, 1, 50));
+  return limit;
+}
+
+std::string describe(const Limit& limit) {
+  std::ostringstream out;
+  out << limit.name << " " << to_string(limit.algorithm) << " maximum=" << limit.maximum
+      << " period_ms=" << limit.period.count();
+  return out.str();
+}
+
+// One step of a run, kept to explain a failure.
+struct Step {
+  int index;
+  std::string limit;
+  std::string owner;  // empty for steps that concern the whole limit
+  std::string text;
+};
+
+class Run {
+ public:
+  Run(std::uint64_t seed, std::vector<Algorithm> algorithms)
+      : seed_(seed), random_(seed), algorithms_(std::move(algorithms)) {
+    base_ = 1'700'000'000'000 + between(random_, 0, 999);
+    clock_.set(base_);
+    engine_.emplace(Engine::open(":memory:", options_with(clock_)));
+    for (std::size_t i = 0; i < algorithms_.size() * 2; ++i) {
+      const Algorithm algorithm = algorithms_[i % algorithms_.size()];
+      define(random_limit(random_, std::string(to_string(algorithm)) + "." + std::to_string(i),
+                          algorithm));
+      names_.push_back(history_.back().limit);
+    }
+  }
+
+  // Runs `steps` operations; false (after reporting) at the first disagreement.
+  bool run(int steps) {
+    for (step_ = 0; step_ < steps; ++step_) {
+      choose_pair();
+      move_clock();
+      if (!operate()) return false;
+      if (step_ % 97 == 0 && !compare_usage()) return false;
+    }
+    return true;
+  }
+
+  // How often the run reached the situations it exists for; the test requires each.
+  struct Coverage {
+    int allowed = 0;              // consumes allowed
+    int rate_limited = 0;         // consumes denied with a wait
+    int cost_exceeds = 0;         // consumes denied for good
+    int overdrawn = 0;            // records beyond the limit
+    int on_boundary = 0;          // evaluated exactly when an event expired or a window began
+    int beside_boundary = 0;      // ... or 1 ms before
+    int clock_rule = 0;           // evaluated at a remembered time later than the request's
+    int fresh_after_reset = 0;    // operations on a state just reset
+  };
+  const Coverage& coverage() const { return coverage_; }
+
+ private:
+  std::int64_t now() const { return clock_.get(); }
+
+  void note(const std::string& limit, const std::string& owner, const std::string& text) {
+    history_.push_back({step_, limit, owner, text});
+  }
+
+  void define(const Limit& limit) {
+    engine_->define(limit);
+    model_.define(limit);
+    note(limit.name, "", "define " + describe(limit));
+  }
+
+  // Mostly the same limit and owner as the step before, so that one owner sees bursts of
+  // requests within a period; sometimes any other.
+  void choose_pair() {
+    if (!limit_.empty() && between(random_, 0, 99) < 70) return;
+    limit_ = pick(random_, names_);
+    owner_ = pick(random_, owners_);
+  }
+
+  // Time stands still, moves by 1 or a few ms, lands on (or 1 ms beside) a moment at which the
+  // owner's usage changes, waits everything out, or jumps back by less or more than a period.
+  void move_clock() {
+    const std::int64_t roll = between(random_, 0, 99);
+    if (roll < 28) return;
+    if (roll < 48) return clock_.advance(1);
+    if (roll < 58) return clock_.advance(between(random_, 2, 10));
+    if (roll < 85) {
+      const auto changes = model_.changes_after(limit_, owner_, now());
+      if (!changes.empty()) {
+        const std::size_t which = static_cast<std::size_t>(
+            between(random_, 0, std::min<std::int64_t>(2, std::int64_t(changes.size()) - 1)));
+        return clock_.set(changes[which] + between(random_, -1, 1));
+      }
+      return clock_.advance(between(random_, 1, 10));
+    }
+    if (roll < 92) return clock_.advance(-between(random_, 1, 10));
+    if (roll < 96) return clock_.advance(-between(random_, 30, 120));
+    clock_.advance(between(random_, 30, 120));
+  }
+
+  void count_situation() {
+    const std::int64_t t = model_.evaluation_time(limit_, owner_, now());
+    if (t > now()) ++coverage_.clock_rule;
+    for (const std::int64_t change : model_.changes_after(limit_, owner_, t - 2)) {
+      if (change == t) ++coverage_.on_boundary;
+      if (change == t + 1) ++coverage_.beside_boundary;
+    }
+  }
+
+  bool operate() {
+    const std::string& limit = limit_;
+    const std::string& owner = owner_;
+    const Limit& rule = model_.limit(limit);
+    const std::int64_t cost = between(random_, 1, rule.maximum + 1);
+    const std::int64_t roll = between(random_, 0, 999);
+    count_situation();
+    if (just_reset_ == std::make_pair(limit, owner)) ++coverage_.fresh_after_reset;
+    just_reset_ = {};
+    if (roll < 300) {
+      return compare("check", limit, owner, cost, engine_->check(limit, owner, cost),
+                     model_.check(limit, owner, cost, now()));
+    }
+    if (roll < 720) {
+      const Result expected = model_.consume(limit, owner, cost, now());
+      if (expected.allowed) ++coverage_.allowed;
+      if (expected.reason == Reason::rate_limited) ++coverage_.rate_limited;
+      if (expected.reason == Reason::cost_exceeds_capacity) ++coverage_.cost_exceeds;
+      if (!expected.allowed && expected.retry_after_ms > 0 &&
+          !retry_is_tight(limit, owner, cost, expected)) {
+        return false;
+      }
+      return compare("consume", limit, owner, cost, engine_->consume(limit, owner, cost),
+                     expected);
+    }
+    if (roll < 900) {
+      const Result expected = model_.record(limit, owner, cost, now());
+      if (!expected.allowed) ++coverage_.overdrawn;
+      return compare("record", limit, owner, cost, engine_->record(limit, owner, cost),
+                     expected);
+    }
+    if (roll < 960) {
+      just_reset_ = {limit, owner};
+      return compare("reset", limit, owner, 0, engine_->reset(limit, owner),
+                     model_.reset(limit, owner, now()));
+    }
+    if (roll < 985) {
+      // Same algorithm, new maximum: the state stays and the new number applies. (Only the
+      // maximum: a counter cannot carry its windows across a change of period exactly.)
+      Limit changed = rule;
+      changed.maximum = between(random_, 1, 5);
+      define(changed);
+      return true;
+    }
+    if (roll < 995) {
+      // Another algorithm (or the same one, when the run has one): the state goes.
+      const Algorithm algorithm = pick(random_, algorithms_);
+      if (algorithm == rule.algorithm) {
+        REQUIRE(engine_->remove(limit));
+        REQUIRE(model_.remove(limit));
+        note(limit, "", "remove");
+      }
+      define(random_limit(random_, limit, algorithm));
+      return true;
+    }
+    return compare_usage();
+  }
+
+  // The model's own promise, checked before trusting it: after a denial with wait d at t,
+  // the same request is still denied at t + d - 1 and allowed at t + d.
+  bool retry_is_tight(const std::string& limit, const std::string& owner, std::int64_t cost,
+                      const Result& denial) {
+    const std::int64_t t = model_.evaluation_time(limit, owner, now());
+    const Result before = model_.check(limit, owner, cost, t + denial.retry_after_ms - 1);
+    const Result at = model_.check(limit, owner, cost, t + denial.retry_after_ms);
+    if (!before.allowed && at.allowed) return true;
+    report("the MODEL's retry_after_ms is not tight", "consume", limit, owner, cost, denial,
+           denial);
+    return false;
+  }
+
+  bool compare(const char* operation, const std::string& limit, const std::string& owner,
+               std::int64_t cost, const Result& actual, const Result& expected) {
+    std::ostringstream text;
+    text << "now=" << now() - base_ << " " << operation << " " << owner;
+    if (cost > 0) text << " cost=" << cost;
+    text << " -> " << relative(expected);
+    note(limit, owner, text.str());
+    if (actual == expected) return true;
+    report("engine and model disagree", operation, limit, owner, cost, actual, expected);
+    return false;
+  }
+
+  bool compare_usage() {
+    const std::string& limit = pick(random_, names_);
+    const auto actual = engine_->usage(limit);
+    const auto expected = model_.usage(limit, now());
+    bool same = actual.size() == expected.size();
+    for (std::size_t i = 0; same && i < actual.size(); ++i) {
+      same = actual[i].owner == expected[i].owner && actual[i].used == expected[i].used &&
+             actual[i].remaining == expected[i].remaining &&
+             actual[i].denied == expected[i].denied &&
+             actual[i].reset_at_ms == expected[i].reset_at_ms;
+    }
+    if (same) return true;
+    std::ostringstream message;
+    message << "usage(" << limit << ") at now=" << now() - base_ << " disagrees (seed " << seed_
+            << ", step " << step_ << ")\n";
+    for (const auto* rows : {&actual, &expected}) {
+      message << (rows == &actual ? " engine:" : " model:") << "\n";
+      for (const Usage& row : *rows) {
+        message << "  " << row.owner << " used=" << row.used << " remaining=" << row.remaining
+                << " denied=" << row.denied << " reset_at_ms=" << row.reset_at_ms - base_
+                << "\n";
+      }
+    }
+    append_history(message, limit, std::nullopt);
+    FAIL(message.str());
+    return false;
+  }
+
+  void report(const char* what, const char* operation, const std::string& limit,
+              const std::string& owner, std::int64_t cost, const Result& actual,
+              const Result& expected) {
+    std::ostringstream message;
+    message << what << " (seed " << seed_ << ", step " << step_ << ", times relative to "
+            << base_ << ")\n"
+            << " " << operation << " " << limit << " " << owner << " cost=" << cost
+            << " now=" << now() - base_ << "\n"
+            << " engine: " << relative(actual) << "\n"
+            << " model:  " << relative(expected) << "\n"
+            << " rerun: QUOTA_PROPERTY_SEED=" << seed_ << "\n";
+    append_history(message, limit, owner);
+    FAIL(message.str());
+  }
+
+  Result relative(Result result) const {
+    result.reset_at_ms -= base_;
+    return result;
+  }
+
+  void append_history(std::ostringstream& message, const std::string& limit,
+                      const std::optional<std::string>& owner) const {
+    message << " history of " << limit << (owner ? " / " + *owner : std::string()) << ":\n";
+    for (const Step& step : history_) {
+      if (step.limit != limit) continue;
+      if (owner && !step.owner.empty() && step.owner != *owner) continue;
+      message << "  #" << step.index << " " << step.text << "\n";
+    }
+  }
+
+  std::uint64_t seed_;
+  Random random_;
+  std::vector<Algorithm> algorithms_;
+  std::int64_t base_ = 0;
+  ManualClock clock_;
+  std::optional<Engine> engine_;
+  Model model_;
+  std::vector<std::string> names_;
+  std::vector<std::string> owners_ = {"u1", "u2", "\xC3\xBC" "3"};  // "ü3"
+  std::vector<Step> history_;
+  int step_ = 0;
+  std::string limit_, owner_;  // the pair this step works on
+  std::pair<std::string, std::string> just_reset_;
+  Coverage coverage_;
+};
+
+void run_seeds(const std::vector<Algorithm>& algorithms, std::uint64_t first_seed) {
+  const int steps = static_cast<int>(environment_number("QUOTA_PROPERTY_STEPS").value_or(3000));
+  std::vector<std::uint64_t> seeds;
+  if (const auto only = environment_number("QUOTA_PROPERTY_SEED")) {
+    seeds.push_back(*only);
+  } else {
+    for (std::uint64_t i = 0; i < 4; ++i) seeds.push_back(first_seed + i);
+  }
+  for (const std::uint64_t seed : seeds) {
+    Run run(seed, algorithms);
+    const bool agreed = run.run(steps);
+    CHECK(agreed);
+    if (!agreed) break;
+    // The generator must keep reaching the cases it exists for (at the default length).
+    if (steps < 3000) continue;
+    const auto& covered = run.coverage();
+    INFO("seed " << seed);
+    CHECK(covered.allowed > 300);
+    CHECK(covered.rate_limited > 100);
+    CHECK(covered.cost_exceeds > 50);
+    CHECK(covered.overdrawn > 50);
+    CHECK(covered.on_boundary > 100);
+    CHECK(covered.beside_boundary > 100);
+    CHECK(covered.clock_rule > 50);
+    CHECK(covered.fresh_after_reset > 20);
+  }
+}
+
+TEST_CASE("sliding_log: the engine matches the reference model", "[property]") {
+  run_seeds({Algorithm::sliding_log}, 1000);
+}
+
+TEST_CASE("fixed_window: the engine matches the reference model", "[property]") {
+  run_seeds({Algorithm::fixed_window}, 2000);
+}
+
+TEST_CASE("mixed limits, owners and algorithm changes: the engine matches the model",
+          "[property]") {
+  run_seeds({Algorithm::sliding_log, Algorithm::fixed_window}, 3000);
+}
+
+}  // namespace
+}  // namespace quota::test
