@@ -1,0 +1,321 @@
+// quotactl's command table and run(): the parser is built from kCommands, the chosen
+// command's run function does the work, and every failure becomes one error line and an
+// exit status (0 success or allowed, 1 not allowed, 2 invalid input, 3 database or
+// environment).
+#include "cli.h"
+
+#include <SQLiteCpp/Exception.h>
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cctype>
+#include <map>
+#include <ostream>
+#include <sstream>
+#include <string_view>
+
+#include "commands.h"
+#include "quota/version.h"
+#include "text.h"
+
+namespace quotactl {
+namespace {
+
+using Declare = void (*)(CLI::App&, Arguments&);
+using Run = int (*)(Session&, const Arguments&);
+
+// One command: its name (a word per level: "limit set" is `set` under `limit`), its one-line
+// help, what arguments it takes, and the function that runs it. A command without a run
+// function is a group whose commands follow it.
+struct Command {
+  std::string_view name;
+  std::string_view help;
+  Declare declare;
+  Run run;
+};
+
+void declare_name(CLI::App& command, Arguments& arguments) {
+  command.add_option("NAME", arguments.limit, "the limit's name: 1-64 of A-Z a-z 0-9 _ . : -")
+      ->required()
+      ->type_name("");
+}
+
+void declare_name_owner(CLI::App& command, Arguments& arguments) {
+  declare_name(command, arguments);
+  command.add_option("OWNER", arguments.owner, "whom the limit counts: a user id, IP, e-mail...")
+      ->required()
+      ->type_name("");
+}
+
+void declare_request(CLI::App& command, Arguments& arguments) {
+  declare_name_owner(command, arguments);
+  command.add_option("--cost", arguments.cost, "units this request uses (default 1)")
+      ->type_name("N");
+}
+
+void declare_limit_set(CLI::App& command, Arguments& arguments) {
+  declare_name(command, arguments);
+  command.add_option("--max", arguments.maximum, "units allowed per period")
+      ->required()
+      ->type_name("N");
+  command.add_option("--per", arguments.per, "the period: 500ms, 30s, 1m, 1h, 1d (at most 366d)")
+      ->required()
+      ->type_name("DURATION");
+  command
+      .add_option("--algo", arguments.algorithm,
+                  "sliding_log, fixed_window, sliding_window or token_bucket (default: the "
+                  "existing limit's, else sliding_log)")
+      ->type_name("ALGO");
+  command.add_option("--burst", arguments.burst, "token_bucket only: the bucket's capacity")
+      ->type_name("N");
+}
+
+void declare_usage(CLI::App& command, Arguments& arguments) {
+  declare_name(command, arguments);
+  command.add_option("--owner", arguments.owner_filter, "show only this owner")->type_name("OWNER");
+  command.add_option("--top", arguments.top, "show at most K owners")->type_name("K");
+}
+
+void declare_sql(CLI::App& command, Arguments& arguments) {
+  command.add_option("OPERATION", arguments.operation, "consume, check, record or reset")
+      ->required()
+      ->type_name("");
+  command
+      .add_option("NAME", arguments.sql_limit,
+                  "a limit, for the statement of its algorithm (default: sliding_log's)")
+      ->type_name("");
+}
+
+void declare_migrate(CLI::App& command, Arguments& arguments) {
+  command.add_flag("--dry-run", arguments.dry_run,
+                   "print the SQL that would run; create and change nothing");
+}
+
+void declare_help(CLI::App& command, Arguments& arguments) {
+  command.add_option("COMMAND", arguments.topic, "the command to explain")->type_name("");
+}
+
+int run_help(Session& session, const Arguments& arguments);
+
+constexpr Command kCommands[] = {
+    {"migrate", "create the database if missing and apply pending schema migrations",
+     declare_migrate, run_migrate},
+    {"status", "schema version, pending migrations, journal mode and counts (never writes)",
+     nullptr, run_status},
+    {"limit", "define, show and remove limits", nullptr, nullptr},
+    {"limit set", "create or update a limit (idempotent)", declare_limit_set, run_limit_set},
+    {"limit get", "show one limit", declare_name, run_limit_get},
+    {"limit list", "show every limit", nullptr, run_limit_list},
+    {"limit rm", "remove a limit and its state", declare_name, run_limit_rm},
+    {"consume", "use units if the limit allows it (exit 1 when denied)", declare_request,
+     run_consume},
+    {"check", "would a consume be allowed now? (changes nothing; exit 1 when not)", declare_request,
+     run_check},
+    {"record", "record usage even beyond the limit (exit 1 when over it)", declare_request,
+     run_record},
+    {"reset", "forget an owner's usage and denials for a limit", declare_name_owner, run_reset},
+    {"usage", "owners with usage or denials, most used first", declare_usage, run_usage},
+    {"sql", "print the SQL statement quota runs for an operation", declare_sql, run_sql},
+    {"help", "show the help of quotactl or of a command", declare_help, run_help},
+};
+
+constexpr std::string_view kRootFooter =
+    "Exit status: 0 success or allowed, 1 not allowed, 2 invalid input, 3 database or "
+    "environment error.\n"
+    "Run `quotactl help COMMAND` for a command's arguments.";
+
+constexpr std::string_view kCommandFooter =
+    "Global options (before or after the command): --db PATH, --json, --now MS; see "
+    "`quotactl --help`.";
+
+struct GlobalOptions {
+  std::optional<std::string> db;
+  bool json = false;
+  std::optional<std::string> now;
+};
+
+// The parser built from kCommands; `runners` maps each command's CLI11 app to its entry.
+struct Parser {
+  CLI::App app{"quotactl: manage a quota database (limits, migrations, checks).", "quotactl"};
+  Arguments arguments;
+  GlobalOptions globals;
+  std::map<const CLI::App*, const Command*> commands;
+
+  Parser() {
+    app.fallthrough();  // global options may follow the command
+    app.require_subcommand(1);
+    app.set_version_flag("--version", fmt::format("quotactl {}", quota::kVersion),
+                         "print the version and exit");
+    app.footer(std::string(kRootFooter));
+    app.add_option("--db", globals.db, "the database file (default: $QUOTA_DB, else ./quota.db)")
+        ->type_name("PATH");
+    app.add_flag("--json", globals.json, "print exactly one JSON document");
+    app.add_option("--now", globals.now, "the time to run at, in Unix ms (default: the clock)")
+        ->type_name("MS");
+    for (const Command& command : kCommands) add(command);
+  }
+
+  void add(const Command& command) {
+    CLI::App* parent = &app;
+    std::string_view rest = command.name;
+    for (std::size_t space; (space = rest.find(' ')) != std::string_view::npos;) {
+      parent = parent->get_subcommand(std::string(rest.substr(0, space)));
+      rest.remove_prefix(space + 1);
+    }
+    CLI::App* added = parent->add_subcommand(std::string(rest), std::string(command.help));
+    added->footer(std::string(kCommandFooter));
+    if (command.declare) command.declare(*added, arguments);
+    if (!command.run) added->require_subcommand(1);
+    commands[added] = &command;
+  }
+};
+
+// The deepest command the parser selected, or the root app.
+const CLI::App* selected(const CLI::App& app) {
+  const CLI::App* current = &app;
+  while (!current->get_subcommands().empty()) current = current->get_subcommands().front();
+  return current;
+}
+
+std::string path_of(const CLI::App* app) {
+  std::string path;
+  for (; app && app->get_parent(); app = app->get_parent()) {
+    path = app->get_name() + (path.empty() ? "" : " " + path);
+  }
+  return path;
+}
+
+std::string help_hint(const std::string& path) {
+  return path.empty() ? "run `quotactl --help`" : fmt::format("run `quotactl help {}`", path);
+}
+
+// CLI11's message, made into one line that names the command and says where to read more.
+std::string describe_parse_error(const Parser& parser, const CLI::ParseError& error) {
+  const CLI::App* leaf = selected(parser.app);
+  const std::string path = path_of(leaf);
+  const bool lacks_command = !leaf->get_subcommands({}).empty() && leaf->get_subcommands().empty();
+  if (dynamic_cast<const CLI::RequiredError*>(&error) && lacks_command) {
+    std::string names;
+    for (const CLI::App* command : leaf->get_subcommands({})) {
+      names += (names.empty() ? "" : ", ") + command->get_name();
+    }
+    for (const std::string& word : parser.app.remaining(true)) {
+      if (!word.starts_with("-")) {
+        return fmt::format("unknown command '{}{}': use one of {}; {}",
+                           path.empty() ? "" : path + " ", word, names, help_hint(path));
+      }
+    }
+    return fmt::format("{} needs a command: one of {}; {}",
+                       path.empty() ? "quotactl" : "quotactl " + path, names, help_hint(path));
+  }
+  std::string message = error.what();
+  // "The following argument..." reads better mid-line in lower case; "OWNER is..." stays.
+  if (message.size() > 1 && std::islower(static_cast<unsigned char>(message[1]))) {
+    message[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(message[0])));
+  }
+  return fmt::format("{}{}; {}", path.empty() ? "" : path + ": ", message, help_hint(path));
+}
+
+int fail(std::ostream& err, int status, std::string_view message) {
+  std::string line(message);
+  for (char& c : line) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  err << "quotactl: error: " << line << '\n';
+  return status;
+}
+
+int exit_status(quota::ErrorCode code) {
+  switch (code) {
+    case quota::ErrorCode::invalid_argument:
+    case quota::ErrorCode::unknown_limit:
+      return 2;
+    default:
+      return 3;
+  }
+}
+
+int run_help(Session& session, const Arguments& arguments) {
+  const CLI::App* topic = session.root;
+  std::string path;
+  for (const std::string& word : arguments.topic) {
+    const CLI::App* next = nullptr;
+    for (const CLI::App* command : topic->get_subcommands({})) {
+      if (command->get_name() == word) next = command;
+    }
+    path += (path.empty() ? "" : " ") + word;
+    if (!next) {
+      throw quota::Error(
+          quota::ErrorCode::invalid_argument,
+          fmt::format("unknown command '{}': run `quotactl --help` for the list", path));
+    }
+    topic = next;
+  }
+  // Not topic->help(): that describes the command selected on this command line, `help`.
+  session.out << topic->get_formatter()->make_help(
+      topic, path.empty() ? "quotactl" : "quotactl " + path, CLI::AppFormatMode::Normal);
+  return 0;
+}
+
+Session make_session(const Parser& parser, std::ostream& out, std::ostream& err,
+                     const Context& context) {
+  const GlobalOptions& globals = parser.globals;
+  Session session{out, err};
+  session.json = globals.json;
+  session.use_colour = context.terminal && !context.no_color && !globals.json;
+  if (globals.db && globals.db->empty()) {
+    throw quota::Error(quota::ErrorCode::invalid_argument,
+                       "--db is empty: give the path of a database file");
+  }
+  session.db_path = globals.db                  ? *globals.db
+                    : !context.quota_db.empty() ? context.quota_db
+                                                : "./quota.db";
+  // The latest time format_time can show: 9999-12-31T23:59:59.999Z.
+  constexpr std::int64_t kLatestTime = 253'402'300'799'999;
+  session.now =
+      globals.now ? parse_whole(*globals.now, "--now", 0, kLatestTime) : quota::system_clock_ms();
+  session.root = &parser.app;
+  return session;
+}
+
+}  // namespace
+
+int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+        const Context& context) {
+  Parser parser;
+  try {
+    // CLI11 takes the arguments last first.
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    parser.app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    out << parser.app.help();
+    return 0;
+  } catch (const CLI::CallForAllHelp&) {
+    out << parser.app.help("", CLI::AppFormatMode::All);
+    return 0;
+  } catch (const CLI::CallForVersion& version) {
+    out << version.what() << '\n';
+    return 0;
+  } catch (const CLI::ParseError& error) {
+    return fail(err, 2, describe_parse_error(parser, error));
+  }
+
+  const CLI::App* leaf = selected(parser.app);
+  const auto found = parser.commands.find(leaf);
+  if (found == parser.commands.end() || !found->second->run) {
+    return fail(err, 2, "no command given: run `quotactl --help`");
+  }
+  try {
+    Session session = make_session(parser, out, err, context);
+    session.command_path = path_of(leaf);
+    return found->second->run(session, parser.arguments);
+  } catch (const quota::Error& error) {
+    return fail(err, exit_status(error.code()), error.what());
+  } catch (const SQLite::Exception& error) {
+    return fail(err, 3, fmt::format("database error: {}", error.what()));
+  } catch (const std::exception& error) {
+    return fail(err, 3, fmt::format("unexpected failure: {}", error.what()));
+  }
+}
+
+}  // namespace quotactl

@@ -1,0 +1,30 @@
+// The run function of every quotactl command. Each checks its arguments first (quota::Error
+// with ErrorCode::invalid_argument, exit 2), then opens the database, then prints a human
+// line or table, or one JSON document with --json. Each returns the exit status: 0 success
+// or allowed, 1 not allowed; failures are thrown as quota::Error. cli.cpp holds the table
+// that names them and declares their arguments.
+#pragma once
+
+#include "session.h"
+
+namespace quotactl {
+
+// database_commands.cpp
+int run_migrate(Session& session, const Arguments& arguments);
+int run_status(Session& session, const Arguments& arguments);
+
+// limit_commands.cpp
+int run_limit_set(Session& session, const Arguments& arguments);
+int run_limit_get(Session& session, const Arguments& arguments);
+int run_limit_list(Session& session, const Arguments& arguments);
+int run_limit_rm(Session& session, const Arguments& arguments);
+
+// operation_commands.cpp
+int run_consume(Session& session, const Arguments& arguments);
+int run_check(Session& session, const Arguments& arguments);
+int run_record(Session& session, const Arguments& arguments);
+int run_reset(Session& session, const Arguments& arguments);
+int run_usage(Session& session, const Arguments& arguments);
+int run_sql(Session& session, const Arguments& arguments);
+
+}  // namespace quotactl

@@ -1,0 +1,258 @@
+// consume, check, record, reset, usage and sql: the operations of SPEC §4 and their SQL.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <ostream>
+#include <stdexcept>
+
+#include "commands.h"
+#include "statements.h"
+#include "text.h"
+
+namespace quotactl {
+namespace {
+
+using quota::detail::Operation;
+
+struct Request {
+  std::string limit;
+  std::string owner;
+  std::int64_t cost = 1;
+};
+
+Request parse_request(const Arguments& arguments) {
+  quota::validate_limit_name(arguments.limit);
+  quota::validate_owner(arguments.owner);
+  Request request{arguments.limit, arguments.owner, 1};
+  if (arguments.cost) {
+    request.cost = parse_whole(*arguments.cost, "--cost", 1, quota::kMaximumBound);
+    quota::validate_cost(request.cost);
+  }
+  return request;
+}
+
+quota::Result perform(quota::Engine& engine, Operation operation, const Request& request) {
+  switch (operation) {
+    case Operation::check:
+      return engine.check(request.limit, request.owner, request.cost);
+    case Operation::consume:
+      return engine.consume(request.limit, request.owner, request.cost);
+    case Operation::record:
+      return engine.record(request.limit, request.owner, request.cost);
+    case Operation::reset:
+      return engine.reset(request.limit, request.owner);
+  }
+  throw std::logic_error("unknown operation");
+}
+
+nlohmann::ordered_json to_json(const Request& request, const quota::Result& result) {
+  return {{"limit", request.limit},
+          {"owner", request.owner},
+          {"allowed", result.allowed},
+          {"reason", quota::to_string(result.reason)},
+          {"remaining", result.remaining},
+          {"retry_after_ms", result.retry_after_ms},
+          {"reset_at_ms", result.reset_at_ms},
+          {"denied", result.denied}};
+}
+
+// The first word of the human line, padded so that the lines of a burst align.
+std::string verdict(const Session& session, Operation operation, const quota::Result& result) {
+  if (operation == Operation::reset) return "reset   ";
+  if (operation == Operation::record) {
+    return result.allowed ? session.paint("recorded", Colour::green)
+                          : session.paint("over    ", Colour::red);
+  }
+  return result.allowed ? session.paint("allowed ", Colour::green)
+                        : session.paint("denied  ", Colour::red);
+}
+
+// e.g. "allowed  send/u1: 9 of 10 left, resets in 59.9s"
+//      "denied   send/u1: 0 of 10 left, retry in 1.234s (at 2023-11-14T22:14:20.000Z)"
+std::string human_line(const Session& session, Operation operation, const Request& request,
+                       const quota::Result& result, std::optional<std::int64_t> capacity) {
+  std::string line = fmt::format("{} {}/{}: ", verdict(session, operation, result), request.limit,
+                                 printable(request.owner, 64));
+  if (result.reason == quota::Reason::cost_exceeds_capacity) {
+    line += fmt::format("a cost of {} is more than the capacity", request.cost);
+    if (capacity) line += fmt::format(" of {}", *capacity);
+    line += operation == Operation::record ? ": recorded, but a consume of it can never succeed"
+                                           : ": it can never be allowed";
+    return line;
+  }
+  line += capacity ? fmt::format("{} of {} left", result.remaining, *capacity)
+                   : fmt::format("{} left", result.remaining);
+  if (result.allowed) {
+    line += result.reset_at_ms > session.now
+                ? ", resets in " + format_duration(result.reset_at_ms - session.now)
+                : ", nothing in use";
+    return line;
+  }
+  if (result.reason != quota::Reason::rate_limited) {
+    line += fmt::format(" ({})", quota::to_string(result.reason));
+  }
+  if (result.retry_after_ms < 0) return line + ", never allowed";
+  line += fmt::format(
+      ", {} in {} (at {})", operation == Operation::record ? "a consume is allowed again" : "retry",
+      format_duration(result.retry_after_ms), format_time(session.now + result.retry_after_ms));
+  if (operation == Operation::consume && result.denied > 0) {
+    line += fmt::format(", {} denied so far", result.denied);
+  }
+  return line;
+}
+
+int operate(Session& session, const Arguments& arguments, Operation operation) {
+  const Request request = parse_request(arguments);
+  quota::Engine engine = session.open_engine();
+  const quota::Result result = perform(engine, operation, request);
+  const int status = result.allowed ? 0 : 1;
+  if (session.json) {
+    session.emit(to_json(request, result));
+    return status;
+  }
+  std::optional<std::int64_t> capacity;
+  if (const auto limit = engine.get(request.limit)) capacity = limit->capacity();
+  session.out << human_line(session, operation, request, result, capacity) << '\n';
+  return status;
+}
+
+}  // namespace
+
+int run_consume(Session& session, const Arguments& arguments) {
+  return operate(session, arguments, Operation::consume);
+}
+int run_check(Session& session, const Arguments& arguments) {
+  return operate(session, arguments, Operation::check);
+}
+int run_record(Session& session, const Arguments& arguments) {
+  return operate(session, arguments, Operation::record);
+}
+int run_reset(Session& session, const Arguments& arguments) {
+  return operate(session, arguments, Operation::reset);
+}
+
+namespace {
+
+// "##########.........." : `used` of `capacity` as a bar of `width` characters.
+std::string bar(std::int64_t used, std::int64_t capacity, int width = 20) {
+  const std::int64_t filled =
+      capacity <= 0 ? width
+                    : std::min<std::int64_t>(width, (used * width + capacity - 1) / capacity);
+  return std::string(static_cast<std::size_t>(filled), '#') +
+         std::string(static_cast<std::size_t>(width - filled), '.');
+}
+
+}  // namespace
+
+int run_usage(Session& session, const Arguments& arguments) {
+  quota::validate_limit_name(arguments.limit);
+  if (arguments.owner_filter) quota::validate_owner(*arguments.owner_filter);
+  const std::size_t top =
+      arguments.top ? static_cast<std::size_t>(parse_whole(*arguments.top, "--top", 1, 1'000'000))
+                    : 0;
+
+  quota::Engine engine = session.open_engine();
+  const std::optional<quota::Limit> limit = engine.get(arguments.limit);
+  if (!limit) throw unknown_limit(arguments.limit);
+  std::vector<quota::Usage> rows = engine.usage(arguments.limit, arguments.owner_filter ? 0 : top);
+  if (arguments.owner_filter) {
+    std::erase_if(rows,
+                  [&](const quota::Usage& row) { return row.owner != *arguments.owner_filter; });
+  }
+
+  if (session.json) {
+    auto array = nlohmann::ordered_json::array();
+    for (const quota::Usage& row : rows) {
+      array.push_back({{"owner", row.owner},
+                       {"used", row.used},
+                       {"remaining", row.remaining},
+                       {"denied", row.denied},
+                       {"reset_at_ms", row.reset_at_ms}});
+    }
+    session.emit(array);
+    return 0;
+  }
+  session.out << fmt::format(
+      "{}: {}, at {}\n", limit->name,
+      fmt::format("{} per {} ({})", limit->maximum, format_period(limit->period),
+                  quota::to_string(limit->algorithm)),
+      format_time(session.now));
+  if (rows.empty()) {
+    session.out << (arguments.owner_filter ? "no usage and no denials for that owner\n"
+                                           : "no owner has usage or denials\n");
+    return 0;
+  }
+  std::vector<std::vector<std::string>> table{{"OWNER", "USAGE", "USED", "DENIED", "RESETS IN"}};
+  for (const quota::Usage& row : rows) {
+    table.push_back(
+        {printable(row.owner, 40), bar(row.used, limit->capacity()),
+         fmt::format("{}/{}", row.used, limit->capacity()), std::to_string(row.denied),
+         row.reset_at_ms > session.now ? format_duration(row.reset_at_ms - session.now) : "-"});
+  }
+  session.out << format_table(table, {false, false, true, true, false});
+  return 0;
+}
+
+namespace {
+
+Operation parse_operation(const std::string& text) {
+  for (Operation operation :
+       {Operation::consume, Operation::check, Operation::record, Operation::reset}) {
+    if (text == quota::detail::operation_name(operation)) return operation;
+  }
+  throw quota::Error(
+      quota::ErrorCode::invalid_argument,
+      fmt::format("unknown operation '{}': use consume, check, record or reset", text));
+}
+
+// How to run the statement in the sqlite3 shell, as SQL comments.
+std::string shell_instructions(Operation operation, quota::Algorithm algorithm,
+                               const std::optional<std::string>& limit) {
+  std::string text = fmt::format(
+      "-- The statement quota runs for {} on {} limits. To run it in the sqlite3 shell,\n"
+      "-- bind its parameters first:\n"
+      "--   .parameter init\n"
+      "--   .parameter set :limit '{}'\n"
+      "--   .parameter set :owner 'u1'\n",
+      quota::detail::operation_name(operation), quota::to_string(algorithm),
+      limit.value_or("send"));
+  if (operation != Operation::reset) text += "--   .parameter set :cost 1\n";
+  text +=
+      "--   .parameter set :now NULL\n"
+      "-- :cost NULL means 1; :now is Unix ms, NULL for the database's current time.\n";
+  return text;
+}
+
+}  // namespace
+
+int run_sql(Session& session, const Arguments& arguments) {
+  const Operation operation = parse_operation(arguments.operation);
+  quota::Algorithm algorithm = quota::Algorithm::sliding_log;
+  if (arguments.sql_limit) {
+    quota::validate_limit_name(*arguments.sql_limit);
+    quota::Engine engine = session.open_engine();
+    const std::optional<quota::Limit> limit = engine.get(*arguments.sql_limit);
+    if (!limit) throw unknown_limit(*arguments.sql_limit);
+    algorithm = limit->algorithm;
+  }
+  const std::string* statement = nullptr;
+  try {
+    statement = &quota::detail::statement(operation, algorithm);
+  } catch (const std::logic_error&) {
+    throw quota::Error(quota::ErrorCode::invalid_argument,
+                       fmt::format("this build has no statement for {} limits: use "
+                                   "sliding_log or fixed_window",
+                                   quota::to_string(algorithm)));
+  }
+  if (session.json) {
+    session.emit({{"operation", quota::detail::operation_name(operation)},
+                  {"algorithm", quota::to_string(algorithm)},
+                  {"sql", *statement}});
+  } else {
+    session.out << shell_instructions(operation, algorithm, arguments.sql_limit) << *statement
+                << ";\n";
+  }
+  return 0;
+}
+
+}  // namespace quotactl

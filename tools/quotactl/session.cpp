@@ -1,0 +1,122 @@
+#include "session.h"
+
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <ostream>
+
+#include "migrations.h"
+
+namespace quotactl {
+
+using quota::Error;
+using quota::ErrorCode;
+
+void Session::emit(const nlohmann::ordered_json& document) const {
+  out << document.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
+}
+
+std::string Session::paint(std::string_view text, Colour colour) const {
+  if (!use_colour) return std::string(text);
+  const char* code = "";
+  switch (colour) {
+    case Colour::green:
+      code = "32";
+      break;
+    case Colour::red:
+      code = "31";
+      break;
+    case Colour::yellow:
+      code = "33";
+      break;
+    case Colour::bold:
+      code = "1";
+      break;
+  }
+  return fmt::format("\x1b[{}m{}\x1b[0m", code, text);
+}
+
+std::string migrate_hint(const std::string& path) {
+  return fmt::format("`quotactl migrate --db {}`", path);
+}
+
+quota::Error unknown_limit(const std::string& name) {
+  return Error(ErrorCode::unknown_limit,
+               fmt::format("unknown limit '{}': see `quotactl limit list`, or define it with "
+                           "`quotactl limit set {} --max N --per DURATION`",
+                           name, name));
+}
+
+quota::Error database_error(const SQLite::Exception& error, const std::string& path) {
+  switch (error.getErrorCode() & 0xFF) {
+    case SQLITE_NOTADB:
+      return Error(ErrorCode::not_a_database,
+                   fmt::format("'{}' is not a SQLite database: check --db (or $QUOTA_DB); "
+                               "quotactl leaves such a file untouched",
+                               path));
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return Error(ErrorCode::busy, fmt::format("'{}' stayed locked by another connection: "
+                                                "retry when it is less busy",
+                                                path));
+    case SQLITE_CORRUPT:
+      return Error(ErrorCode::io, fmt::format("'{}' is corrupt ({}): restore it from a backup",
+                                              path, error.what()));
+    default:
+      return Error(ErrorCode::io, fmt::format("cannot use '{}' ({}): check the path, its "
+                                              "permissions and the disk",
+                                              path, error.what()));
+  }
+}
+
+SQLite::Database open_read_only(const std::string& path) {
+  std::error_code ignored;
+  const auto kind = std::filesystem::status(path, ignored).type();
+  if (kind == std::filesystem::file_type::not_found) {
+    throw Error(ErrorCode::io, fmt::format("database '{}' does not exist: create it with {}", path,
+                                           migrate_hint(path)));
+  }
+  if (kind == std::filesystem::file_type::directory) {
+    throw Error(ErrorCode::io,
+                fmt::format("'{}' is a directory: give --db the path of a database file", path));
+  }
+  try {
+    SQLite::Database db(path, SQLite::OPEN_READONLY);
+    db.setBusyTimeout(5000);
+    // SQLite reads the file's header only now: a file that is not a database fails here.
+    db.exec("SELECT count(*) FROM sqlite_schema");
+    return db;
+  } catch (const SQLite::Exception& error) {
+    throw database_error(error, path);
+  }
+}
+
+quota::Engine Session::open_engine() const {
+  // The engine refuses an unmigrated file only after switching it to WAL mode, so the schema
+  // is checked here first, on a read-only connection: a refused file stays byte-for-byte
+  // unchanged.
+  {
+    SQLite::Database db = open_read_only(db_path);
+    try {
+      const quota::detail::SchemaStatus status = quota::detail::read_schema_status(db);
+      quota::detail::require_usable(status);
+      if (!status.pending.empty()) {
+        throw Error(ErrorCode::not_migrated,
+                    fmt::format("'{}' is at schema version {} and this build needs version {}: "
+                                "run {}",
+                                db_path, status.version, quota::detail::latest_version(),
+                                migrate_hint(db_path)));
+      }
+    } catch (const SQLite::Exception& error) {
+      throw database_error(error, db_path);
+    }
+  }
+  quota::Options options;
+  options.create = false;
+  options.migrate = false;
+  options.clock = [now = now] { return now; };
+  return quota::Engine::open(db_path, std::move(options));
+}
+
+}  // namespace quotactl

@@ -1,0 +1,77 @@
+// What every quotactl command works with: its parsed arguments, where to write, and how to
+// reach the database without ever changing a file it must not change.
+#pragma once
+
+#include <SQLiteCpp/Database.h>
+
+#include <cstdint>
+#include <iosfwd>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "quota/engine.h"
+
+namespace CLI {
+class App;
+}
+
+namespace quotactl {
+
+// The arguments of every command, as typed; a command reads the fields it declared and
+// checks them before it opens the database.
+struct Arguments {
+  std::string limit;                     // NAME
+  std::string owner;                     // OWNER
+  std::string operation;                 // sql's consume|check|record|reset
+  std::optional<std::string> sql_limit;  // sql's optional NAME
+  std::vector<std::string> topic;        // help's COMMAND words
+  std::optional<std::string> cost;
+  std::optional<std::string> maximum;
+  std::optional<std::string> per;
+  std::optional<std::string> algorithm;
+  std::optional<std::string> burst;
+  std::optional<std::string> owner_filter;  // usage --owner
+  std::optional<std::string> top;
+  bool dry_run = false;
+};
+
+enum class Colour { green, red, yellow, bold };
+
+struct Session {
+  std::ostream& out;
+  std::ostream& err;
+  std::string db_path{};
+  bool json = false;
+  bool use_colour = false;         // ANSI colour on `out`
+  std::int64_t now = 0;            // the one instant this invocation runs at (Unix ms)
+  const CLI::App* root = nullptr;  // for `help`
+  std::string command_path{};      // "limit set", for messages
+
+  // Writes `document` as the invocation's one JSON document.
+  void emit(const nlohmann::ordered_json& document) const;
+  // `text` in `colour` when colour is on, else as is.
+  std::string paint(std::string_view text, Colour colour) const;
+
+  // Opens the database for a command other than migrate and status: it must exist, be a
+  // SQLite database, and be migrated to exactly this build's schema. Throws quota::Error
+  // (exit 3) otherwise, having changed nothing.
+  quota::Engine open_engine() const;
+};
+
+// Opens `path` read-only after checking that it is an existing file that SQLite recognises.
+// Nothing is written (SQLite may create the -wal and -shm files of a WAL database beside it).
+// Throws quota::Error: io for a missing file or a directory, not_a_database.
+SQLite::Database open_read_only(const std::string& path);
+
+// quota::Error for a failure of SQLite itself, with what to do about it.
+quota::Error database_error(const SQLite::Exception& error, const std::string& path);
+
+// The error for a limit that does not exist (exit 2), saying how to list or define limits.
+quota::Error unknown_limit(const std::string& name);
+
+// The human wording for "run quotactl migrate on this file".
+std::string migrate_hint(const std::string& path);
+
+}  // namespace quotactl

@@ -1,0 +1,173 @@
+#include "text.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <utility>
+
+#include "quota/error.h"
+#include "quota/limit.h"
+
+namespace quotactl {
+namespace {
+
+using std::chrono::milliseconds;
+
+[[noreturn]] void invalid(const std::string& message) {
+  throw quota::Error(quota::ErrorCode::invalid_argument, message);
+}
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+constexpr std::array<std::pair<std::string_view, std::int64_t>, 5> kUnits{{
+    {"d", 86'400'000},
+    {"h", 3'600'000},
+    {"m", 60'000},
+    {"s", 1'000},
+    {"ms", 1},
+}};
+
+}  // namespace
+
+std::int64_t parse_whole(std::string_view text, std::string_view what, std::int64_t minimum,
+                         std::int64_t maximum) {
+  const auto refuse = [&] {
+    invalid(fmt::format("invalid {} '{}': use a whole number from {} to {}", what, text, minimum,
+                        maximum));
+  };
+  const std::size_t digits_from = !text.empty() && text.front() == '-' ? 1 : 0;
+  if (text.size() == digits_from) refuse();
+  for (std::size_t i = digits_from; i < text.size(); ++i) {
+    if (!is_digit(text[i])) refuse();
+  }
+  std::int64_t value = 0;
+  const auto [end, status] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (status != std::errc() || end != text.data() + text.size()) refuse();
+  if (value < minimum || value > maximum) refuse();
+  return value;
+}
+
+std::chrono::milliseconds parse_duration(std::string_view text, std::string_view what) {
+  const auto refuse = [&](std::string_view why) {
+    invalid(fmt::format("invalid duration '{}' for {}: {}", text, what, why));
+  };
+  constexpr std::string_view kAccepted =
+      "use a whole number and a unit ms, s, m, h or d (500ms, 30s, 1m, 1h, 1d)";
+  std::size_t digits = 0;
+  while (digits < text.size() && is_digit(text[digits])) ++digits;
+  const std::string_view number = text.substr(0, digits);
+  const std::string_view unit = text.substr(digits);
+  std::int64_t unit_ms = 0;
+  for (const auto& [name, size] : kUnits) {
+    if (unit == name) unit_ms = size;
+  }
+  if (number.empty() || unit_ms == 0) refuse(kAccepted);
+  // More than 12 digits is beyond 366 days in any unit, and would overflow below.
+  if (number.size() > 12) refuse("the longest period is 366d");
+  std::int64_t count = 0;
+  std::from_chars(number.data(), number.data() + number.size(), count);
+  if (count == 0) refuse("a period is at least 1ms");
+  const milliseconds period{count * unit_ms};
+  if (period > quota::kPeriodBound) refuse("the longest period is 366d");
+  return period;
+}
+
+std::string format_period(std::chrono::milliseconds period) {
+  for (const auto& [name, size] : kUnits) {
+    if (period.count() % size == 0) return fmt::format("{}{}", period.count() / size, name);
+  }
+  return fmt::format("{}ms", period.count());
+}
+
+std::string format_duration(std::int64_t milliseconds) {
+  if (milliseconds < 0) return "never";
+  if (milliseconds < 1000) return fmt::format("{}ms", milliseconds);
+  std::string text;
+  std::int64_t rest = milliseconds;
+  for (const auto& [name, size] : kUnits) {
+    if (size < 60'000) break;
+    if (rest >= size) {
+      text += fmt::format("{}{} ", rest / size, name);
+      rest %= size;
+    }
+  }
+  if (rest > 0) {
+    std::string seconds = fmt::format("{}.{:03}", rest / 1000, rest % 1000);
+    while (seconds.back() == '0') seconds.pop_back();
+    if (seconds.back() == '.') seconds.pop_back();
+    text += seconds + "s";
+  }
+  if (!text.empty() && text.back() == ' ') text.pop_back();
+  return text;
+}
+
+std::string format_time(std::int64_t unix_ms) {
+  using namespace std::chrono;
+  const sys_time<milliseconds> time{milliseconds{unix_ms}};
+  const auto day = floor<days>(time);
+  const year_month_day date{day};
+  const hh_mm_ss clock{time - day};
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", static_cast<int>(date.year()),
+                     static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()),
+                     clock.hours().count(), clock.minutes().count(), clock.seconds().count(),
+                     clock.subseconds().count());
+}
+
+std::string printable(std::string_view text, std::size_t max_characters) {
+  std::string result;
+  std::size_t characters = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    const bool starts_character = (byte & 0xC0) != 0x80;
+    if (starts_character && ++characters > max_characters) {
+      result += "…";
+      break;
+    }
+    if (byte < 0x20 || byte == 0x7F) {
+      result += fmt::format("\\x{:02x}", byte);
+    } else {
+      result += static_cast<char>(byte);
+    }
+  }
+  return result;
+}
+
+std::size_t display_width(std::string_view text) {
+  std::size_t width = 0;
+  for (char c : text) {
+    if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++width;
+  }
+  return width;
+}
+
+}  // namespace quotactl
+
+namespace quotactl {
+
+std::string format_table(const std::vector<std::vector<std::string>>& rows,
+                         const std::vector<bool>& right_aligned) {
+  std::vector<std::size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()));
+    for (std::size_t column = 0; column < row.size(); ++column) {
+      widths[column] = std::max(widths[column], display_width(row[column]));
+    }
+  }
+  std::string text;
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t column = 0; column < row.size(); ++column) {
+      const std::string padding(widths[column] - display_width(row[column]), ' ');
+      const bool right = column < right_aligned.size() && right_aligned[column];
+      if (column > 0) line += "  ";
+      line += right ? padding + row[column] : row[column] + padding;
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    text += line + '\n';
+  }
+  return text;
+}
+
+}  // namespace quotactl

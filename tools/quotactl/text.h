@@ -1,0 +1,51 @@
+// quotactl's values on the command line and on the screen: strict parsing of numbers and
+// durations (every refusal is a quota::Error(invalid_argument) whose message says what is
+// accepted), and the human forms of durations, times and owners.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace quotactl {
+
+// A whole decimal number from `minimum` to `maximum` ("12", "-3"); anything else (1.5, 1e3,
+// abc, " 7", a number beyond 64 bits) is refused. `what` names the value in the message,
+// e.g. "--cost".
+std::int64_t parse_whole(std::string_view text, std::string_view what, std::int64_t minimum,
+                         std::int64_t maximum);
+
+// DURATION: a positive whole number and a unit, ms, s, m, h or d (500ms, 30s, 1m, 1h, 1d), at
+// most quota::kPeriodBound (366 days).
+std::chrono::milliseconds parse_duration(std::string_view text, std::string_view what);
+
+// The exact DURATION text for a period, in the largest unit that divides it (90000 -> "90s",
+// 3600000 -> "1h"), so that it can be passed back to `limit set --per`.
+std::string format_period(std::chrono::milliseconds period);
+
+// A wait or an age for a person, exact to the millisecond: 500ms, 1.234s, 59.9s, 1m 30s,
+// 2h 5m, 1d 0.001s.
+std::string format_duration(std::int64_t milliseconds);
+
+// Unix milliseconds as ISO-8601 UTC: 2023-11-14T22:13:20.000Z.
+std::string format_time(std::int64_t unix_ms);
+
+// An owner made safe for a terminal line: control bytes become \xNN. The result is cut to
+// at most `max_characters` characters (UTF-8 code points) with a trailing "…".
+std::string printable(std::string_view text, std::size_t max_characters = 1024);
+
+// The number of characters (UTF-8 code points) in `text`, for aligning columns.
+std::size_t display_width(std::string_view text);
+
+}  // namespace quotactl
+
+namespace quotactl {
+
+// `rows` (the first is the header) as columns two spaces apart, each line ending in '\n'.
+// Columns whose `right_aligned` entry is true are aligned right (numbers).
+std::string format_table(const std::vector<std::vector<std::string>>& rows,
+                         const std::vector<bool>& right_aligned);
+
+}  // namespace quotactl
