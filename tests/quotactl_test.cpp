@@ -1,0 +1,871 @@
+// quotactl: every command and exit status through run() in-process, the refusal of bad input
+// and of unusable files without changing them, the `sql` statements against raw SQLite, and a
+// few runs of the real binary.
+#include <sqlite3.h>
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "cli.h"
+#include "migrations.h"
+#include "quota/version.h"
+#include "statements.h"
+#include "support.h"
+
+namespace {
+
+using nlohmann::json;
+using quota::test::dump;
+using quota::test::RawDb;
+using quota::test::read_file;
+using quota::test::TempDir;
+
+constexpr std::int64_t kStart = 1'700'000'000'000;  // 2023-11-14T22:13:20.000Z
+
+struct Outcome {
+  int status = -1;
+  std::string out;
+  std::string err;
+
+  // stdout as exactly one JSON document (parse throws on anything more or less).
+  json document() const { return json::parse(out); }
+  // stderr is exactly one error line.
+  bool one_error_line() const {
+    return err.rfind("quotactl: error: ", 0) == 0 && err.find('\n') == err.size() - 1;
+  }
+};
+
+Outcome run_quotactl(const std::vector<std::string>& args, const quotactl::Context& context = {}) {
+  std::ostringstream out;
+  std::ostringstream err;
+  Outcome outcome;
+  outcome.status = quotactl::run(args, out, err, context);
+  outcome.out = out.str();
+  outcome.err = err.str();
+  return outcome;
+}
+
+// A scratch database file and quotactl runs against it at a clock the test sets.
+struct Fixture {
+  TempDir dir;
+  std::string db = dir.file("quota.db");
+  std::int64_t now = kStart;
+
+  Outcome ctl(std::vector<std::string> args, const quotactl::Context& context = {}) const {
+    args.insert(args.begin(), {"--db", db, "--now", std::to_string(now)});
+    return run_quotactl(args, context);
+  }
+  // Runs a command that must succeed with --json, and returns its document.
+  json ok(std::vector<std::string> args) const {
+    args.push_back("--json");
+    const Outcome outcome = ctl(args);
+    INFO(outcome.err);
+    REQUIRE(outcome.status == 0);
+    REQUIRE(outcome.err.empty());
+    return outcome.document();
+  }
+  // A migrated database with limit `send` (sliding_log, 3 per minute) and some state.
+  void prepare() {
+    ok({"migrate"});
+    ok({"limit", "set", "send", "--max", "3", "--per", "1m"});
+    ok({"limit", "set", "daily", "--max", "100", "--per", "1d", "--algo", "fixed_window"});
+    ok({"consume", "send", "u1"});
+  }
+};
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+std::string random_bytes(std::size_t size) {
+  std::mt19937 random(42);
+  std::string bytes(size, '\0');
+  for (char& byte : bytes) byte = static_cast<char>(random() & 0xFF);
+  return bytes;
+}
+
+// An empty SQLite database of an application: one table of its own, no quota schema.
+void make_application_database(const std::string& path) {
+  RawDb db(path);
+  db.exec(
+      "CREATE TABLE accounts (id INTEGER PRIMARY KEY, email TEXT); "
+      "INSERT INTO accounts (email) VALUES ('a@example.com')");
+}
+
+}  // namespace
+
+// --- migrate and status -------------------------------------------------------------------
+
+TEST_CASE("quotactl migrate creates the file, applies every migration once", "[quotactl]") {
+  Fixture f;
+  const json first = f.ok({"migrate"});
+  CHECK(first["applied"] == json::array({1}));
+  CHECK(first["schema_version"] == quota::detail::latest_version());
+  CHECK(std::filesystem::exists(f.db));
+
+  const json again = f.ok({"migrate"});
+  CHECK(again["applied"] == json::array());
+  CHECK(again["schema_version"] == quota::detail::latest_version());
+
+  RawDb db(f.db);
+  CHECK(db.integer("SELECT count(*) FROM quota_migrations") == 1);
+  CHECK(db.integer("SELECT applied_at_ms FROM quota_migrations") == kStart);
+  CHECK(db.rows("PRAGMA journal_mode")[0][0] == "wal");
+
+  const Outcome human = run_quotactl({"--db", f.dir.file("other.db"), "migrate"});
+  CHECK(human.status == 0);
+  CHECK(human.out.find("applied 0001_initial") != std::string::npos);
+}
+
+TEST_CASE("quotactl migrate keeps an application's own tables and rows", "[quotactl]") {
+  Fixture f;
+  make_application_database(f.db);
+  f.ok({"migrate"});
+  RawDb db(f.db);
+  CHECK(db.rows("SELECT email FROM accounts")[0][0] == "a@example.com");
+}
+
+TEST_CASE("quotactl migrate --dry-run prints the pending SQL and creates nothing", "[quotactl]") {
+  Fixture f;
+  const json plan = f.ok({"migrate", "--dry-run"});
+  CHECK(plan["pending"] == json::array({1}));
+  CHECK(plan["schema_version"] == 0);
+  CHECK_FALSE(std::filesystem::exists(f.db));
+
+  const Outcome human = f.ctl({"migrate", "--dry-run"});
+  CHECK(human.status == 0);
+  CHECK(human.out.find(quota::detail::built_in_migrations().front().sql) != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(f.db));
+
+  make_application_database(f.db);
+  const std::string before = read_file(f.db);
+  CHECK(f.ok({"migrate", "--dry-run"})["pending"] == json::array({1}));
+  CHECK(read_file(f.db) == before);
+
+  f.ok({"migrate"});
+  const json nothing = f.ok({"migrate", "--dry-run"});
+  CHECK(nothing["pending"] == json::array());
+  CHECK(nothing["schema_version"] == 1);
+}
+
+TEST_CASE("quotactl status reports any SQLite database without writing", "[quotactl]") {
+  Fixture f;
+  SECTION("a missing file is exit 3 naming quotactl migrate, and is not created") {
+    const Outcome outcome = f.ctl({"status"});
+    CHECK(outcome.status == 3);
+    CHECK(outcome.one_error_line());
+    CHECK(outcome.err.find("quotactl migrate") != std::string::npos);
+    CHECK(outcome.out.empty());
+    CHECK_FALSE(std::filesystem::exists(f.db));
+  }
+  SECTION("an unmigrated database is version 0 with every migration pending") {
+    make_application_database(f.db);
+    const std::string before = read_file(f.db);
+    const json status = f.ok({"status"});
+    CHECK(status["schema_version"] == 0);
+    CHECK(status["latest_version"] == quota::detail::latest_version());
+    CHECK(status["pending"] == json::array({1}));
+    CHECK(status["journal_mode"] == "delete");
+    CHECK(status["limits"] == 0);
+    CHECK(status["state_rows"] == 0);
+    CHECK(read_file(f.db) == before);
+    const Outcome human = f.ctl({"status"});
+    CHECK(human.status == 0);
+    CHECK(human.out.find("0001_initial") != std::string::npos);
+    CHECK(human.out.find("quotactl migrate") != std::string::npos);
+  }
+  SECTION("an empty file is an empty database") {
+    write_bytes(f.db, "");
+    CHECK(f.ok({"status"})["schema_version"] == 0);
+    CHECK(read_file(f.db).empty());
+  }
+  SECTION("a migrated database shows its limits and state rows") {
+    f.prepare();
+    f.ok({"consume", "send", "u2"});
+    f.ok({"consume", "daily", "u2"});
+    const std::string before = dump(f.db);
+    const json status = f.ok({"status"});
+    CHECK(status["schema_version"] == 1);
+    CHECK(status["pending"] == json::array());
+    CHECK(status["journal_mode"] == "wal");
+    CHECK(status["limits"] == 2);
+    CHECK(status["state_rows"] == 3);
+    CHECK(status["path"] == f.db);
+    CHECK_FALSE(status.contains("problem"));
+    CHECK(dump(f.db) == before);
+  }
+  SECTION("a schema newer than the build is reported with exit 0") {
+    f.ok({"migrate"});
+    RawDb(f.db).exec("INSERT INTO quota_migrations VALUES (99, 'future', 'abc', 0)");
+    const json status = f.ok({"status"});
+    CHECK(status["schema_version"] == 99);
+    CHECK(status["latest_version"] == 1);
+    CHECK(status["pending"] == json::array());
+    CHECK(status.contains("problem"));
+  }
+}
+
+TEST_CASE("quotactl refuses a schema newer than the build or an edited migration (exit 3)",
+          "[quotactl]") {
+  Fixture f;
+  f.prepare();
+  SECTION("newer") {
+    RawDb(f.db).exec("INSERT INTO quota_migrations VALUES (99, 'future', 'abc', 0)");
+  }
+  SECTION("edited") { RawDb(f.db).exec("UPDATE quota_migrations SET checksum = 'edited'"); }
+  const std::string before = dump(f.db);
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"consume", "send", "u1"},
+                                               {"limit", "list"},
+                                               {"migrate"},
+                                               {"migrate", "--dry-run"},
+                                               {"sql", "consume", "send"}}) {
+    INFO(args[0]);
+    const Outcome outcome = f.ctl(args);
+    CHECK(outcome.status == 3);
+    CHECK(outcome.one_error_line());
+  }
+  CHECK(dump(f.db) == before);
+}
+
+TEST_CASE("quotactl status on an edited migration reports it and exits 3", "[quotactl]") {
+  Fixture f;
+  f.ok({"migrate"});
+  RawDb(f.db).exec("UPDATE quota_migrations SET checksum = 'edited'");
+  const Outcome outcome = f.ctl({"status", "--json"});
+  CHECK(outcome.status == 3);
+  CHECK(outcome.one_error_line());
+  CHECK(outcome.err.find("checksum") != std::string::npos);
+  CHECK(outcome.document()["problem"].get<std::string>().find("checksum") != std::string::npos);
+}
+
+// --- limits -------------------------------------------------------------------------------
+
+TEST_CASE("quotactl limit set/get/list/rm", "[quotactl]") {
+  Fixture f;
+  f.ok({"migrate"});
+
+  const json created = f.ok({"limit", "set", "send", "--max", "10", "--per", "1m"});
+  CHECK(created["name"] == "send");
+  CHECK(created["algorithm"] == "sliding_log");
+  CHECK(created["maximum"] == 10);
+  CHECK(created["period_ms"] == 60000);
+  CHECK(created["burst"].is_null());
+  CHECK(created.size() == 5);
+
+  SECTION("set is idempotent") {
+    const std::string before = dump(f.db);
+    CHECK(f.ok({"limit", "set", "send", "--max", "10", "--per", "1m"}) == created);
+    CHECK(dump(f.db) == before);
+    const Outcome human = f.ctl({"limit", "set", "send", "--max", "10", "--per", "60s"});
+    CHECK(human.out == "limit send unchanged: 10 per 1m (sliding_log)\n");
+  }
+  SECTION("the algorithm defaults to the existing limit's") {
+    f.ok({"limit", "set", "send", "--max", "5", "--per", "1h", "--algo", "fixed_window"});
+    const json updated = f.ok({"limit", "set", "send", "--max", "7", "--per", "500ms"});
+    CHECK(updated["algorithm"] == "fixed_window");
+    CHECK(updated["maximum"] == 7);
+    CHECK(updated["period_ms"] == 500);
+  }
+  SECTION("get, list and rm") {
+    f.ok({"limit", "set", "api", "--max", "1000", "--per", "1d", "--algo", "fixed_window"});
+    CHECK(f.ok({"limit", "get", "send"}) == created);
+    const json all = f.ok({"limit", "list"});
+    REQUIRE(all.is_array());
+    REQUIRE(all.size() == 2);
+    CHECK(all[0]["name"] == "api");
+    CHECK(all[0]["algorithm"] == "fixed_window");
+    CHECK(all[0]["period_ms"] == 86'400'000);
+    CHECK(all[1] == created);
+
+    const Outcome table = f.ctl({"limit", "list"});
+    CHECK(table.out.find("fixed_window") != std::string::npos);
+    CHECK(table.out.find("1d") != std::string::npos);
+
+    f.ok({"consume", "api", "u1"});
+    CHECK(f.ok({"limit", "rm", "api"}) == json{{"removed", "api"}});
+    CHECK(f.ok({"limit", "list"}).size() == 1);
+    CHECK(RawDb(f.db).integer("SELECT count(*) FROM quota_windows") == 0);
+  }
+  SECTION("an unknown NAME is exit 2") {
+    for (const char* command : {"get", "rm"}) {
+      const Outcome outcome = f.ctl({"limit", command, "nope"});
+      CHECK(outcome.status == 2);
+      CHECK(outcome.one_error_line());
+      CHECK(outcome.err.find("unknown limit 'nope'") != std::string::npos);
+    }
+  }
+  SECTION("an algorithm this build lacks is exit 2 with the engine's message") {
+    const Outcome outcome =
+        f.ctl({"limit", "set", "tb", "--max", "5", "--per", "1s", "--algo", "token_bucket"});
+    CHECK(outcome.status == 2);
+    CHECK(outcome.err.find("not available in this build") != std::string::npos);
+  }
+  SECTION("an empty list says how to add a limit") {
+    f.ok({"limit", "rm", "send"});
+    CHECK(f.ok({"limit", "list"}) == json::array());
+    CHECK(f.ctl({"limit", "list"}).out.find("quotactl limit set") != std::string::npos);
+  }
+}
+
+// --- operations ---------------------------------------------------------------------------
+
+TEST_CASE("quotactl consume, check, record and reset answer per SPEC §4", "[quotactl]") {
+  Fixture f;
+  f.ok({"migrate"});
+  f.ok({"limit", "set", "send", "--max", "2", "--per", "1m"});
+
+  const Outcome first = f.ctl({"consume", "send", "u1", "--json"});
+  CHECK(first.status == 0);
+  const json allowed = first.document();
+  CHECK(allowed == json{{"limit", "send"},
+                        {"owner", "u1"},
+                        {"allowed", true},
+                        {"reason", "ok"},
+                        {"remaining", 1},
+                        {"retry_after_ms", 0},
+                        {"reset_at_ms", kStart + 60'000},
+                        {"denied", 0}});
+
+  f.now = kStart + 1'000;
+  CHECK(f.ok({"consume", "send", "u1", "--cost", "1"})["remaining"] == 0);
+
+  f.now = kStart + 2'000;
+  const std::string before_check = dump(f.db);
+  const Outcome check = f.ctl({"check", "send", "u1", "--json"});
+  CHECK(check.status == 1);
+  CHECK(check.document()["allowed"] == false);
+  CHECK(check.document()["retry_after_ms"] == 58'000);
+  CHECK(dump(f.db) == before_check);
+
+  const Outcome denied = f.ctl({"consume", "send", "u1", "--json"});
+  CHECK(denied.status == 1);
+  const json answer = denied.document();
+  CHECK(answer["limit"] == "send");
+  CHECK(answer["owner"] == "u1");
+  CHECK(answer["allowed"] == false);
+  CHECK(answer["reason"] == "rate_limited");
+  CHECK(answer["remaining"] == 0);
+  CHECK(answer["retry_after_ms"] == 58'000);
+  CHECK(answer["reset_at_ms"] == kStart + 61'000);
+  CHECK(answer["denied"] == 1);
+
+  SECTION("retry_after_ms is tight through the CLI") {
+    f.now = kStart + 2'000 + 58'000 - 1;
+    CHECK(f.ctl({"check", "send", "u1"}).status == 1);
+    f.now = kStart + 2'000 + 58'000;
+    CHECK(f.ctl({"check", "send", "u1"}).status == 0);
+  }
+  SECTION("a cost above the capacity can never succeed") {
+    const Outcome outcome = f.ctl({"consume", "send", "u2", "--cost", "3", "--json"});
+    CHECK(outcome.status == 1);
+    CHECK(outcome.document()["reason"] == "cost_exceeds_capacity");
+    CHECK(outcome.document()["retry_after_ms"] == -1);
+  }
+  SECTION("record records beyond the limit and exits 1 when over it") {
+    const Outcome outcome = f.ctl({"record", "send", "u1", "--cost", "2", "--json"});
+    CHECK(outcome.status == 1);
+    CHECK(outcome.document()["allowed"] == false);
+    CHECK(outcome.document()["remaining"] == 0);
+    const json under = f.ok({"record", "send", "u3"});
+    CHECK(under["allowed"] == true);
+    CHECK(under["remaining"] == 1);
+  }
+  SECTION("reset forgets the owner's state and exits 0") {
+    const json reset = f.ok({"reset", "send", "u1"});
+    CHECK(reset == json{{"limit", "send"},
+                        {"owner", "u1"},
+                        {"allowed", true},
+                        {"reason", "ok"},
+                        {"remaining", 2},
+                        {"retry_after_ms", 0},
+                        {"reset_at_ms", kStart + 2'000},
+                        {"denied", 0}});
+    CHECK(f.ok({"consume", "send", "u1"})["remaining"] == 1);
+  }
+}
+
+TEST_CASE("quotactl prints one readable line per operation", "[quotactl]") {
+  Fixture f;
+  f.ok({"migrate"});
+  f.ok({"limit", "set", "send", "--max", "10", "--per", "1m"});
+  CHECK(f.ctl({"consume", "send", "u1"}).out == "allowed  send/u1: 9 of 10 left, resets in 1m\n");
+  f.now += 100;
+  CHECK(f.ctl({"check", "send", "u1"}).out == "allowed  send/u1: 9 of 10 left, resets in 59.9s\n");
+  CHECK(f.ctl({"record", "send", "u1", "--cost", "9"}).out ==
+        "recorded send/u1: 0 of 10 left, resets in 1m\n");
+  f.now = kStart + 58'766;
+  CHECK(f.ctl({"consume", "send", "u1"}).out ==
+        "denied   send/u1: 0 of 10 left, retry in 1.234s (at 2023-11-14T22:14:20.000Z), "
+        "1 denied so far\n");
+  CHECK(f.ctl({"consume", "send", "u1", "--cost", "11"}).out ==
+        "denied   send/u1: a cost of 11 is more than the capacity of 10: it can never be "
+        "allowed\n");
+  CHECK(f.ctl({"reset", "send", "u1"}).out == "reset    send/u1: 10 of 10 left, nothing in use\n");
+
+  SECTION("colour only on a terminal, without NO_COLOR and without --json") {
+    const quotactl::Context terminal{"", false, true};
+    CHECK(f.ctl({"consume", "send", "u1"}, terminal).out.find("\x1b[32mallowed") !=
+          std::string::npos);
+    const quotactl::Context no_color{"", true, true};
+    CHECK(f.ctl({"consume", "send", "u1"}, no_color).out.find('\x1b') == std::string::npos);
+    CHECK(f.ctl({"consume", "send", "u1", "--json"}, terminal).out.find('\x1b') ==
+          std::string::npos);
+  }
+}
+
+TEST_CASE("quotactl usage lists owners most used first", "[quotactl]") {
+  Fixture f;
+  f.ok({"migrate"});
+  f.ok({"limit", "set", "send", "--max", "4", "--per", "1m"});
+  f.ok({"consume", "send", "light"});
+  f.ok({"consume", "send", "heavy", "--cost", "4"});
+  f.ok({"consume", "send", "middle", "--cost", "2"});
+  f.ctl({"consume", "send", "heavy"});  // denied
+
+  const json all = f.ok({"usage", "send"});
+  REQUIRE(all.size() == 3);
+  CHECK(all[0] == json{{"owner", "heavy"},
+                       {"used", 4},
+                       {"remaining", 0},
+                       {"denied", 1},
+                       {"reset_at_ms", kStart + 60'000}});
+  CHECK(all[1]["owner"] == "middle");
+  CHECK(all[1]["used"] == 2);
+  CHECK(all[2]["owner"] == "light");
+
+  CHECK(f.ok({"usage", "send", "--top", "1"}).size() == 1);
+  const json one = f.ok({"usage", "send", "--owner", "middle"});
+  REQUIRE(one.size() == 1);
+  CHECK(one[0]["remaining"] == 2);
+  CHECK(f.ok({"usage", "send", "--owner", "nobody"}) == json::array());
+
+  const Outcome table = f.ctl({"usage", "send"});
+  CHECK(table.status == 0);
+  CHECK(table.out.find("heavy   ####################   4/4       1  1m") != std::string::npos);
+  CHECK(table.out.find("middle  ##########..........   2/4       0  1m") != std::string::npos);
+  CHECK(table.out.find("heavy") < table.out.find("middle"));
+
+  CHECK(f.ctl({"usage", "nope"}).status == 2);
+}
+
+// --- sql ----------------------------------------------------------------------------------
+
+namespace {
+
+// The statement of `quotactl sql` output: what follows the leading comment lines.
+std::string statement_of(const std::string& output) {
+  std::size_t start = 0;
+  while (output.compare(start, 2, "--") == 0) start = output.find('\n', start) + 1;
+  return output.substr(start);
+}
+
+// Runs `sql` on a raw connection with the parameters bound, as any SQLite client would.
+json run_raw(RawDb& db, const std::string& sql, const std::string& limit, const std::string& owner,
+             std::int64_t cost, std::int64_t now) {
+  sqlite3_stmt* statement = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db.handle(), sql.c_str(), -1, &statement, nullptr) == SQLITE_OK);
+  sqlite3_bind_text(statement, sqlite3_bind_parameter_index(statement, ":limit"), limit.c_str(), -1,
+                    SQLITE_TRANSIENT);
+  sqlite3_bind_text(statement, sqlite3_bind_parameter_index(statement, ":owner"), owner.c_str(), -1,
+                    SQLITE_TRANSIENT);
+  sqlite3_bind_int64(statement, sqlite3_bind_parameter_index(statement, ":cost"), cost);
+  sqlite3_bind_int64(statement, sqlite3_bind_parameter_index(statement, ":now"), now);
+  REQUIRE(sqlite3_step(statement) == SQLITE_ROW);
+  json row{{"limit", limit}, {"owner", owner}};
+  for (int i = 0; i < sqlite3_column_count(statement); ++i) {
+    const std::string name = sqlite3_column_name(statement, i);
+    if (name == "reason") {
+      row[name] = reinterpret_cast<const char*>(sqlite3_column_text(statement, i));
+    } else if (name == "allowed") {
+      row[name] = sqlite3_column_int64(statement, i) != 0;
+    } else if (name != "used") {  // check's extra column, for Engine::usage
+      row[name] = sqlite3_column_int64(statement, i);
+    }
+  }
+  while (sqlite3_step(statement) == SQLITE_ROW) {
+  }
+  REQUIRE(sqlite3_finalize(statement) == SQLITE_OK);
+  return row;
+}
+
+}  // namespace
+
+TEST_CASE("quotactl sql prints exactly the library's statement", "[quotactl]") {
+  using quota::detail::Operation;
+  Fixture f;
+  for (const auto& [name, operation] :
+       {std::pair{"consume", Operation::consume}, std::pair{"check", Operation::check},
+        std::pair{"record", Operation::record}, std::pair{"reset", Operation::reset}}) {
+    INFO(name);
+    const Outcome human = f.ctl({"sql", name});  // no NAME: no database needed
+    CHECK(human.status == 0);
+    CHECK(human.out.find(".parameter set :limit") != std::string::npos);
+    const std::string& expected =
+        quota::detail::statement(operation, quota::Algorithm::sliding_log);
+    CHECK(statement_of(human.out) == expected + ";\n");
+    const json document = f.ok({"sql", name});
+    CHECK(document == json{{"operation", name}, {"algorithm", "sliding_log"}, {"sql", expected}});
+  }
+  CHECK_FALSE(std::filesystem::exists(f.db));
+
+  f.prepare();
+  const json daily = f.ok({"sql", "consume", "daily"});
+  CHECK(daily["algorithm"] == "fixed_window");
+  CHECK(daily["sql"] ==
+        quota::detail::statement(Operation::consume, quota::Algorithm::fixed_window));
+  CHECK(f.ctl({"sql", "consume", "nope"}).status == 2);
+  CHECK(f.ctl({"sql", "refund"}).status == 2);
+}
+
+TEST_CASE("quotactl sql statements give the answers quotactl consume gives", "[quotactl]") {
+  Fixture cli;       // driven by quotactl consume/check/record/reset
+  Fixture sql_only;  // driven by the printed statements on a raw connection
+  for (Fixture* f : {&cli, &sql_only}) {
+    f->ok({"migrate"});
+    f->ok({"limit", "set", "log", "--max", "3", "--per", "10s"});
+    f->ok({"limit", "set", "window", "--max", "3", "--per", "10s", "--algo", "fixed_window"});
+  }
+  struct Step {
+    const char* operation;
+    const char* limit;
+    std::int64_t at;
+    std::int64_t cost;
+  };
+  const Step steps[] = {
+      {"consume", "log", 0, 1},         {"consume", "log", 500, 2},
+      {"consume", "log", 900, 1},       {"check", "log", 1'000, 1},
+      {"record", "log", 2'000, 2},      {"consume", "log", 10'000, 1},
+      {"consume", "log", 12'500, 1},    {"reset", "log", 13'000, 1},
+      {"consume", "log", 13'000, 3},    {"consume", "window", 0, 2},
+      {"consume", "window", 9'999, 2},  {"check", "window", 9'999, 1},
+      {"consume", "window", 10'000, 3}, {"consume", "window", 5'000, 1},
+  };
+  RawDb raw(sql_only.db);
+  for (const Step& step : steps) {
+    INFO(step.operation << ' ' << step.limit << " at " << step.at);
+    cli.now = kStart + step.at;
+    std::vector<std::string> args{step.operation, step.limit, "u1", "--json"};
+    if (std::string(step.operation) != "reset") {
+      args.insert(args.end(), {"--cost", std::to_string(step.cost)});
+    }
+    const Outcome by_cli = cli.ctl(args);
+    REQUIRE(by_cli.status <= 1);
+    const std::string statement =
+        statement_of(sql_only.ctl({"sql", step.operation, step.limit}).out);
+    CHECK(run_raw(raw, statement, step.limit, "u1", step.cost, kStart + step.at) ==
+          by_cli.document());
+  }
+}
+
+TEST_CASE("quotactl sql's shell instructions work in the sqlite3 shell", "[quotactl]") {
+  if (!std::filesystem::exists("/usr/bin/sqlite3")) {
+    WARN("sqlite3 shell not installed; skipped");
+    return;
+  }
+  Fixture f;
+  f.prepare();
+  // Uncomment the .parameter lines, as a person following them would.
+  std::string script;
+  std::istringstream lines(f.ctl({"sql", "consume", "send"}).out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("--   .parameter", 0) == 0) line = line.substr(5);
+    if (line.rfind(".parameter set :now", 0) == 0)
+      line = ".parameter set :now " + std::to_string(kStart + 1);
+    script += line + '\n';
+  }
+  const std::string script_path = f.dir.file("consume.sql");
+  write_bytes(script_path, ".mode list\n" + script);
+  const std::string command = "/usr/bin/sqlite3 " + f.db + " < " + script_path;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe);
+  std::string output;
+  char buffer[256];
+  while (std::fgets(buffer, sizeof buffer, pipe)) output += buffer;
+  CHECK(WEXITSTATUS(pclose(pipe)) == 0);
+  // u1 consumed once in prepare(): allowed, 1 of 3 left after this one, reset a minute later.
+  CHECK(output == "1|ok|1|0|" + std::to_string(kStart + 60'001) + "|0\n");
+}
+
+// --- help and version ---------------------------------------------------------------------
+
+TEST_CASE("quotactl --help, help COMMAND and --version", "[quotactl]") {
+  const Outcome help = run_quotactl({"--help"});
+  CHECK(help.status == 0);
+  for (const char* command :
+       {"migrate", "status", "limit", "consume", "check", "record", "reset", "usage", "sql"}) {
+    CHECK(help.out.find(std::string("  ") + command + " ") != std::string::npos);
+  }
+  CHECK(run_quotactl({"help"}).out == help.out);
+
+  const Outcome consume = run_quotactl({"help", "consume"});
+  CHECK(consume.status == 0);
+  CHECK(consume.out.find("--cost") != std::string::npos);
+  CHECK(run_quotactl({"consume", "--help"}).out == consume.out);
+  CHECK(run_quotactl({"help", "limit", "set"}).out.find("--per DURATION") != std::string::npos);
+
+  const Outcome unknown = run_quotactl({"help", "nope"});
+  CHECK(unknown.status == 2);
+  CHECK(unknown.one_error_line());
+
+  const Outcome version = run_quotactl({"--version"});
+  CHECK(version.status == 0);
+  CHECK(version.out == std::string("quotactl ") + quota::kVersion + "\n");
+}
+
+TEST_CASE("quotactl global options stand before or after the command", "[quotactl]") {
+  Fixture f;
+  f.prepare();
+  const std::string at = std::to_string(kStart + 5);
+  const Outcome after = run_quotactl({"check", "send", "u1", "--db", f.db, "--json", "--now", at});
+  CHECK(after.status == 0);
+  CHECK(after.document()["remaining"] == 2);
+  const Outcome nested = run_quotactl({"limit", "get", "send", "--json", "--db", f.db});
+  CHECK(nested.document()["maximum"] == 3);
+
+  SECTION("--db defaults to $QUOTA_DB") {
+    const Outcome outcome = run_quotactl({"limit", "list", "--json"}, {f.db, false, false});
+    CHECK(outcome.status == 0);
+    CHECK(outcome.document().size() == 2);
+  }
+}
+
+// --- refusals -----------------------------------------------------------------------------
+
+TEST_CASE("quotactl refuses invalid input with exit 2 and changes nothing", "[quotactl]") {
+  struct Case {
+    std::vector<std::string> args;
+    bool needs_database;  // the refusal needs the limits in the database (unknown limit...)
+  };
+  const std::string long_owner(1025, 'o');
+  const std::string long_name(65, 'n');
+  const std::vector<Case> cases{
+      {{"consume", "send", ""}, false},
+      {{"consume", "send", long_owner}, false},
+      {{"consume", "send", "bad\xff utf8"}, false},
+      {{"consume", "send", "u1", "--cost", "0"}, false},
+      {{"consume", "send", "u1", "--cost", "-1"}, false},
+      {{"consume", "send", "u1", "--cost=-1"}, false},
+      {{"consume", "send", "u1", "--cost", "1.5"}, false},
+      {{"consume", "send", "u1", "--cost", "abc"}, false},
+      {{"consume", "send", "u1", "--cost", "99999999999999999999999"}, false},
+      {{"consume", "send", "u1", "--cost", "1000000000001"}, false},
+      {{"check", "send", "u1", "--cost", "0"}, false},
+      {{"record", "send", "u1", "--cost", "abc"}, false},
+      {{"reset", "send", ""}, false},
+      {{"limit", "set", "x", "--max", "0", "--per", "1m"}, false},
+      {{"limit", "set", "x", "--max", "-1", "--per", "1m"}, false},
+      {{"limit", "set", "x", "--max", "1.5", "--per", "1m"}, false},
+      {{"limit", "set", "x", "--max", "10", "--per", "0s"}, false},
+      {{"limit", "set", "x", "--max", "10", "--per", "-1m"}, false},
+      {{"limit", "set", "x", "--max", "10", "--per", "1.5m"}, false},
+      {{"limit", "set", "x", "--max", "10", "--per", "10y"}, false},
+      {{"limit", "set", "x", "--max", "10", "--per", "abc"}, false},
+      {{"limit", "set", "x", "--max", "10", "--per", "367d"}, false},
+      {{"limit", "set", "x", "--max", "10", "--per", "1m", "--algo", "leaky"}, false},
+      {{"limit", "set", "x", "--max", "10", "--per", "1m", "--algo", "sliding_log", "--burst", "5"},
+       false},
+      {{"limit", "set", "x", "--max", "10", "--per", "1m", "--algo", "token_bucket"}, false},
+      {{"limit", "set", "x", "--max", "10", "--per", "1m", "--burst", "0"}, false},
+      {{"limit", "set", "send", "--max", "10", "--per", "1m", "--burst", "5"}, true},
+      {{"limit", "set", "a b", "--max", "10", "--per", "1m"}, false},
+      {{"limit", "set", long_name, "--max", "10", "--per", "1m"}, false},
+      {{"limit", "set", "x", "--per", "1m"}, false},
+      {{"limit", "get", "a b"}, false},
+      {{"limit", "rm", long_name}, false},
+      {{"consume", "a b", "u1"}, false},
+      {{"consume", long_name, "u1"}, false},
+      {{"consume", "nope", "u1"}, true},
+      {{"check", "nope", "u1"}, true},
+      {{"record", "nope", "u1"}, true},
+      {{"reset", "nope", "u1"}, true},
+      {{"limit", "get", "nope"}, true},
+      {{"limit", "rm", "nope"}, true},
+      {{"usage", "nope"}, true},
+      {{"usage", "send", "--top", "0"}, false},
+      {{"usage", "send", "--owner", ""}, false},
+      {{"sql", "consume", "nope"}, true},
+      {{"sql", "refund"}, false},
+      {{"sql", "consume", "a b"}, false},
+      {{"frobnicate"}, false},
+      {{"limit", "frobnicate"}, false},
+      {{}, false},
+      {{"limit"}, false},
+      {{"consume"}, false},
+      {{"consume", "send"}, false},
+      {{"consume", "send", "u1", "extra"}, false},
+      {{"consume", "send", "u1", "--cost"}, false},
+      {{"consume", "send", "u1", "--bogus"}, false},
+      {{"sql"}, false},
+      {{"usage"}, false},
+      {{"status", "--now", "abc"}, false},
+      {{"status", "--now", "-1"}, false},
+      {{"status", "--db", ""}, false},
+  };
+
+  Fixture f;
+  f.prepare();
+  f.ctl({"consume", "send", "u1", "--cost", "2"});
+  f.ctl({"consume", "send", "u1"});  // denied: the denied counter is state too
+  const std::string before = dump(f.db);
+  const std::string bytes = read_file(f.db);
+  const std::string garbage_path = f.dir.file("garbage.db");
+  const std::string garbage = random_bytes(4096);
+  write_bytes(garbage_path, garbage);
+  const std::string missing_path = f.dir.file("missing.db");
+
+  for (const Case& c : cases) {
+    std::string shown;
+    for (const std::string& arg : c.args) shown += (arg.size() > 70 ? "<long>" : arg) + " ";
+    INFO("quotactl " << shown);
+    const Outcome outcome = f.ctl(c.args);
+    CHECK(outcome.status == 2);
+    CHECK(outcome.one_error_line());
+    CHECK(outcome.out.empty());
+    if (c.needs_database) continue;
+    // Checked before the database is opened: the same answer whatever the file.
+    for (const std::string& path : {garbage_path, missing_path}) {
+      std::vector<std::string> args = c.args;
+      args.insert(args.end(), {"--db", path});
+      if (c.args == std::vector<std::string>{"status", "--db", ""}) continue;
+      const Outcome elsewhere = run_quotactl(args);
+      CHECK(elsewhere.status == 2);
+      CHECK(elsewhere.one_error_line());
+    }
+  }
+  CHECK(dump(f.db) == before);
+  CHECK(read_file(f.db) == bytes);
+  CHECK(read_file(garbage_path) == garbage);
+  CHECK_FALSE(std::filesystem::exists(missing_path));
+}
+
+TEST_CASE("quotactl refuses unusable files with exit 3 and leaves them as they were",
+          "[quotactl]") {
+  Fixture f;
+  const std::vector<std::vector<std::string>> commands{
+      {"consume", "send", "u1"},  {"check", "send", "u1"},
+      {"record", "send", "u1"},   {"reset", "send", "u1"},
+      {"limit", "list"},          {"limit", "get", "send"},
+      {"limit", "rm", "send"},    {"usage", "send"},
+      {"sql", "consume", "send"}, {"limit", "set", "send", "--max", "1", "--per", "1s"}};
+
+  SECTION("a missing file is not created") {
+    for (const auto& args : commands) {
+      INFO(args[0]);
+      const Outcome outcome = f.ctl(args);
+      CHECK(outcome.status == 3);
+      CHECK(outcome.one_error_line());
+      CHECK(outcome.err.find("quotactl migrate") != std::string::npos);
+      CHECK_FALSE(std::filesystem::exists(f.db));
+    }
+  }
+  SECTION("a file of random bytes is not changed, not even by migrate") {
+    const std::string garbage = random_bytes(8192);
+    write_bytes(f.db, garbage);
+    auto all = commands;
+    all.insert(all.end(), {{"migrate"}, {"migrate", "--dry-run"}, {"status"}});
+    for (const auto& args : all) {
+      INFO(args[0]);
+      const Outcome outcome = f.ctl(args);
+      CHECK(outcome.status == 3);
+      CHECK(outcome.one_error_line());
+      CHECK(outcome.err.find("not a SQLite database") != std::string::npos);
+    }
+    CHECK(read_file(f.db) == garbage);
+  }
+  SECTION("a directory") {
+    std::filesystem::create_directory(f.db);
+    auto all = commands;
+    all.insert(all.end(), {{"migrate"}, {"status"}});
+    for (const auto& args : all) {
+      INFO(args[0]);
+      const Outcome outcome = f.ctl(args);
+      CHECK(outcome.status == 3);
+      CHECK(outcome.one_error_line());
+      CHECK(outcome.err.find("directory") != std::string::npos);
+    }
+    CHECK(std::filesystem::is_empty(f.db));
+  }
+  SECTION("an unmigrated database names quotactl migrate and is not changed") {
+    make_application_database(f.db);
+    const std::string bytes = read_file(f.db);
+    for (const auto& args : commands) {
+      INFO(args[0]);
+      const Outcome outcome = f.ctl(args);
+      CHECK(outcome.status == 3);
+      CHECK(outcome.one_error_line());
+      CHECK(outcome.err.find("quotactl migrate") != std::string::npos);
+    }
+    CHECK(read_file(f.db) == bytes);
+    CHECK(f.ok({"status"})["schema_version"] == 0);
+  }
+  SECTION("an empty file is an unmigrated database and stays empty") {
+    write_bytes(f.db, "");
+    CHECK(f.ctl({"consume", "send", "u1"}).status == 3);
+    CHECK(read_file(f.db).empty());
+  }
+  SECTION("a database behind the build (a migration missing) is refused") {
+    f.prepare();
+    RawDb(f.db).exec("DELETE FROM quota_migrations");
+    const std::string before = dump(f.db);
+    const Outcome outcome = f.ctl({"consume", "send", "u1"});
+    CHECK(outcome.status == 3);
+    CHECK(outcome.err.find("quotactl migrate") != std::string::npos);
+    CHECK(dump(f.db) == before);
+  }
+}
+
+// --- the real binary ----------------------------------------------------------------------
+
+namespace {
+
+struct Shell {
+  int status = -1;
+  std::string out;
+};
+
+// Runs `command` with /bin/sh, capturing stdout (stderr goes to stdout with 2>&1 when asked).
+Shell shell(const std::string& command) {
+  Shell result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return result;
+  char buffer[512];
+  while (std::fgets(buffer, sizeof buffer, pipe)) result.out += buffer;
+  const int status = pclose(pipe);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("quotactl binary: exit statuses, QUOTA_DB and the error line", "[quotactl][binary]") {
+  TempDir dir;
+  const std::string binary = QUOTACTL_PATH;
+  const std::string env = "QUOTA_DB=" + dir.file("env.db") + " ";
+  CHECK(shell(env + binary + " migrate --json").out == "{\"applied\":[1],\"schema_version\":1}\n");
+  CHECK(shell(env + binary + " limit set send --max 1 --per 1h").status == 0);
+  CHECK(shell(env + binary + " consume send u1 --now " + std::to_string(kStart)).status == 0);
+  const Shell denied = shell(env + binary + " consume send u1 --now " + std::to_string(kStart));
+  CHECK(denied.status == 1);
+  CHECK(denied.out.rfind("denied   send/u1: 0 of 1 left, retry in 1h (at", 0) == 0);
+  CHECK(denied.out.find('\x1b') == std::string::npos);  // stdout is a pipe: no colour
+
+  const Shell bad = shell(env + binary + " consume send u1 --cost 0 2>&1");
+  CHECK(bad.status == 2);
+  CHECK(bad.out.rfind("quotactl: error: ", 0) == 0);
+  CHECK(shell(binary + " --db " + dir.file("missing.db") + " status 2>/dev/null").status == 3);
+  CHECK(shell(binary + " --version").out == std::string("quotactl ") + quota::kVersion + "\n");
+}
+
+TEST_CASE("quotactl binary: ./quota.db is the default database", "[quotactl][binary]") {
+  TempDir dir;
+  const std::string in_dir = "cd " + dir.path().string() + " && env -u QUOTA_DB " + QUOTACTL_PATH;
+  CHECK(shell(in_dir + " migrate >/dev/null").status == 0);
+  CHECK(std::filesystem::exists(dir.path() / "quota.db"));
+  CHECK(shell(in_dir + " status --json").out.find("\"path\":\"./quota.db\"") != std::string::npos);
+}
