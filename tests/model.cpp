@@ -110,8 +110,8 @@ bool Model::fits(const Limit& limit, const Counter& counter, std::int64_t t, std
   return cost <= limit.capacity() && counter.used(limit, t) + cost <= limit.maximum;
 }
 
-Result Model::answer(const Limit& limit, const OwnerState& state, std::int64_t t,
-                     std::int64_t cost, bool allowed) const {
+Result Model::answer(const Limit& limit, const OwnerState& state, std::int64_t t, std::int64_t cost,
+                     bool allowed) const {
   const Counter& counter = *state.counter;
   Result result;
   result.allowed = allowed;
@@ -207,8 +207,7 @@ std::vector<Usage> Model::usage(const std::string& limit, std::int64_t now) cons
   return rows;
 }
 
-std::vector<std::int64_t> Model::changes_after(const std::string& limit,
-                                               const std::string& owner,
+std::vector<std::int64_t> Model::changes_after(const std::string& limit, const std::string& owner,
                                                std::int64_t now) const {
   const OwnerState* existing = find(limit, owner);
   if (!existing) return {};

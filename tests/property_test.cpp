@@ -8,7 +8,6 @@
 // QUOTA_PROPERTY_SEED=<n> runs only that seed (add QUOTA_PROPERTY_STEPS=<n> to change the
 // length), for reproducing a failure.
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 #include <optional>
 #include <random>
@@ -91,14 +90,14 @@ class Run {
 
   // How often the run reached the situations it exists for; the test requires each.
   struct Coverage {
-    int allowed = 0;              // consumes allowed
-    int rate_limited = 0;         // consumes denied with a wait
-    int cost_exceeds = 0;         // consumes denied for good
-    int overdrawn = 0;            // records beyond the limit
-    int on_boundary = 0;          // evaluated exactly when an event expired or a window began
-    int beside_boundary = 0;      // ... or 1 ms before
-    int clock_rule = 0;           // evaluated at a remembered time later than the request's
-    int fresh_after_reset = 0;    // operations on a state just reset
+    int allowed = 0;            // consumes allowed
+    int rate_limited = 0;       // consumes denied with a wait
+    int cost_exceeds = 0;       // consumes denied for good
+    int overdrawn = 0;          // records beyond the limit
+    int on_boundary = 0;        // evaluated exactly when an event expired or a window began
+    int beside_boundary = 0;    // ... or 1 ms before
+    int clock_rule = 0;         // evaluated at a remembered time later than the request's
+    int fresh_after_reset = 0;  // operations on a state just reset
   };
   const Coverage& coverage() const { return coverage_; }
 
@@ -175,14 +174,12 @@ class Run {
           !retry_is_tight(limit, owner, cost, expected)) {
         return false;
       }
-      return compare("consume", limit, owner, cost, engine_->consume(limit, owner, cost),
-                     expected);
+      return compare("consume", limit, owner, cost, engine_->consume(limit, owner, cost), expected);
     }
     if (roll < 900) {
       const Result expected = model_.record(limit, owner, cost, now());
       if (!expected.allowed) ++coverage_.overdrawn;
-      return compare("record", limit, owner, cost, engine_->record(limit, owner, cost),
-                     expected);
+      return compare("record", limit, owner, cost, engine_->record(limit, owner, cost), expected);
     }
     if (roll < 960) {
       just_reset_ = {limit, owner};
@@ -255,8 +252,7 @@ class Run {
       message << (rows == &actual ? " engine:" : " model:") << "\n";
       for (const Usage& row : *rows) {
         message << "  " << row.owner << " used=" << row.used << " remaining=" << row.remaining
-                << " denied=" << row.denied << " reset_at_ms=" << row.reset_at_ms - base_
-                << "\n";
+                << " denied=" << row.denied << " reset_at_ms=" << row.reset_at_ms - base_ << "\n";
       }
     }
     append_history(message, limit, std::nullopt);
@@ -268,8 +264,8 @@ class Run {
               const std::string& owner, std::int64_t cost, const Result& actual,
               const Result& expected) {
     std::ostringstream message;
-    message << what << " (seed " << seed_ << ", step " << step_ << ", times relative to "
-            << base_ << ")\n"
+    message << what << " (seed " << seed_ << ", step " << step_ << ", times relative to " << base_
+            << ")\n"
             << " " << operation << " " << limit << " " << owner << " cost=" << cost
             << " now=" << now() - base_ << "\n"
             << " engine: " << relative(actual) << "\n"
@@ -302,7 +298,9 @@ class Run {
   std::optional<Engine> engine_;
   Model model_;
   std::vector<std::string> names_;
-  std::vector<std::string> owners_ = {"u1", "u2", "\xC3\xBC" "3"};  // "ü3"
+  std::vector<std::string> owners_ = {"u1", "u2",
+                                      "\xC3\xBC"
+                                      "3"};  // "ü3"
   std::vector<Step> history_;
   int step_ = 0;
   std::string limit_, owner_;  // the pair this step works on
