@@ -17,6 +17,7 @@
 #include "quota/version.h"
 #include "statements.h"
 #include "support.h"
+#include "text.h"
 
 namespace {
 
@@ -868,4 +869,43 @@ TEST_CASE("quotactl binary: ./quota.db is the default database", "[quotactl][bin
   CHECK(shell(in_dir + " migrate >/dev/null").status == 0);
   CHECK(std::filesystem::exists(dir.path() / "quota.db"));
   CHECK(shell(in_dir + " status --json").out.find("\"path\":\"./quota.db\"") != std::string::npos);
+}
+
+// --- values -------------------------------------------------------------------------------
+
+TEST_CASE("quotactl durations: parsed strictly, shown in human units", "[quotactl]") {
+  using std::chrono::milliseconds;
+  CHECK(quotactl::parse_duration("500ms", "--per") == milliseconds(500));
+  CHECK(quotactl::parse_duration("30s", "--per") == milliseconds(30'000));
+  CHECK(quotactl::parse_duration("1m", "--per") == milliseconds(60'000));
+  CHECK(quotactl::parse_duration("1h", "--per") == milliseconds(3'600'000));
+  CHECK(quotactl::parse_duration("366d", "--per") == quota::kPeriodBound);
+  for (const char* bad : {"0s", "-1m", "1.5m", "10y", "abc", "", "m", "1", "1 m", "+1m", "1M",
+                          "367d", "8785h", "9999999999999999999s"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(quotactl::parse_duration(bad, "--per"), quota::Error);
+  }
+
+  CHECK(quotactl::format_period(milliseconds(90'000)) == "90s");
+  CHECK(quotactl::format_period(milliseconds(86'400'000)) == "1d");
+  CHECK(quotactl::format_period(milliseconds(1'500)) == "1500ms");
+
+  CHECK(quotactl::format_duration(0) == "0ms");
+  CHECK(quotactl::format_duration(999) == "999ms");
+  CHECK(quotactl::format_duration(1'234) == "1.234s");
+  CHECK(quotactl::format_duration(59'900) == "59.9s");
+  CHECK(quotactl::format_duration(90'000) == "1m 30s");
+  CHECK(quotactl::format_duration(7'500'000) == "2h 5m");
+  CHECK(quotactl::format_duration(86'400'001) == "1d 0.001s");
+
+  CHECK(quotactl::format_time(kStart) == "2023-11-14T22:13:20.000Z");
+  CHECK(quotactl::format_time(0) == "1970-01-01T00:00:00.000Z");
+
+  CHECK(quotactl::parse_whole("42", "--cost", 1, 100) == 42);
+  for (const char* bad :
+       {"0", "-1", "1.5", "abc", "", "-", "101", " 1", "1e2", "0x10", "99999999999999999999999"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(quotactl::parse_whole(bad, "--cost", 1, 100), quota::Error);
+  }
+  CHECK(quotactl::printable("a\nb") == "a\\x0ab");
 }

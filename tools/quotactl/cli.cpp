@@ -11,7 +11,6 @@
 #include <cctype>
 #include <map>
 #include <ostream>
-#include <sstream>
 #include <string_view>
 
 #include "commands.h"
@@ -143,6 +142,10 @@ struct Parser {
 
   Parser() {
     app.fallthrough();  // global options may follow the command
+    // Subcommands copy the help flag and the formatter, so these come first.
+    app.set_help_flag("-h,--help", "print this help and exit");
+    app.get_formatter()->label("SUBCOMMAND", "COMMAND");
+    app.get_formatter()->label("Positionals", "Arguments");
     app.require_subcommand(1);
     app.set_version_flag("--version", fmt::format("quotactl {}", quota::kVersion),
                          "print the version and exit");
@@ -163,6 +166,7 @@ struct Parser {
       rest.remove_prefix(space + 1);
     }
     CLI::App* added = parent->add_subcommand(std::string(rest), std::string(command.help));
+    added->group("Commands");
     added->footer(std::string(kCommandFooter));
     if (command.declare) command.declare(*added, arguments);
     if (!command.run) added->require_subcommand(1);
@@ -307,7 +311,6 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   }
   try {
     Session session = make_session(parser, out, err, context);
-    session.command_path = path_of(leaf);
     return found->second->run(session, parser.arguments);
   } catch (const quota::Error& error) {
     return fail(err, exit_status(error.code()), error.what());

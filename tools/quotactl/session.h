@@ -47,7 +47,6 @@ struct Session {
   bool use_colour = false;         // ANSI colour on `out`
   std::int64_t now = 0;            // the one instant this invocation runs at (Unix ms)
   const CLI::App* root = nullptr;  // for `help`
-  std::string command_path{};      // "limit set", for messages
 
   // Writes `document` as the invocation's one JSON document.
   void emit(const nlohmann::ordered_json& document) const;
