@@ -1,0 +1,386 @@
+// The SQL interface of SPEC §5 without the Engine: the statements of src/statements.cpp run
+// through SQLite's C API on a database the engine created, interleaved with the engine on
+// another connection, give the engine's answers; unknown limits; NULL :cost and :now; the
+// quota_usage view.
+#include <sqlite3.h>
+
+#include <catch2/catch.hpp>
+#include <ctime>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+
+#include "model.h"
+#include "statements.h"
+#include "support.h"
+
+namespace quota::test {
+namespace {
+
+using detail::Operation;
+
+constexpr std::int64_t T = 1'700'000'000'000;
+
+Limit make_limit(const std::string& name, Algorithm algorithm, std::int64_t maximum,
+                 std::int64_t period_ms) {
+  Limit limit;
+  limit.name = name;
+  limit.algorithm = algorithm;
+  limit.maximum = maximum;
+  limit.period = std::chrono::milliseconds(period_ms);
+  return limit;
+}
+
+// What one run of a statement gave: a row, no row, or an error.
+struct Answer {
+  int status = SQLITE_OK;  // of the last step: SQLITE_ROW when there was a row
+  std::string error;       // sqlite3_errmsg when the statement failed
+  std::optional<Result> row;
+};
+
+// A SQLite client of its own: the statements of src/statements.cpp, prepared once on a plain
+// connection and reused, as an application in another language would.
+class SqlClient {
+ public:
+  explicit SqlClient(sqlite3* db) : db_(db) {}
+  ~SqlClient() {
+    for (auto& [text, statement] : prepared_) sqlite3_finalize(statement);
+  }
+  SqlClient(const SqlClient&) = delete;
+  SqlClient& operator=(const SqlClient&) = delete;
+
+  sqlite3* db() const { return db_; }
+  sqlite3_stmt* prepare(const std::string& sql) {
+    sqlite3_stmt*& statement = prepared_[&sql];
+    if (!statement && sqlite3_prepare_v2(db_, sql.c_str(), -1, &statement, nullptr) != SQLITE_OK) {
+      FAIL(sqlite3_errmsg(db_));
+    }
+    return statement;
+  }
+
+ private:
+  sqlite3* db_;
+  std::map<const std::string*, sqlite3_stmt*> prepared_;
+};
+
+// Runs statement(operation, algorithm): bind the named parameters (an empty optional stays
+// NULL), step, read the columns by name.
+Answer run_sql(SqlClient& client, Operation operation, Algorithm algorithm,
+               const std::string& limit, const std::string& owner, std::optional<std::int64_t> cost,
+               std::optional<std::int64_t> now) {
+  sqlite3_stmt* statement = client.prepare(detail::statement(operation, algorithm));
+  sqlite3_clear_bindings(statement);
+  auto bind_text = [&](const char* name, const std::string& value) {
+    const int index = sqlite3_bind_parameter_index(statement, name);
+    REQUIRE(index > 0);
+    sqlite3_bind_text(statement, index, value.c_str(), -1, SQLITE_TRANSIENT);
+  };
+  auto bind_integer = [&](const char* name, std::optional<std::int64_t> value) {
+    const int index = sqlite3_bind_parameter_index(statement, name);
+    if (operation != Operation::reset || std::string(name) == ":now") REQUIRE(index > 0);
+    if (index > 0 && value) sqlite3_bind_int64(statement, index, *value);
+  };
+  bind_text(":limit", limit);
+  bind_text(":owner", owner);
+  bind_integer(":cost", cost);
+  bind_integer(":now", now);
+
+  Answer answer;
+  answer.status = sqlite3_step(statement);
+  if (answer.status == SQLITE_ROW) {
+    auto column = [&](const std::string& name) {
+      for (int i = 0; i < sqlite3_column_count(statement); ++i) {
+        if (name == sqlite3_column_name(statement, i)) return i;
+      }
+      FAIL("no column " << name);
+      return -1;
+    };
+    Result result;
+    result.allowed = sqlite3_column_int64(statement, column("allowed")) != 0;
+    const auto* reason =
+        reinterpret_cast<const char*>(sqlite3_column_text(statement, column("reason")));
+    REQUIRE(reason);
+    REQUIRE(parse_reason(reason));
+    result.reason = *parse_reason(reason);
+    result.remaining = sqlite3_column_int64(statement, column("remaining"));
+    result.retry_after_ms = sqlite3_column_int64(statement, column("retry_after_ms"));
+    result.reset_at_ms = sqlite3_column_int64(statement, column("reset_at_ms"));
+    result.denied = sqlite3_column_int64(statement, column("denied"));
+    answer.row = result;
+    CHECK(sqlite3_step(statement) == SQLITE_DONE);  // exactly one row
+  } else if (answer.status != SQLITE_DONE) {
+    answer.error = sqlite3_errmsg(client.db());
+  }
+  sqlite3_reset(statement);
+  return answer;
+}
+
+Result sql_result(SqlClient& client, Operation operation, Algorithm algorithm,
+                  const std::string& limit, const std::string& owner,
+                  std::optional<std::int64_t> cost, std::optional<std::int64_t> now) {
+  const Answer answer = run_sql(client, operation, algorithm, limit, owner, cost, now);
+  INFO(answer.error);
+  REQUIRE(answer.row);
+  return *answer.row;
+}
+
+// reset_at_ms as quota_usage spells it: ISO-8601 UTC with milliseconds.
+std::string iso8601(std::int64_t ms) {
+  const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[64];
+  const std::size_t length = std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
+  return std::string(text, length) + "." + std::to_string(1000 + ms % 1000).substr(1) + "Z";
+}
+
+struct Fixture {
+  TempDir dir;
+  std::string path = dir.file("quota.db");
+  ManualClock clock;
+  Engine engine = Engine::open(path, options_with(clock));
+  RawDb raw{path};
+  SqlClient sql{raw.handle()};
+
+  // Like the engine's own connection: no fsync per commit in WAL mode (keeps the test fast).
+  Fixture() { raw.exec("PRAGMA synchronous = NORMAL"); }
+};
+
+TEST_CASE("the statements: one each, check read-only, the others writing", "[sql]") {
+  Fixture f;
+  for (const Algorithm algorithm : {Algorithm::sliding_log, Algorithm::fixed_window}) {
+    for (const Operation operation :
+         {Operation::check, Operation::consume, Operation::record, Operation::reset}) {
+      const std::string& sql = detail::statement(operation, algorithm);
+      CAPTURE(to_string(algorithm), detail::operation_name(operation), sql);
+      sqlite3_stmt* statement = nullptr;
+      const char* tail = nullptr;
+      REQUIRE(sqlite3_prepare_v2(f.raw.handle(), sql.c_str(), -1, &statement, &tail) == SQLITE_OK);
+      CHECK(std::string(tail).find_first_not_of(" \n\t") == std::string::npos);
+      CHECK(sqlite3_stmt_readonly(statement) == (operation == Operation::check ? 1 : 0));
+      if (operation == Operation::check) {
+        CHECK(sql.rfind("SELECT", 0) == 0);
+      } else if (operation != Operation::reset) {
+        CHECK(sql.rfind("INSERT", 0) == 0);
+        CHECK_THAT(sql, Catch::Contains("ON CONFLICT") && Catch::Contains("DO UPDATE") &&
+                            Catch::Contains("RETURNING"));
+      }
+      sqlite3_finalize(statement);
+    }
+  }
+}
+
+TEST_CASE("the worked examples of src/statements.cpp, in plain SQL", "[sql]") {
+  Fixture f;
+  f.engine.define(make_limit("send", Algorithm::sliding_log, 2, 1000));
+  SqlClient& db = f.sql;
+  const auto algorithm = Algorithm::sliding_log;
+  auto run = [&](Operation operation, std::int64_t now) {
+    return sql_result(db, operation, algorithm, "send", "u", std::nullopt, now);
+  };
+  CHECK(run(Operation::consume, 5000) == Result{true, Reason::ok, 1, 0, 6000, 0});
+  CHECK(run(Operation::consume, 5400) == Result{true, Reason::ok, 0, 0, 6400, 0});
+  CHECK(run(Operation::consume, 5500) == Result{false, Reason::rate_limited, 0, 500, 6400, 1});
+  CHECK(run(Operation::check, 6000) == Result{true, Reason::ok, 1, 0, 6400, 1});
+  CHECK(run(Operation::consume, 4000) == Result{false, Reason::rate_limited, 0, 500, 6400, 2});
+}
+
+TEST_CASE("plain SQL and the engine, interleaved on one file, give the same answers", "[sql]") {
+  Fixture f;
+  Model model;
+  std::mt19937_64 random(42);
+  auto between = [&](std::int64_t low, std::int64_t high) {
+    return std::uniform_int_distribution<std::int64_t>(low, high)(random);
+  };
+  for (const Limit& limit : {make_limit("log", Algorithm::sliding_log, 3, 20),
+                             make_limit("win", Algorithm::fixed_window, 3, 20)}) {
+    f.engine.define(limit);
+    model.define(limit);
+  }
+  SqlClient& db = f.sql;
+  f.clock.set(T);
+  for (int step = 0; step < 1500; ++step) {
+    const std::int64_t move = between(0, 9);
+    f.clock.advance(move < 4 ? 0 : move < 8 ? between(1, 12) : -between(1, 25));
+    const std::string limit = between(0, 1) ? "log" : "win";
+    const std::string owner = between(0, 1) ? "a" : "b";
+    const Algorithm algorithm = model.limit(limit).algorithm;
+    const std::int64_t cost = between(1, 4);
+    const std::int64_t now = f.clock.get();
+    const bool plain_sql = between(0, 1) == 1;
+    const auto operation = static_cast<Operation>(between(0, 9) < 8 ? between(0, 2) : 3);
+    CAPTURE(step, limit, owner, cost, now - T, detail::operation_name(operation), plain_sql);
+
+    Result expected;
+    switch (operation) {
+      case Operation::check:
+        expected = model.check(limit, owner, cost, now);
+        break;
+      case Operation::consume:
+        expected = model.consume(limit, owner, cost, now);
+        break;
+      case Operation::record:
+        expected = model.record(limit, owner, cost, now);
+        break;
+      case Operation::reset:
+        expected = model.reset(limit, owner, now);
+        break;
+    }
+    Result actual;
+    if (plain_sql) {
+      actual = sql_result(db, operation, algorithm, limit, owner, cost, now);
+    } else {
+      switch (operation) {
+        case Operation::check:
+          actual = f.engine.check(limit, owner, cost);
+          break;
+        case Operation::consume:
+          actual = f.engine.consume(limit, owner, cost);
+          break;
+        case Operation::record:
+          actual = f.engine.record(limit, owner, cost);
+          break;
+        case Operation::reset:
+          actual = f.engine.reset(limit, owner);
+          break;
+      }
+    }
+    REQUIRE(actual == expected);
+    // And a check either way sees the same state.
+    REQUIRE(sql_result(db, Operation::check, algorithm, limit, owner, 1, now) ==
+            f.engine.check(limit, owner, 1));
+  }
+}
+
+TEST_CASE("plain SQL: an unknown limit fails the writes, writes nothing, and checks no row",
+          "[sql]") {
+  Fixture f;
+  f.engine.define(make_limit("log", Algorithm::sliding_log, 3, 1000));
+  f.engine.define(make_limit("win", Algorithm::fixed_window, 3, 1000));
+  f.engine.consume("log", "u");
+  f.engine.consume("win", "u");
+  SqlClient& db = f.sql;
+  const std::string before = dump(f.path);
+
+  for (const Algorithm algorithm : {Algorithm::sliding_log, Algorithm::fixed_window}) {
+    // A limit of the other algorithm is unknown to this algorithm's statements too.
+    const std::string other = algorithm == Algorithm::sliding_log ? "win" : "log";
+    for (const std::string& limit : {std::string("nope"), other}) {
+      CAPTURE(to_string(algorithm), limit);
+      for (const Operation operation : {Operation::consume, Operation::record, Operation::reset}) {
+        if (operation == Operation::reset && limit == other) continue;  // reset is for all
+        CAPTURE(detail::operation_name(operation));
+        const Answer answer = run_sql(db, operation, algorithm, limit, "u", 1, T);
+        CHECK(answer.status == SQLITE_CONSTRAINT);
+        CHECK_THAT(answer.error, Catch::Contains("unknown limit"));
+        CHECK_FALSE(answer.row);
+      }
+      const Answer check = run_sql(db, Operation::check, algorithm, limit, "u", 1, T);
+      CHECK(check.status == SQLITE_DONE);
+      CHECK_FALSE(check.row);
+    }
+  }
+  CHECK(sqlite3_get_autocommit(f.raw.handle()) == 1);
+  CHECK(dump(f.path) == before);
+}
+
+TEST_CASE("plain SQL: a NULL :cost is a cost of 1", "[sql]") {
+  Fixture f;
+  SqlClient& db = f.sql;
+  for (const Algorithm algorithm : {Algorithm::sliding_log, Algorithm::fixed_window}) {
+    CAPTURE(to_string(algorithm));
+    f.engine.define(make_limit("l", algorithm, 3, 1000));
+    for (const Operation operation : {Operation::check, Operation::consume, Operation::record}) {
+      CAPTURE(detail::operation_name(operation));
+      const Result with_null = sql_result(db, operation, algorithm, "l", "null", std::nullopt, T);
+      const Result with_one = sql_result(db, operation, algorithm, "l", "one", 1, T);
+      CHECK(with_null == with_one);
+    }
+    CHECK(f.engine.check("l", "null").remaining == 1);  // consume and record took 1 each
+    f.engine.remove("l");
+  }
+}
+
+TEST_CASE("plain SQL: a NULL :now is the database's clock", "[sql]") {
+  Fixture f;
+  SqlClient& db = f.sql;
+  f.engine.define(make_limit("log", Algorithm::sliding_log, 3, 60'000));
+  const std::int64_t before = system_clock_ms();
+  const Result consumed =
+      sql_result(db, Operation::consume, Algorithm::sliding_log, "log", "u", 1, std::nullopt);
+  const Result reset = sql_result(db, Operation::reset, Algorithm::sliding_log, "log", "u",
+                                  std::nullopt, std::nullopt);
+  const std::int64_t after = system_clock_ms();
+  CHECK(consumed.allowed);
+  CHECK(consumed.reset_at_ms >= before + 60'000 - 1);
+  CHECK(consumed.reset_at_ms <= after + 60'000 + 1);
+  CHECK(reset.reset_at_ms >= before - 1);
+  CHECK(reset.reset_at_ms <= after + 1);
+}
+
+TEST_CASE("quota_usage agrees with Engine::usage", "[sql]") {
+  TempDir dir;
+  const std::string path = dir.file("quota.db");
+  Engine engine = Engine::open(path);  // the real clock, as the view has
+  RawDb raw(path);
+  SqlClient db(raw.handle());
+  constexpr std::int64_t kDay = 86'400'000;
+  for (const Algorithm algorithm : {Algorithm::sliding_log, Algorithm::fixed_window}) {
+    const std::string name = std::string(to_string(algorithm));
+    CAPTURE(name);
+    engine.define(make_limit(name, algorithm, 5, kDay));
+    auto sql = [&](Operation operation, const std::string& owner, std::int64_t cost) {
+      return sql_result(db, operation, algorithm, name, owner, cost, std::nullopt);
+    };
+    engine.consume(name, "a", 3);                                 // used 3
+    for (int i = 0; i < 7; ++i) sql(Operation::consume, "b", 1);  // used 5, denied 2
+    engine.consume(name, "c", 2);                                 // used 3 (with the record)
+    sql(Operation::record, "c", 1);
+    engine.record(name, "d", 7);   // beyond: used 7
+    engine.consume(name, "e", 1);  // reset: no row
+    sql(Operation::reset, "e", 1);
+
+    const auto usage = engine.usage(name);
+    const auto rows = raw.rows(
+        "SELECT owner, used, remaining, denied, reset_at_ms, reset_at FROM quota_usage "
+        "WHERE limit_name = '" +
+        name + "' ORDER BY used DESC, owner");
+    REQUIRE(rows.size() == usage.size());
+    REQUIRE(rows.size() == 4);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      CAPTURE(i);
+      CHECK(rows[i][0] == usage[i].owner);
+      CHECK(std::stoll(rows[i][1]) == usage[i].used);
+      CHECK(std::stoll(rows[i][2]) == usage[i].remaining);
+      CHECK(std::stoll(rows[i][3]) == usage[i].denied);
+      CHECK(std::stoll(rows[i][4]) == usage[i].reset_at_ms);
+      CHECK(rows[i][5] == iso8601(usage[i].reset_at_ms));
+    }
+    CHECK(usage[0].owner == "d");
+    CHECK(usage[0].used == 7);
+    CHECK(usage[0].remaining == 0);
+    CHECK(usage[1].owner == "b");
+    CHECK(usage[1].denied == 2);
+  }
+}
+
+TEST_CASE("quota_usage: the example of the migration's prose, at a fixed time", "[sql]") {
+  // send_message|u42|10|0|3|<reset_at_ms>|<ISO text>, with the state's remembered time in the
+  // future so that the view (which uses the later of it and the real clock) is exact.
+  Fixture f;
+  SqlClient& db = f.sql;
+  f.engine.define(make_limit("send_message", Algorithm::sliding_log, 10, 60'000));
+  const std::int64_t future = 4'102'444'800'000;  // 2100-01-01T00:00:00Z
+  for (int i = 0; i < 13; ++i) {
+    sql_result(db, Operation::consume, Algorithm::sliding_log, "send_message", "u42", 1, future);
+  }
+  const auto rows = f.raw.rows("SELECT * FROM quota_usage ORDER BY remaining LIMIT 10");
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0] == std::vector<std::string>{"send_message", "u42", "10", "0", "3", "4102444860000",
+                                            "2100-01-01T00:01:00.000Z"});
+  CHECK(iso8601(1'700'000'060'000) == "2023-11-14T22:14:20.000Z");
+}
+
+}  // namespace
+}  // namespace quota::test
