@@ -26,7 +26,7 @@
 //   consume :now=5500  -> allowed 0, rate_limited, remaining 0, retry 500,  reset_at 6400
 //   check   :now=6000  -> allowed 1, ok,           remaining 1, retry 0,    reset_at 6400
 //   consume :now=4000  -> evaluated at 5500 (seen_ms): allowed 0, retry 500
-// tests/statements_test.cpp runs these examples.
+// tests/engine_test.cpp runs these examples through the Engine, tests/sql_test.cpp in plain SQL.
 #include "statements.h"
 
 #include <fmt/format.h>
