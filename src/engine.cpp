@@ -189,22 +189,22 @@ struct Engine::Impl {
     try {
       // Reading the header first: a file that is not a database fails here, unchanged.
       db.exec("SELECT count(*) FROM sqlite_schema");
+      // Every refusal comes before the switch to WAL, which rewrites the file's header: a
+      // database this build will not use is left exactly as it was.
+      const detail::SchemaStatus status = detail::read_schema_status(db);
+      detail::require_usable(status);
+      if (!status.pending.empty() && !options.migrate) {
+        throw Error(ErrorCode::not_migrated,
+                    fmt::format("the database is at schema version {} and needs migrations up "
+                                "to {}: run `quotactl migrate` (or open with migrate enabled)",
+                                status.version, detail::latest_version()));
+      }
       if (file_database) {
         db.exec("PRAGMA journal_mode = WAL");
         db.exec(options.synchronous_full ? "PRAGMA synchronous = FULL"
                                          : "PRAGMA synchronous = NORMAL");
       }
-      const detail::SchemaStatus status = detail::read_schema_status(db);
-      detail::require_usable(status);
-      if (!status.pending.empty()) {
-        if (!options.migrate) {
-          throw Error(ErrorCode::not_migrated,
-                      fmt::format("the database is at schema version {} and needs migrations up "
-                                  "to {}: run `quotactl migrate` (or open with migrate enabled)",
-                                  status.version, detail::latest_version()));
-        }
-        detail::apply_pending(db, options.clock());
-      }
+      if (!status.pending.empty()) detail::apply_pending(db, options.clock());
     } catch (const SQLite::Exception& error) {
       throw translate(error, options.busy_timeout);
     }
