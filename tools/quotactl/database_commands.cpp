@@ -171,10 +171,12 @@ int run_status(Session& session, const Arguments&) {
       for (const Migration* migration : status.pending) {
         pending += (pending.empty() ? "" : ", ") + migration_title(*migration);
       }
-      pending += " (run " + migrate_hint(session.db_path) + ")";
+      pending += fmt::format(" (run {})", migrate_hint(session.db_path));
     }
     std::string version = fmt::format("{} (this build knows up to {})", status.version, latest);
-    if (status.too_new) version += " " + session.paint("newer than this build", Colour::yellow);
+    if (status.too_new) {
+      version += fmt::format(" {}", session.paint("newer than this build", Colour::yellow));
+    }
     session.out << fmt::format("database        {}\n", session.db_path)
                 << fmt::format("schema version  {}\n", version)
                 << fmt::format("pending         {}\n", pending)
