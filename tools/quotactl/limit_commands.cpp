@@ -21,14 +21,6 @@ nlohmann::ordered_json to_json(const Limit& limit) {
            limit.burst ? nlohmann::ordered_json(*limit.burst) : nlohmann::ordered_json(nullptr)}};
 }
 
-// "10 per 1m (sliding_log)", with the burst of a token bucket.
-std::string describe(const Limit& limit) {
-  std::string text = fmt::format("{} per {} ({}", limit.maximum, format_period(limit.period),
-                                 quota::to_string(limit.algorithm));
-  if (limit.burst) text += fmt::format(", burst {}", *limit.burst);
-  return text + ")";
-}
-
 Algorithm parse_algorithm_option(const std::string& text) {
   const auto algorithm = quota::parse_algorithm(text);
   if (!algorithm) {
@@ -80,14 +72,15 @@ int run_limit_set(Session& session, const Arguments& arguments) {
     return 0;
   }
   if (!before) {
-    session.out << fmt::format("created limit {}: {}\n", after.name, describe(after));
+    session.out << fmt::format("created limit {}: {}\n", after.name, describe_limit(after));
   } else if (*before == after) {
-    session.out << fmt::format("limit {} unchanged: {}\n", after.name, describe(after));
+    session.out << fmt::format("limit {} unchanged: {}\n", after.name, describe_limit(after));
   } else {
-    session.out << fmt::format(
-        "updated limit {}: {}, was {}{}\n", after.name, describe(after), describe(*before),
-        before->algorithm != after.algorithm ? "; the algorithm changed, so its state was discarded"
-                                             : "");
+    session.out << fmt::format("updated limit {}: {}, was {}{}\n", after.name,
+                               describe_limit(after), describe_limit(*before),
+                               before->algorithm != after.algorithm
+                                   ? "; the algorithm changed, so its state was discarded"
+                                   : "");
   }
   return 0;
 }
@@ -100,7 +93,7 @@ int run_limit_get(Session& session, const Arguments& arguments) {
   if (session.json) {
     session.emit(to_json(*limit));
   } else {
-    session.out << fmt::format("{}: {}\n", limit->name, describe(*limit));
+    session.out << fmt::format("{}: {}\n", limit->name, describe_limit(*limit));
   }
   return 0;
 }

@@ -172,11 +172,8 @@ int run_usage(Session& session, const Arguments& arguments) {
     session.emit(array);
     return 0;
   }
-  session.out << fmt::format(
-      "{}: {}, at {}\n", limit->name,
-      fmt::format("{} per {} ({})", limit->maximum, format_period(limit->period),
-                  quota::to_string(limit->algorithm)),
-      format_time(session.now));
+  session.out << fmt::format("{}: {}, at {}\n", limit->name, describe_limit(*limit),
+                             format_time(session.now));
   if (rows.empty()) {
     session.out << (arguments.owner_filter ? "no usage and no denials for that owner\n"
                                            : "no owner has usage or denials\n");

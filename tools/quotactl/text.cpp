@@ -115,6 +115,13 @@ std::string format_time(std::int64_t unix_ms) {
                      clock.subseconds().count());
 }
 
+std::string describe_limit(const quota::Limit& limit) {
+  std::string text = fmt::format("{} per {} ({}", limit.maximum, format_period(limit.period),
+                                 quota::to_string(limit.algorithm));
+  if (limit.burst) text += fmt::format(", burst {}", *limit.burst);
+  return text + ")";
+}
+
 std::string printable(std::string_view text, std::size_t max_characters) {
   std::string result;
   std::size_t characters = 0;

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "quota/limit.h"
+
 namespace quotactl {
 
 // A whole decimal number from `minimum` to `maximum` ("12", "-3"); anything else (1.5, 1e3,
@@ -31,6 +33,9 @@ std::string format_duration(std::int64_t milliseconds);
 
 // Unix milliseconds as ISO-8601 UTC: 2023-11-14T22:13:20.000Z.
 std::string format_time(std::int64_t unix_ms);
+
+// A limit's numbers for a person: "10 per 1m (sliding_log)", with a token bucket's burst.
+std::string describe_limit(const quota::Limit& limit);
 
 // An owner made safe for a terminal line: control bytes become \xNN. The result is cut to
 // at most `max_characters` characters (UTF-8 code points) with a trailing "…".
