@@ -93,9 +93,9 @@ SQLite::Database open_read_only(const std::string& path) {
 }
 
 quota::Engine Session::open_engine() const {
-  // The engine refuses an unmigrated file only after switching it to WAL mode, so the schema
-  // is checked here first, on a read-only connection: a refused file stays byte-for-byte
-  // unchanged.
+  // The schema is checked first on a read-only connection, so that a file quotactl refuses is
+  // never opened for writing at all (the engine, too, refuses before it writes), and so that
+  // the message names the exact `quotactl migrate --db PATH` to run.
   {
     SQLite::Database db = open_read_only(db_path);
     try {
