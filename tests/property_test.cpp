@@ -282,11 +282,19 @@ class Run {
 
   void append_history(std::ostringstream& message, const std::string& limit,
                       const std::optional<std::string>& owner) const {
-    message << " history of " << limit << (owner ? " / " + *owner : std::string()) << ":\n";
+    std::vector<const Step*> relevant;
     for (const Step& step : history_) {
       if (step.limit != limit) continue;
       if (owner && !step.owner.empty() && step.owner != *owner) continue;
-      message << "  #" << step.index << " " << step.text << "\n";
+      relevant.push_back(&step);
+    }
+    constexpr std::size_t kShown = 150;  // the latest steps; the rest is one rerun away
+    const std::size_t first = relevant.size() > kShown ? relevant.size() - kShown : 0;
+    message << " history of " << limit << (owner ? " / " + *owner : std::string());
+    if (first > 0) message << " (the last " << kShown << " of " << relevant.size() << " steps)";
+    message << ":\n";
+    for (std::size_t i = first; i < relevant.size(); ++i) {
+      message << "  #" << relevant[i]->index << " " << relevant[i]->text << "\n";
     }
   }
 
@@ -298,9 +306,7 @@ class Run {
   std::optional<Engine> engine_;
   Model model_;
   std::vector<std::string> names_;
-  std::vector<std::string> owners_ = {"u1", "u2",
-                                      "\xC3\xBC"
-                                      "3"};  // "ü3"
+  std::vector<std::string> owners_ = {"u1", "u2", "\u00FC3"};  // "ü3": UTF-8, 2 bytes + 1
   std::vector<Step> history_;
   int step_ = 0;
   std::string limit_, owner_;  // the pair this step works on
