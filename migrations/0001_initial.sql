@@ -1,14 +1,14 @@
--- quota schema, migration 0001: limits, the sliding log, the windowKey counters, resets.
+-- quota schema, migration 0001: limits, per-owner state, the sliding log, resets, usage.
 --
 -- Every object is named quota_* so that it can live in an application's own database file.
 -- Times are milliseconds since the Unix epoch (64-bit integers) everywhere.
 --
 --   CREATE TABLE quota_migrations(version, name, checksum, applied_at_ms);
---   CREATE TABLE quota_limits(id, name, algorithm, maximum, period_ms, burst);
---   CREATE TABLE quota_log(limit_id, owner, at_ms, cost, total, denied, seen_ms, last_*);
---   CREATE TABLE quota_windows(limit_id, owner, window_key, used, previous_used, denied,
---                              seen_ms, last_*);
---   CREATE TABLE quota_resets(limit_id, owner, now_ms, remaining);
+--   CREATE TABLE quota_limits(name, algorithm, maximum, period_ms, burst);
+--   CREATE TABLE quota_windows(limit_name, owner, window_key, used, previous_used, ...);
+--   CREATE TABLE quota_log_owners(limit_name, owner, total, newest_at_ms, recorded, ...);
+--   CREATE TABLE quota_log(limit_name, owner, at_ms, cost, total);
+--   CREATE TABLE quota_resets(limit_name, owner, now_ms, remaining);
 --   CREATE VIEW  quota_usage(limit_name, owner, used, remaining, denied, reset_at_ms, reset_at);
 --
 -- quota_migrations: one row per applied migration. version is the number in the file name,
@@ -20,31 +20,44 @@
 --   A-Z a-z 0-9 _ . : -); algorithm one of sliding_log, fixed_window, sliding_window,
 --   token_bucket; maximum the units allowed per period (>= 1); period_ms the period
 --   (1 ms .. 366 days); burst the token bucket's capacity (NULL for the other algorithms).
---   id is the stable key the state tables use; redefining a limit keeps its id.
 --
--- Per-owner state is kept in one table per family of algorithms, so that a consume writes
--- exactly one row in the common case. Every state row ends with the answer given to the
--- latest operation that wrote it (last_allowed, last_reason, last_remaining,
--- last_retry_after_ms, last_reset_at_ms): the single INSERT ... ON CONFLICT DO UPDATE
--- statement of a consume or record returns them with RETURNING. They describe that answer,
--- not the present: quota_usage shows the present.
+-- How a request is decided. A consume or record is one statement,
+--   INSERT INTO <state table> (limit_name, owner, cost, seen_ms) VALUES (:limit, :owner, ...)
+--   ON CONFLICT (limit_name, owner) DO UPDATE SET (<state>, <answer>) = (SELECT <decision>)
+--   RETURNING <answer>
+-- on one row per limit and owner. The owner's row always exists by the time the conflict is
+-- checked: for a new owner, the state table's "new owner" trigger creates it empty (or
+-- raises "unknown limit"). So the decision is always the DO UPDATE's, computed from the row
+-- as it was, the limit as it is, and the request (carried in excluded.cost and
+-- excluded.seen_ms). A row holds, besides the algorithm's state:
+--   denied        denied consumes since the row was created or reset;
+--   seen_ms       the latest time an operation was evaluated at (the clock rule: a request
+--                 that arrives with an earlier time is evaluated at seen_ms);
+--   cost          the cost of the latest request;
+--   maximum, period_ms  the limit's numbers when the row was last written;
+--   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms
+--                 the answer given to the latest request, which RETURNING hands back.
+--                 They describe that answer, not the present: quota_usage shows the present.
+-- A row whose limit cannot be found when it is written gets maximum NULL, which the
+-- "unknown limit" check refuses: statements of one algorithm do not work on another's limits.
 --
--- quota_log (sliding_log): one row per millisecond in which an owner recorded usage.
---   at_ms is that millisecond, cost the units recorded in it, total the owner's running sum
---   of cost up to and including this row (so the usage of any suffix of the log is one
---   subtraction). The owner's newest row also carries denied (denied consumes since the state
---   was created or reset) and seen_ms (the latest time an operation was evaluated at: the
---   clock rule). Rows with at_ms <= t - period_ms no longer count; they are deleted when the
---   owner next records, except the newest row, which always stays to carry the counters.
---   A row with cost 0 exists only as an owner's first row, when its first request was denied.
+-- quota_windows (fixed_window, sliding_window): the owner's windowKey counter. window_key is
+--   floor(t / period_ms) of the window being counted (windows are aligned to the Unix epoch),
+--   used the units recorded in that window, previous_used those recorded in the window
+--   before it. When a request falls in a later window the row moves to it: used becomes
+--   previous_used (or 0 if a window was skipped). A row written under another period is
+--   counted in the window that holds its seen_ms.
 --
--- quota_windows (fixed_window, sliding_window): one row per owner and window.
---   window_key = floor(t / period_ms), windows aligned to the Unix epoch; used is the units
---   recorded in that window; previous_used the units recorded in window_key - 1 (copied when
---   the window opens, so one row answers both algorithms); denied and seen_ms as above.
---   When a new window's row is inserted, the owner's older rows are deleted.
+-- quota_log_owners and quota_log (sliding_log): quota_log holds one row per millisecond in
+--   which an owner recorded usage: at_ms, cost (units recorded in it) and total, the owner's
+--   running sum of cost up to and including that row, so that the usage of any suffix of the
+--   log is one subtraction. quota_log_owners holds, per owner, total (the running sum so
+--   far), newest_at_ms (the newest row's at_ms) and recorded (units the latest request
+--   recorded; its trigger appends them to quota_log and prunes rows that no longer count).
+--   Usage at t is total minus the total before the first row with at_ms > t - period_ms.
+--   The running sum starts again from zero whenever nothing is live.
 --
--- quota_resets: a request queue for reset. Inserting (limit_id, owner) deletes the owner's
+-- quota_resets: a request queue for reset. Inserting (limit_name, owner) deletes the owner's
 --   state for that limit and then the request row itself; the INSERT's RETURNING answers with
 --   the fresh state. It is always empty between statements.
 
@@ -56,8 +69,7 @@ CREATE TABLE quota_migrations (
 ) STRICT;
 
 CREATE TABLE quota_limits (
-  id        INTEGER PRIMARY KEY,
-  name      TEXT    NOT NULL UNIQUE
+  name      TEXT    NOT NULL PRIMARY KEY
             CHECK (length(name) BETWEEN 1 AND 64 AND name NOT GLOB '*[^A-Za-z0-9_.:-]*'),
   algorithm TEXT    NOT NULL
             CHECK (algorithm IN ('sliding_log', 'fixed_window', 'sliding_window', 'token_bucket')),
@@ -65,86 +77,113 @@ CREATE TABLE quota_limits (
   period_ms INTEGER NOT NULL CHECK (period_ms BETWEEN 1 AND 31622400000),
   burst     INTEGER CHECK (CASE algorithm WHEN 'token_bucket'
                            THEN burst BETWEEN 1 AND 1000000000000 ELSE burst IS NULL END)
-) STRICT;
-
-CREATE TABLE quota_log (
-  limit_id            INTEGER NOT NULL,
-  owner               TEXT    NOT NULL,
-  at_ms               INTEGER NOT NULL,
-  cost                INTEGER NOT NULL CHECK (cost >= 0),
-  total               INTEGER NOT NULL CHECK (total >= cost),
-  denied              INTEGER NOT NULL CHECK (denied >= 0),
-  seen_ms             INTEGER NOT NULL CHECK (seen_ms >= at_ms),
-  last_allowed        INTEGER NOT NULL,
-  last_reason         TEXT    NOT NULL,
-  last_remaining      INTEGER NOT NULL,
-  last_retry_after_ms INTEGER NOT NULL,
-  last_reset_at_ms    INTEGER NOT NULL,
-  PRIMARY KEY (limit_id, owner, at_ms)
 ) STRICT, WITHOUT ROWID;
 
+-- The state columns are declared without NOT NULL: the request row of VALUES leaves them NULL
+-- and must pass every check before the upsert finds the owner's row, and a write for a limit
+-- that does not exist must be reported by the "unknown limit" check, which comes first.
 CREATE TABLE quota_windows (
-  limit_id            INTEGER NOT NULL,
+  limit_name          TEXT    NOT NULL,
   owner               TEXT    NOT NULL,
-  window_key          INTEGER NOT NULL,
-  used                INTEGER NOT NULL CHECK (used >= 0),
-  previous_used       INTEGER NOT NULL CHECK (previous_used >= 0),
-  denied              INTEGER NOT NULL CHECK (denied >= 0),
-  seen_ms             INTEGER NOT NULL,
-  last_allowed        INTEGER NOT NULL,
-  last_reason         TEXT    NOT NULL,
-  last_remaining      INTEGER NOT NULL,
-  last_retry_after_ms INTEGER NOT NULL,
-  last_reset_at_ms    INTEGER NOT NULL,
-  PRIMARY KEY (limit_id, owner, window_key)
+  maximum             INTEGER CONSTRAINT "unknown limit" CHECK (maximum IS NOT NULL),
+  period_ms           INTEGER CHECK (period_ms >= 1),
+  window_key          INTEGER,
+  used                INTEGER CHECK (used >= 0),
+  previous_used       INTEGER CHECK (previous_used >= 0),
+  denied              INTEGER CHECK (denied >= 0),
+  seen_ms             INTEGER,
+  cost                INTEGER,
+  last_allowed        INTEGER,
+  last_reason         TEXT,
+  last_remaining      INTEGER,
+  last_retry_after_ms INTEGER,
+  last_reset_at_ms    INTEGER,
+  PRIMARY KEY (limit_name, owner)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE quota_log_owners (
+  limit_name          TEXT    NOT NULL,
+  owner               TEXT    NOT NULL,
+  maximum             INTEGER CONSTRAINT "unknown limit" CHECK (maximum IS NOT NULL),
+  period_ms           INTEGER CHECK (period_ms >= 1),
+  total               INTEGER CHECK (total >= 0),
+  newest_at_ms        INTEGER,
+  recorded            INTEGER CHECK (recorded >= 0),
+  denied              INTEGER CHECK (denied >= 0),
+  seen_ms             INTEGER,
+  cost                INTEGER,
+  last_allowed        INTEGER,
+  last_reason         TEXT,
+  last_remaining      INTEGER,
+  last_retry_after_ms INTEGER,
+  last_reset_at_ms    INTEGER,
+  PRIMARY KEY (limit_name, owner)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE quota_log (
+  limit_name TEXT    NOT NULL,
+  owner      TEXT    NOT NULL,
+  at_ms      INTEGER NOT NULL,
+  cost       INTEGER NOT NULL CHECK (cost >= 1),
+  total      INTEGER NOT NULL CHECK (total >= cost),
+  PRIMARY KEY (limit_name, owner, at_ms)
 ) STRICT, WITHOUT ROWID;
 
 CREATE TABLE quota_resets (
-  limit_id  INTEGER NOT NULL,
-  owner     TEXT    NOT NULL,
-  now_ms    INTEGER NOT NULL,
-  remaining INTEGER NOT NULL
+  limit_name TEXT    NOT NULL,
+  owner      TEXT    NOT NULL,
+  now_ms     INTEGER NOT NULL,
+  remaining  INTEGER CONSTRAINT "unknown limit" CHECK (remaining IS NOT NULL)
 ) STRICT;
 
--- A consume, record or reset names its limit by name; the statement turns the name into
--- limit_id and leaves it NULL when no such limit exists. These guards turn that NULL into the
--- error "unknown limit" before any constraint is checked, so nothing is written.
-CREATE TRIGGER quota_log_unknown_limit BEFORE INSERT ON quota_log
-WHEN NEW.limit_id IS NULL BEGIN
-  SELECT RAISE(ABORT, 'unknown limit');
+-- A new owner: create its empty row, so that the request's upsert finds it and decides in
+-- DO UPDATE. Only the request's own row (cost set) does this; the empty row (cost NULL) does
+-- not fire it again. A limit that does not exist, or is of another algorithm, is refused.
+CREATE TRIGGER quota_windows_new_owner BEFORE INSERT ON quota_windows
+WHEN NEW.cost IS NOT NULL AND NOT EXISTS (SELECT 1 FROM quota_windows
+                                          WHERE limit_name = NEW.limit_name
+                                            AND owner = NEW.owner) BEGIN
+  SELECT RAISE(ABORT, 'unknown limit')
+  WHERE NOT EXISTS (SELECT 1 FROM quota_limits WHERE name = NEW.limit_name
+                      AND algorithm IN ('fixed_window', 'sliding_window'));
+  INSERT INTO quota_windows (limit_name, owner, maximum, period_ms, used, previous_used, denied)
+  SELECT name, NEW.owner, maximum, period_ms, 0, 0, 0
+  FROM quota_limits WHERE name = NEW.limit_name;
 END;
 
-CREATE TRIGGER quota_windows_unknown_limit BEFORE INSERT ON quota_windows
-WHEN NEW.limit_id IS NULL BEGIN
-  SELECT RAISE(ABORT, 'unknown limit');
+CREATE TRIGGER quota_log_owners_new_owner BEFORE INSERT ON quota_log_owners
+WHEN NEW.cost IS NOT NULL AND NOT EXISTS (SELECT 1 FROM quota_log_owners
+                                          WHERE limit_name = NEW.limit_name
+                                            AND owner = NEW.owner) BEGIN
+  SELECT RAISE(ABORT, 'unknown limit')
+  WHERE NOT EXISTS (SELECT 1 FROM quota_limits WHERE name = NEW.limit_name
+                      AND algorithm = 'sliding_log');
+  INSERT INTO quota_log_owners (limit_name, owner, maximum, period_ms, total, recorded, denied)
+  SELECT name, NEW.owner, maximum, period_ms, 0, 0, 0
+  FROM quota_limits WHERE name = NEW.limit_name;
 END;
 
-CREATE TRIGGER quota_resets_unknown_limit BEFORE INSERT ON quota_resets
-WHEN NEW.limit_id IS NULL BEGIN
-  SELECT RAISE(ABORT, 'unknown limit');
-END;
-
--- Pruning on write keeps a sliding log's cost independent of its maximum: a new row deletes
--- the rows that expired at its time, all but the newest of which carry nothing else.
--- Example: period 1000, rows at 100, 900, 1500; inserting 2050 deletes 100 and 900
+-- The log of a sliding_log owner: what the latest request recorded becomes a row at
+-- newest_at_ms (merged into the row of the same millisecond), and rows that expired by then
+-- are deleted, so a request costs the same whether the limit is 10 or 100,000.
+-- Example: period 1000, rows at 100, 900, 1500; recording at 2050 deletes 100 and 900
 -- (<= 1050) and keeps 1500 and 2050.
-CREATE TRIGGER quota_log_prune AFTER INSERT ON quota_log BEGIN
+CREATE TRIGGER quota_log_owners_record AFTER UPDATE ON quota_log_owners
+WHEN NEW.recorded > 0 BEGIN
+  INSERT INTO quota_log (limit_name, owner, at_ms, cost, total)
+  VALUES (NEW.limit_name, NEW.owner, NEW.newest_at_ms, NEW.recorded, NEW.total)
+  ON CONFLICT (limit_name, owner, at_ms) DO UPDATE SET
+    cost = cost + excluded.cost, total = excluded.total;
   DELETE FROM quota_log
-  WHERE limit_id = NEW.limit_id AND owner = NEW.owner
-    AND at_ms <= NEW.at_ms - (SELECT period_ms FROM quota_limits WHERE id = NEW.limit_id);
-END;
-
--- A new window's row carries everything that still matters (its previous_used, denied,
--- seen_ms), so the owner's older windows can go.
-CREATE TRIGGER quota_windows_prune AFTER INSERT ON quota_windows BEGIN
-  DELETE FROM quota_windows
-  WHERE limit_id = NEW.limit_id AND owner = NEW.owner AND window_key < NEW.window_key;
+  WHERE limit_name = NEW.limit_name AND owner = NEW.owner
+    AND at_ms <= NEW.newest_at_ms - NEW.period_ms;
 END;
 
 -- reset: forget the owner's state for the limit, then the request itself.
 CREATE TRIGGER quota_resets_apply AFTER INSERT ON quota_resets BEGIN
-  DELETE FROM quota_log WHERE limit_id = NEW.limit_id AND owner = NEW.owner;
-  DELETE FROM quota_windows WHERE limit_id = NEW.limit_id AND owner = NEW.owner;
+  DELETE FROM quota_windows WHERE limit_name = NEW.limit_name AND owner = NEW.owner;
+  DELETE FROM quota_log_owners WHERE limit_name = NEW.limit_name AND owner = NEW.owner;
+  DELETE FROM quota_log WHERE limit_name = NEW.limit_name AND owner = NEW.owner;
   DELETE FROM quota_resets WHERE rowid = NEW.rowid;
 END;
 
@@ -152,13 +191,15 @@ END;
 -- changing only its numbers keeps it. Removing a limit removes its state.
 CREATE TRIGGER quota_limits_algorithm_changed AFTER UPDATE OF algorithm ON quota_limits
 WHEN OLD.algorithm IS NOT NEW.algorithm BEGIN
-  DELETE FROM quota_log WHERE limit_id = OLD.id;
-  DELETE FROM quota_windows WHERE limit_id = OLD.id;
+  DELETE FROM quota_windows WHERE limit_name = OLD.name;
+  DELETE FROM quota_log_owners WHERE limit_name = OLD.name;
+  DELETE FROM quota_log WHERE limit_name = OLD.name;
 END;
 
 CREATE TRIGGER quota_limits_removed AFTER DELETE ON quota_limits BEGIN
-  DELETE FROM quota_log WHERE limit_id = OLD.id;
-  DELETE FROM quota_windows WHERE limit_id = OLD.id;
+  DELETE FROM quota_windows WHERE limit_name = OLD.name;
+  DELETE FROM quota_log_owners WHERE limit_name = OLD.name;
+  DELETE FROM quota_log WHERE limit_name = OLD.name;
 END;
 
 -- quota_usage: who is near their limit, as of the database's current time (or of the latest
@@ -172,37 +213,36 @@ CREATE VIEW quota_usage AS
 SELECT limit_name, owner, used, max(maximum - used, 0) AS remaining, denied, reset_at_ms,
        strftime('%Y-%m-%dT%H:%M:%fZ', reset_at_ms / 1000.0, 'unixepoch') AS reset_at
 FROM (
-  -- sliding_log: the newest row's running total minus the total before the first live row.
+  -- sliding_log: the running total minus the total before the first row that still counts.
   SELECT limit_name, owner, maximum, denied, used,
-         CASE WHEN used > 0 THEN newest_at + period_ms ELSE t END AS reset_at_ms
+         CASE WHEN used > 0 THEN newest_at_ms + period_ms ELSE t END AS reset_at_ms
   FROM (
-    SELECT l.name AS limit_name, n.owner AS owner, l.maximum AS maximum,
-           l.period_ms AS period_ms, n.denied AS denied, n.at_ms AS newest_at, n.t AS t,
-           coalesce(n.total - (SELECT f.total - f.cost FROM quota_log AS f
-                               WHERE f.limit_id = n.limit_id AND f.owner = n.owner
-                                 AND f.at_ms > n.t - l.period_ms
-                               ORDER BY f.at_ms LIMIT 1), 0) AS used
+    SELECT o.limit_name, o.owner, l.maximum, l.period_ms, o.denied, o.newest_at_ms, o.t,
+           coalesce(o.total - (SELECT e.total - e.cost FROM quota_log AS e
+                               WHERE e.limit_name = o.limit_name AND e.owner = o.owner
+                                 AND e.at_ms > o.t - l.period_ms
+                               ORDER BY e.at_ms LIMIT 1), 0) AS used
     FROM (SELECT *, max(seen_ms, CAST(round((julianday('now') - 2440587.5) * 86400000.0)
                                       AS INTEGER)) AS t
-          FROM quota_log AS m
-          WHERE at_ms = (SELECT max(at_ms) FROM quota_log
-                         WHERE limit_id = m.limit_id AND owner = m.owner)) AS n
-    JOIN quota_limits AS l ON l.id = n.limit_id AND l.algorithm = 'sliding_log'
+          FROM quota_log_owners) AS o
+    JOIN quota_limits AS l ON l.name = o.limit_name AND l.algorithm = 'sliding_log'
   )
   UNION ALL
-  -- fixed_window: the newest window's count if it is the current window, else nothing.
+  -- fixed_window: the row's count if its window is the current one.
   SELECT limit_name, owner, maximum, denied, used,
-         CASE WHEN used > 0 THEN (window_key + 1) * period_ms ELSE t END AS reset_at_ms
+         CASE WHEN used > 0 THEN (row_key + 1) * period_ms ELSE t END AS reset_at_ms
   FROM (
-    SELECT l.name AS limit_name, w.owner AS owner, l.maximum AS maximum,
-           l.period_ms AS period_ms, w.denied AS denied, w.window_key AS window_key, w.t AS t,
-           CASE WHEN w.window_key = w.t / l.period_ms THEN w.used ELSE 0 END AS used
-    FROM (SELECT *, max(seen_ms, CAST(round((julianday('now') - 2440587.5) * 86400000.0)
-                                      AS INTEGER)) AS t
-          FROM quota_windows AS m
-          WHERE window_key = (SELECT max(window_key) FROM quota_windows
-                              WHERE limit_id = m.limit_id AND owner = m.owner)) AS w
-    JOIN quota_limits AS l ON l.id = w.limit_id AND l.algorithm = 'fixed_window'
+    SELECT limit_name, owner, maximum, period_ms, denied, t, row_key,
+           CASE WHEN row_key = t / period_ms THEN row_used ELSE 0 END AS used
+    FROM (
+      SELECT w.limit_name, w.owner, l.maximum, l.period_ms, w.denied, w.used AS row_used,
+             max(w.seen_ms, CAST(round((julianday('now') - 2440587.5) * 86400000.0)
+                                 AS INTEGER)) AS t,
+             CASE WHEN w.period_ms = l.period_ms THEN w.window_key
+                  ELSE w.seen_ms / l.period_ms END AS row_key
+      FROM quota_windows AS w
+      JOIN quota_limits AS l ON l.name = w.limit_name AND l.algorithm = 'fixed_window'
+    )
   )
 )
 WHERE used > 0 OR denied > 0;

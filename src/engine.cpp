@@ -124,33 +124,6 @@ Limit read_limit(SQLite::Statement& row) {
   return limit;
 }
 
-// A windowed limit whose period changed: its window keys count in periods of the old length.
-// Left alone, a row whose old key exceeds every new key would stay the owner's "newest" row
-// for good, and every request would be counted against an empty window (unlimited
-// admission). Each owner keeps one row, moved to the new window that holds seen_ms, the
-// latest moment its usage was recorded in: its usage counts there and the key never lies
-// ahead of any time the owner will be evaluated at. (previous_used moves with it unchanged: a
-// weighted window's estimate across a change of period is approximate either way.)
-void rekey_windows(SQLite::Database& db, const Limit& limit) {
-  if (limit.algorithm != Algorithm::fixed_window &&
-      limit.algorithm != Algorithm::sliding_window) {
-    return;
-  }
-  SQLite::Statement older(db,
-                          "DELETE FROM quota_windows AS w "
-                          "WHERE limit_id = (SELECT id FROM quota_limits WHERE name = ?1) "
-                          "AND window_key < (SELECT max(window_key) FROM quota_windows "
-                          "WHERE limit_id = w.limit_id AND owner = w.owner)");
-  older.bind(1, limit.name);
-  older.exec();
-  SQLite::Statement move(db,
-                         "UPDATE quota_windows SET window_key = seen_ms / ?2 "
-                         "WHERE limit_id = (SELECT id FROM quota_limits WHERE name = ?1)");
-  move.bind(1, limit.name);
-  move.bind(2, static_cast<int64_t>(limit.period.count()));
-  move.exec();
-}
-
 constexpr const char* kSelectLimits =
     "SELECT name, algorithm, maximum, period_ms, burst FROM quota_limits";
 
@@ -314,46 +287,24 @@ Engine::Engine(SQLite::Database& database, Options options)
 void Engine::define(const Limit& limit) {
   validate_limit(limit);
   impl_->guarded([&] {
-    SQLite::Database& db = impl_->db;
-    // The limit and the re-keying of its windows change together, inside the application's
-    // transaction when there is one.
-    db.exec("SAVEPOINT quota_define");
-    try {
-      SQLite::Statement previous(db,
-                                 "SELECT algorithm, period_ms FROM quota_limits WHERE name = ?");
-      previous.bind(1, limit.name);
-      const bool period_changed =
-          previous.executeStep() &&
-          previous.getColumn(0).getString() == to_string(limit.algorithm) &&
-          previous.getColumn(1).getInt64() != limit.period.count();
-      previous.reset();
-
-      SQLite::Statement upsert(
-          db,
-          "INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst) "
-          "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
-          "algorithm = excluded.algorithm, maximum = excluded.maximum, "
-          "period_ms = excluded.period_ms, burst = excluded.burst");
-      upsert.bind(1, limit.name);
-      upsert.bind(2, std::string(to_string(limit.algorithm)));
-      upsert.bind(3, static_cast<int64_t>(limit.maximum));
-      upsert.bind(4, static_cast<int64_t>(limit.period.count()));
-      if (limit.algorithm == Algorithm::token_bucket) {
-        upsert.bind(5, static_cast<int64_t>(limit.capacity()));
-      } else {
-        upsert.bind(5);
-      }
-      upsert.exec();
-      if (period_changed) rekey_windows(db, limit);
-      db.exec("RELEASE quota_define");
-    } catch (...) {
-      try {
-        db.exec("ROLLBACK TO quota_define");
-        db.exec("RELEASE quota_define");
-      } catch (...) {
-      }
-      throw;
+    // Same algorithm: the owners' rows stay and are read with the new numbers from their
+    // next operation on (a window row written under another period counts in the window
+    // that holds its seen_ms). Another algorithm: quota_limits' trigger discards the state.
+    SQLite::Statement upsert(impl_->db,
+                             "INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst) "
+                             "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                             "algorithm = excluded.algorithm, maximum = excluded.maximum, "
+                             "period_ms = excluded.period_ms, burst = excluded.burst");
+    upsert.bind(1, limit.name);
+    upsert.bind(2, std::string(to_string(limit.algorithm)));
+    upsert.bind(3, static_cast<int64_t>(limit.maximum));
+    upsert.bind(4, static_cast<int64_t>(limit.period.count()));
+    if (limit.algorithm == Algorithm::token_bucket) {
+      upsert.bind(5, static_cast<int64_t>(limit.capacity()));
+    } else {
+      upsert.bind(5);
     }
+    upsert.exec();
     impl_->algorithms[limit.name] = limit.algorithm;
   });
 }
@@ -422,10 +373,8 @@ std::vector<Usage> Engine::usage(std::string_view limit, std::size_t top) {
     // Every owner with state, answered by the same check statement as Engine::check, so the
     // figures are exactly the engine's at the engine's clock.
     SQLite::Statement owners(impl_->db,
-                             "SELECT DISTINCT owner FROM quota_log WHERE limit_id = "
-                             "(SELECT id FROM quota_limits WHERE name = ?1) UNION "
-                             "SELECT DISTINCT owner FROM quota_windows WHERE limit_id = "
-                             "(SELECT id FROM quota_limits WHERE name = ?1)");
+                             "SELECT owner FROM quota_log_owners WHERE limit_name = ?1 UNION "
+                             "SELECT owner FROM quota_windows WHERE limit_name = ?1");
     owners.bind(1, std::string(limit));
     std::vector<std::string> names;
     while (owners.executeStep()) names.push_back(owners.getColumn(0).getString());

@@ -57,25 +57,43 @@ void require_usable(const SchemaStatus& status) {
               status.problem);
 }
 
+namespace {
+
+// Whether `version` is recorded as applied, read inside the caller's write transaction.
+bool is_applied(SQLite::Database& db, int version) {
+  if (!db.tableExists("quota_migrations")) return false;
+  SQLite::Statement query(db, "SELECT 1 FROM quota_migrations WHERE version = ?");
+  query.bind(1, version);
+  return query.executeStep();
+}
+
+}  // namespace
+
 std::vector<int> apply_pending(SQLite::Database& db, std::int64_t now_ms) {
   const SchemaStatus status = read_schema_status(db);
   require_usable(status);
   const bool in_transaction = sqlite3_get_autocommit(db.getHandle()) == 0;
   std::vector<int> applied;
   for (const Migration* migration : status.pending) {
-    // Each migration commits on its own: a crash leaves the previous version intact.
+    // Each migration commits on its own: a crash leaves the previous version intact. The
+    // pending list was read before the write lock; another connection may have applied the
+    // migration since, which is only known once the lock is held.
     db.exec(in_transaction ? "SAVEPOINT quota_migration" : "BEGIN IMMEDIATE");
     try {
-      db.exec(migration->sql);
-      SQLite::Statement insert(db,
-                               "INSERT INTO quota_migrations (version, name, checksum, "
-                               "applied_at_ms) VALUES (?, ?, ?, ?)");
-      insert.bind(1, migration->version);
-      insert.bind(2, migration->name);
-      insert.bind(3, migration->checksum);
-      insert.bind(4, static_cast<int64_t>(now_ms));
-      insert.exec();
+      const bool already = is_applied(db, migration->version);
+      if (!already) {
+        db.exec(migration->sql);
+        SQLite::Statement insert(db,
+                                 "INSERT INTO quota_migrations (version, name, checksum, "
+                                 "applied_at_ms) VALUES (?, ?, ?, ?)");
+        insert.bind(1, migration->version);
+        insert.bind(2, migration->name);
+        insert.bind(3, migration->checksum);
+        insert.bind(4, static_cast<int64_t>(now_ms));
+        insert.exec();
+      }
       db.exec(in_transaction ? "RELEASE quota_migration" : "COMMIT");
+      if (!already) applied.push_back(migration->version);
     } catch (...) {
       try {
         db.exec(in_transaction ? "ROLLBACK TO quota_migration; RELEASE quota_migration"
@@ -85,8 +103,9 @@ std::vector<int> apply_pending(SQLite::Database& db, std::int64_t now_ms) {
       }
       throw;
     }
-    applied.push_back(migration->version);
   }
+  // What another connection applied meanwhile must match this build as well.
+  require_usable(read_schema_status(db));
   return applied;
 }
 

@@ -1,24 +1,30 @@
 // The engine's statements, built once from the templates below.
 //
-// Each algorithm family has one "decision" SELECT that reads the owner's state row(s) and
-// computes, for the request (:limit, :owner, :cost, :now), the answer and the state row to
-// write. The operations differ only in which of its output they use:
+// Each algorithm family has one "decision": layered SELECTs that take the limit, the request
+// and the owner's state row as columns (the "inputs") and compute the answer and the row to
+// write. The operations use it in two ways:
 //
-//   check            SELECT answer FROM (decision)                      -- never writes
-//   consume, record  INSERT INTO state SELECT row FROM (decision) WHERE true
-//                    ON CONFLICT (key) DO UPDATE SET every column = excluded.column
-//                    RETURNING answer                                   -- one row written
+//   check            SELECT answer FROM (decision over limit JOIN state row)  -- never writes
+//   consume, record  INSERT INTO state (limit_name, owner, cost, seen_ms, maximum)
+//                    VALUES (:limit, :owner, :cost, :now, 0)
+//                    ON CONFLICT (limit_name, owner) DO UPDATE SET
+//                      (every state and answer column) = (SELECT FROM decision over the
+//                      row as it was, excluded.cost, excluded.seen_ms and the limit)
+//                    RETURNING answer                                          -- one row
 //
-// The decision SELECT runs inside the INSERT, after SQLite has taken the write lock, so the
-// state it read is the state it overwrites: check-and-record is atomic across connections
-// and processes without any explicit transaction.
+// The owner's row always exists when the conflict is checked (the table's "new owner"
+// trigger creates it empty), so the decision is always the DO UPDATE's. VALUES carries only
+// the request: a subquery there would run on every request, and an INSERT ... SELECT would
+// be buffered in a temporary table (RETURNING is a trigger), each costing more than the
+// bare upsert itself. The 0 in VALUES only satisfies the "unknown limit" check of the
+// request row; it is never stored.
 //
-// How a decision is laid out (innermost first):
-//   q  the request: :owner, the cost (NULL -> 1), the time (NULL -> the database's clock);
-//   l  the limit by name (LEFT JOIN for writes, so that an unknown limit reaches the table's
-//      "unknown limit" guard trigger; JOIN for check, so that it returns no row);
-//   n  the owner's newest state row, which carries denied and seen_ms;
-//   t  the evaluation time: max(request time, seen_ms), the clock rule of the SPEC.
+// The DO UPDATE runs after SQLite has taken the write lock, so the state it reads is the
+// state it overwrites: check-and-record is atomic across connections and processes without
+// an explicit transaction.
+//
+// The layers are joined with "LIMIT -1 OFFSET 0", which stops SQLite from flattening them:
+// flattening would copy each expression into every place that uses it.
 //
 // Examples (limit "send": sliding_log, maximum 2, period 1000 ms; owner "u"):
 //   consume :now=5000  -> allowed 1, ok,           remaining 1, retry 0,    reset_at 6000
@@ -26,7 +32,7 @@
 //   consume :now=5500  -> allowed 0, rate_limited, remaining 0, retry 500,  reset_at 6400
 //   check   :now=6000  -> allowed 1, ok,           remaining 1, retry 0,    reset_at 6400
 //   consume :now=4000  -> evaluated at 5500 (seen_ms): allowed 0, retry 500
-// tests/engine_test.cpp runs these examples through the Engine, tests/sql_test.cpp in plain SQL.
+// tests/engine_test.cpp and tests/sql_test.cpp run these examples.
 #include "statements.h"
 
 #include <fmt/format.h>
@@ -42,211 +48,233 @@ namespace {
 constexpr const char* kDatabaseNow =
     "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
 
-// The request row, joined to its limit (`{join}` is "LEFT JOIN" or "JOIN"). A statement
-// matches only limits of its own algorithm (`{algorithm}`): run against a limit of another
-// algorithm, it behaves as for an unknown limit.
-constexpr const char* kRequest = R"(
-      (SELECT :owner AS owner, coalesce(:cost, 1) AS cost,
-              coalesce(:now, {now}) AS now) AS q
-      {join} quota_limits AS l ON l.name = :limit{algorithm})";
+constexpr const char* kBarrier = "LIMIT -1 OFFSET 0";
 
 // What each operation records and counts, given the decision's `allowed`.
 struct OperationParts {
   const char* recorded;  // does this operation record the cost?
   const char* denied;    // does it add one to the owner's denied counter?
-  const char* join;
 };
 
 OperationParts parts_of(Operation operation) {
   switch (operation) {
     case Operation::check:
-      return {"0", "0", "JOIN"};
+      return {"0", "0"};
     case Operation::consume:
-      return {"allowed", "NOT allowed", "LEFT JOIN"};
+      return {"allowed", "NOT allowed"};
     case Operation::record:
-      return {"1", "0", "LEFT JOIN"};
+      return {"1", "0"};
     case Operation::reset:
       break;
   }
   throw std::logic_error("reset has no decision");
 }
 
-// sliding_log. Usage at t is the cost of the rows with at_ms > t - period_ms: the newest
-// row's running total minus the total before the first such row (f). To be allowed after a
-// denial, `excess` units must expire: the wait is until the first row whose running total
-// covers them (the row recorded by this very statement, at t, when a record overdraws).
-constexpr const char* kSlidingLogDecision = R"(
+// ---------------------------------------------------------------------------------------
+// fixed_window, on quota_windows.
+//
+// Inputs: maximum, period_ms, cost, now; the row's s_window_key, s_period, s_used,
+// s_previous, s_denied, s_seen (NULL for an owner without state).
+// The row counts in window row_key: its window_key, or, when the period has changed since it
+// was written, the window that holds its seen_ms. Its used counts if that is the current
+// window k = floor(t / period_ms); it becomes the previous window's count if row_key = k - 1.
+constexpr const char* kWindowDecision = R"(
   SELECT *,
-    CASE WHEN allowed THEN 0
-         WHEN cost > maximum THEN -1
-         ELSE coalesce((SELECT e.at_ms FROM quota_log AS e
-                        WHERE e.limit_id = decided.limit_id AND e.owner = decided.owner
-                          AND e.at_ms > t - period_ms AND e.total - live_base >= excess
-                        ORDER BY e.at_ms LIMIT 1), t) + period_ms - t
-    END AS retry_after_ms,
-    CASE WHEN used_after > 0 THEN (CASE WHEN recorded THEN t ELSE newest_at END) + period_ms
-         ELSE t END AS reset_at_ms
-  FROM (
-    SELECT *,
-      max(maximum - used_after, 0) AS remaining,
-      CASE WHEN allowed THEN 'ok' WHEN cost > maximum THEN 'cost_exceeds_capacity'
-           ELSE 'rate_limited' END AS reason,
-      used_after + cost - maximum AS excess
-    FROM (
-      SELECT *, used + CASE WHEN recorded THEN cost ELSE 0 END AS used_after
-      FROM (
-        SELECT *, {recorded} AS recorded, denied_before + ({denied}) AS denied
-        FROM (
-          SELECT *, cost <= maximum AND used + cost <= maximum AS allowed
-          FROM (
-            SELECT l.id AS limit_id, l.maximum AS maximum, l.period_ms AS period_ms,
-                   q.owner AS owner, q.cost AS cost, max(q.now, coalesce(n.seen_ms, 0)) AS t,
-                   n.at_ms AS newest_at, n.cost AS newest_cost, n.total AS newest_total,
-                   coalesce(n.denied, 0) AS denied_before, f.total - f.cost AS live_base,
-                   coalesce(n.total - (f.total - f.cost), 0) AS used
-            FROM {request}
-            LEFT JOIN quota_log AS n
-              ON n.limit_id = l.id AND n.owner = q.owner
-             AND n.at_ms = (SELECT max(at_ms) FROM quota_log
-                            WHERE limit_id = l.id AND owner = q.owner)
-            LEFT JOIN quota_log AS f
-              ON f.limit_id = l.id AND f.owner = q.owner
-             AND f.at_ms = (SELECT min(at_ms) FROM quota_log
-                            WHERE limit_id = l.id AND owner = q.owner
-                              AND at_ms > max(q.now, n.seen_ms) - l.period_ms)
-          )
-        )
-      )
-    )
-  ) AS decided)";
-
-// The row a consume or record writes to quota_log: a new row at t when it records (merged
-// into the newest row when that is at the same millisecond), else the newest row with its
-// counters updated (a first, denied request creates a row of cost 0). When nothing is live
-// the running total starts again from zero.
-constexpr const char* kSlidingLogWrite = R"(INSERT INTO quota_log
-  (limit_id, owner, at_ms, cost, total, denied, seen_ms,
-   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms)
-SELECT limit_id, owner,
-  CASE WHEN recorded THEN t ELSE coalesce(newest_at, t) END,
-  CASE WHEN recorded THEN (CASE WHEN newest_at = t THEN newest_cost ELSE 0 END) + cost
-       ELSE coalesce(newest_cost, 0) END,
-  CASE WHEN recorded THEN (CASE WHEN used = 0 THEN 0 ELSE newest_total END) + cost
-       ELSE coalesce(newest_total, 0) END,
-  denied, t, allowed, reason, remaining, retry_after_ms, reset_at_ms
-FROM ({decision}) WHERE true
-ON CONFLICT (limit_id, owner, at_ms) DO UPDATE SET
-  cost = excluded.cost, total = excluded.total, denied = excluded.denied,
-  seen_ms = excluded.seen_ms, last_allowed = excluded.last_allowed,
-  last_reason = excluded.last_reason, last_remaining = excluded.last_remaining,
-  last_retry_after_ms = excluded.last_retry_after_ms,
-  last_reset_at_ms = excluded.last_reset_at_ms
-RETURNING last_allowed AS allowed, last_reason AS reason, last_remaining AS remaining,
-  last_retry_after_ms AS retry_after_ms, last_reset_at_ms AS reset_at_ms, denied)";
-
-// fixed_window. The owner's newest row is its current window (window_key = k) or an older
-// one, which then counts nothing; the wait after a denial is to the next window.
-constexpr const char* kFixedWindowDecision = R"(
-  SELECT *,
+    max(maximum - used_after, 0) AS remaining,
+    CASE WHEN allowed THEN 'ok' WHEN cost > maximum THEN 'cost_exceeds_capacity'
+         ELSE 'rate_limited' END AS reason,
     CASE WHEN allowed THEN 0 WHEN cost > maximum THEN -1
          ELSE (window_key + 1) * period_ms - t END AS retry_after_ms,
     CASE WHEN used_after > 0 THEN (window_key + 1) * period_ms ELSE t END AS reset_at_ms
   FROM (
-    SELECT *,
-      max(maximum - used_after, 0) AS remaining,
-      CASE WHEN allowed THEN 'ok' WHEN cost > maximum THEN 'cost_exceeds_capacity'
-           ELSE 'rate_limited' END AS reason
+    SELECT *, used + CASE WHEN {recorded} THEN cost ELSE 0 END AS used_after,
+           denied_before + ({denied}) AS denied
     FROM (
-      SELECT *, used + CASE WHEN recorded THEN cost ELSE 0 END AS used_after
+      SELECT *, cost <= maximum AND used + cost <= maximum AS allowed
       FROM (
-        SELECT *, {recorded} AS recorded, denied_before + ({denied}) AS denied
+        SELECT *,
+          CASE WHEN row_key = window_key THEN s_used ELSE 0 END AS used,
+          CASE row_key WHEN window_key THEN s_previous WHEN window_key - 1 THEN s_used
+                       ELSE 0 END AS previous_used
         FROM (
-          SELECT *, cost <= maximum AND used + cost <= maximum AS allowed
+          SELECT *, t / period_ms AS window_key,
+            CASE WHEN s_period = period_ms THEN s_window_key
+                 ELSE s_seen / period_ms END AS row_key,
+            coalesce(s_denied, 0) AS denied_before
           FROM (
-            SELECT *,
-              CASE WHEN newest_key = window_key THEN newest_used ELSE 0 END AS used,
-              CASE newest_key WHEN window_key THEN newest_previous
-                              WHEN window_key - 1 THEN newest_used ELSE 0 END AS previous_used
-            FROM (
-              SELECT *, t / period_ms AS window_key
-              FROM (
-                SELECT l.id AS limit_id, l.maximum AS maximum, l.period_ms AS period_ms,
-                       q.owner AS owner, q.cost AS cost,
-                       max(q.now, coalesce(n.seen_ms, 0)) AS t,
-                       n.window_key AS newest_key, n.used AS newest_used,
-                       n.previous_used AS newest_previous,
-                       coalesce(n.denied, 0) AS denied_before
-                FROM {request}
-                LEFT JOIN quota_windows AS n
-                  ON n.limit_id = l.id AND n.owner = q.owner
-                 AND n.window_key = (SELECT max(window_key) FROM quota_windows
-                                     WHERE limit_id = l.id AND owner = q.owner)
-              )
-            )
-          )
-        )
-      )
-    )
-  ))";
+            SELECT *, max(now, coalesce(s_seen, 0)) AS t
+            FROM ({inputs}) {barrier}
+          ) {barrier}
+        ) {barrier}
+      ) {barrier}
+    ) {barrier}
+  ) {barrier})";
 
-// The row a consume or record writes to quota_windows: the current window's.
-constexpr const char* kWindowWrite = R"(INSERT INTO quota_windows
-  (limit_id, owner, window_key, used, previous_used, denied, seen_ms,
-   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms)
-SELECT limit_id, owner, window_key, used_after, previous_used, denied, t,
-  allowed, reason, remaining, retry_after_ms, reset_at_ms
-FROM ({decision}) WHERE true
-ON CONFLICT (limit_id, owner, window_key) DO UPDATE SET
-  used = excluded.used, previous_used = excluded.previous_used, denied = excluded.denied,
-  seen_ms = excluded.seen_ms, last_allowed = excluded.last_allowed,
-  last_reason = excluded.last_reason, last_remaining = excluded.last_remaining,
-  last_retry_after_ms = excluded.last_retry_after_ms,
-  last_reset_at_ms = excluded.last_reset_at_ms
+constexpr const char* kWindowCheckInputs = R"(
+      SELECT l.maximum AS maximum, l.period_ms AS period_ms, coalesce(:cost, 1) AS cost,
+             coalesce(:now, {now}) AS now, s.window_key AS s_window_key,
+             s.period_ms AS s_period, s.used AS s_used, s.previous_used AS s_previous,
+             s.denied AS s_denied, s.seen_ms AS s_seen
+      FROM quota_limits AS l
+      LEFT JOIN quota_windows AS s ON s.limit_name = l.name AND s.owner = :owner
+      WHERE l.name = :limit AND l.algorithm = '{algorithm}')";
+
+constexpr const char* kWindowUpdateInputs = R"(
+      SELECT l.maximum AS maximum, l.period_ms AS period_ms, excluded.cost AS cost,
+             excluded.seen_ms AS now, quota_windows.window_key AS s_window_key,
+             quota_windows.period_ms AS s_period, quota_windows.used AS s_used,
+             quota_windows.previous_used AS s_previous, quota_windows.denied AS s_denied,
+             quota_windows.seen_ms AS s_seen
+      FROM (SELECT 1)
+      LEFT JOIN quota_limits AS l
+        ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}')";
+
+constexpr const char* kWindowWrite = R"(INSERT INTO quota_windows (limit_name, owner, cost, seen_ms, maximum)
+VALUES (:limit, :owner, coalesce(:cost, 1), coalesce(:now, {now}), 0)
+ON CONFLICT (limit_name, owner) DO UPDATE SET
+  (window_key, used, previous_used, denied, seen_ms, cost, maximum, period_ms,
+   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms) =
+  (SELECT window_key, used_after, previous_used, denied, t, cost, maximum, period_ms,
+          allowed, reason, remaining, retry_after_ms, reset_at_ms
+   FROM ({decision}))
 RETURNING last_allowed AS allowed, last_reason AS reason, last_remaining AS remaining,
   last_retry_after_ms AS retry_after_ms, last_reset_at_ms AS reset_at_ms, denied)";
+
+// ---------------------------------------------------------------------------------------
+// sliding_log, on quota_log_owners (one row per owner) and quota_log (its events).
+//
+// Inputs: maximum, period_ms, cost, now, the owner's key (key_limit, key_owner) and its
+// row's s_total, s_newest_at, s_denied, s_seen (NULL for an owner without state).
+// Usage at t is s_total minus live_base, the running total before the first event with
+// at_ms > t - period_ms (NULL when none is live). After a denial, `excess` units must
+// expire (computed outside the subquery that searches quota_log, whose own cost column
+// would otherwise shadow the request's): the wait is until the first event whose running total covers them, or until the
+// event this request records (at t) when a record overdraws past every older event.
+constexpr const char* kLogDecision = R"(
+  SELECT *,
+    max(maximum - used_after, 0) AS remaining,
+    CASE WHEN allowed THEN 'ok' WHEN cost > maximum THEN 'cost_exceeds_capacity'
+         ELSE 'rate_limited' END AS reason,
+    CASE WHEN allowed THEN 0
+         WHEN cost > maximum THEN -1
+         ELSE coalesce((SELECT e.at_ms FROM quota_log AS e
+                        WHERE e.limit_name = key_limit AND e.owner = key_owner
+                          AND e.at_ms > t - period_ms
+                          AND e.total - live_base >= excess
+                        ORDER BY e.at_ms LIMIT 1), t) + period_ms - t
+    END AS retry_after_ms,
+    CASE WHEN used_after = 0 THEN t
+         WHEN recorded > 0 THEN t + period_ms
+         ELSE s_newest_at + period_ms END AS reset_at_ms,
+    CASE WHEN recorded = 0 THEN s_total
+         WHEN used = 0 THEN recorded
+         ELSE s_total + recorded END AS total,
+    CASE WHEN recorded > 0 THEN t ELSE s_newest_at END AS newest_at_ms
+  FROM (
+    SELECT *, used + recorded AS used_after, used + recorded + cost - maximum AS excess,
+           denied_before + ({denied}) AS denied
+    FROM (
+      SELECT *, CASE WHEN {recorded} THEN cost ELSE 0 END AS recorded
+      FROM (
+        SELECT *, cost <= maximum AND used + cost <= maximum AS allowed
+        FROM (
+          SELECT *, coalesce(s_total - live_base, 0) AS used
+          FROM (
+            SELECT *,
+              (SELECT e.total - e.cost FROM quota_log AS e
+               WHERE e.limit_name = key_limit AND e.owner = key_owner
+                 AND e.at_ms > t - period_ms
+               ORDER BY e.at_ms LIMIT 1) AS live_base,
+              coalesce(s_denied, 0) AS denied_before
+            FROM (
+              SELECT *, max(now, coalesce(s_seen, 0)) AS t
+              FROM ({inputs}) {barrier}
+            ) {barrier}
+          ) {barrier}
+        ) {barrier}
+      ) {barrier}
+    ) {barrier}
+  ) {barrier})";
+
+constexpr const char* kLogCheckInputs = R"(
+      SELECT l.maximum AS maximum, l.period_ms AS period_ms, coalesce(:cost, 1) AS cost,
+             coalesce(:now, {now}) AS now, l.name AS key_limit, :owner AS key_owner,
+             s.total AS s_total, s.newest_at_ms AS s_newest_at, s.denied AS s_denied,
+             s.seen_ms AS s_seen
+      FROM quota_limits AS l
+      LEFT JOIN quota_log_owners AS s ON s.limit_name = l.name AND s.owner = :owner
+      WHERE l.name = :limit AND l.algorithm = '{algorithm}')";
+
+constexpr const char* kLogUpdateInputs = R"(
+      SELECT l.maximum AS maximum, l.period_ms AS period_ms, excluded.cost AS cost,
+             excluded.seen_ms AS now, excluded.limit_name AS key_limit,
+             excluded.owner AS key_owner, quota_log_owners.total AS s_total,
+             quota_log_owners.newest_at_ms AS s_newest_at,
+             quota_log_owners.denied AS s_denied, quota_log_owners.seen_ms AS s_seen
+      FROM (SELECT 1)
+      LEFT JOIN quota_limits AS l
+        ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}')";
+
+constexpr const char* kLogWrite = R"(INSERT INTO quota_log_owners (limit_name, owner, cost, seen_ms, maximum)
+VALUES (:limit, :owner, coalesce(:cost, 1), coalesce(:now, {now}), 0)
+ON CONFLICT (limit_name, owner) DO UPDATE SET
+  (total, newest_at_ms, recorded, denied, seen_ms, cost, maximum, period_ms,
+   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms) =
+  (SELECT total, newest_at_ms, recorded, denied, t, cost, maximum, period_ms,
+          allowed, reason, remaining, retry_after_ms, reset_at_ms
+   FROM ({decision}))
+RETURNING last_allowed AS allowed, last_reason AS reason, last_remaining AS remaining,
+  last_retry_after_ms AS retry_after_ms, last_reset_at_ms AS reset_at_ms, denied)";
+
+// ---------------------------------------------------------------------------------------
 
 constexpr const char* kCheck = R"(SELECT allowed, reason, remaining, retry_after_ms, reset_at_ms,
   denied, used_after AS used
 FROM ({decision}))";
 
 // reset: a request row whose trigger deletes the owner's state for the limit, then itself.
-constexpr const char* kReset = R"(INSERT INTO quota_resets (limit_id, owner, now_ms, remaining)
-SELECT l.id, q.owner, q.now, coalesce(l.burst, l.maximum)
-FROM {request}
+constexpr const char* kReset = R"(INSERT INTO quota_resets (limit_name, owner, now_ms, remaining)
+VALUES (:limit, :owner, coalesce(:now, {now}),
+        (SELECT coalesce(burst, maximum) FROM quota_limits WHERE name = :limit))
 RETURNING 1 AS allowed, 'ok' AS reason, remaining, 0 AS retry_after_ms,
   now_ms AS reset_at_ms, 0 AS denied)";
 
-std::string request(const char* join, const std::string& algorithm_filter) {
-  return fmt::format(fmt::runtime(kRequest), fmt::arg("now", kDatabaseNow),
-                     fmt::arg("join", join), fmt::arg("algorithm", algorithm_filter));
+struct Family {
+  const char* decision;
+  const char* check_inputs;
+  const char* update_inputs;
+  const char* write;
+};
+
+Family family_of(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::sliding_log:
+      return {kLogDecision, kLogCheckInputs, kLogUpdateInputs, kLogWrite};
+    case Algorithm::fixed_window:
+      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, kWindowWrite};
+    case Algorithm::sliding_window:
+    case Algorithm::token_bucket:
+      break;
+  }
+  throw std::logic_error("no statements for this algorithm");
 }
 
 std::string build(Operation operation, Algorithm algorithm) {
   if (operation == Operation::reset) {
-    return fmt::format(fmt::runtime(kReset), fmt::arg("request", request("LEFT JOIN", "")));
+    return fmt::format(fmt::runtime(kReset), fmt::arg("now", kDatabaseNow));
   }
+  const Family family = family_of(algorithm);
   const OperationParts parts = parts_of(operation);
-  const std::string filter = fmt::format(" AND l.algorithm = '{}'", to_string(algorithm));
-  const char* decision_template = nullptr;
-  const char* write_template = nullptr;
-  switch (algorithm) {
-    case Algorithm::sliding_log:
-      decision_template = kSlidingLogDecision;
-      write_template = kSlidingLogWrite;
-      break;
-    case Algorithm::fixed_window:
-      decision_template = kFixedWindowDecision;
-      write_template = kWindowWrite;
-      break;
-    case Algorithm::sliding_window:
-    case Algorithm::token_bucket:
-      throw std::logic_error("algorithm not implemented");
-  }
+  const bool check = operation == Operation::check;
+  const std::string inputs =
+      fmt::format(fmt::runtime(check ? family.check_inputs : family.update_inputs),
+                  fmt::arg("now", kDatabaseNow), fmt::arg("algorithm", to_string(algorithm)));
   const std::string decision =
-      fmt::format(fmt::runtime(decision_template), fmt::arg("request", request(parts.join, filter)),
-                  fmt::arg("recorded", parts.recorded), fmt::arg("denied", parts.denied));
-  const char* outer = operation == Operation::check ? kCheck : write_template;
-  return fmt::format(fmt::runtime(outer), fmt::arg("decision", decision));
+      fmt::format(fmt::runtime(family.decision), fmt::arg("inputs", inputs),
+                  fmt::arg("recorded", parts.recorded), fmt::arg("denied", parts.denied),
+                  fmt::arg("barrier", kBarrier));
+  return fmt::format(fmt::runtime(check ? kCheck : family.write), fmt::arg("decision", decision),
+                     fmt::arg("now", kDatabaseNow));
 }
 
 }  // namespace

@@ -228,7 +228,7 @@ TEST_CASE("the first operation of a new owner returns complete figures", "[engin
   CHECK(f.engine.consume("win", "c", 4) == never);
 
   RawDb raw(f.path);
-  CHECK(raw.integer("SELECT count(*) FROM quota_log WHERE last_reset_at_ms IS NULL OR "
+  CHECK(raw.integer("SELECT count(*) FROM quota_log_owners WHERE last_reset_at_ms IS NULL OR "
                     "last_reset_at_ms = 0") == 0);
   CHECK(raw.integer("SELECT count(*) FROM quota_windows WHERE last_reset_at_ms IS NULL OR "
                     "last_reset_at_ms = 0") == 0);
@@ -307,6 +307,7 @@ TEST_CASE("redefining a limit: same algorithm keeps state, another discards it",
   CHECK(f.engine.usage("l").empty());
   RawDb raw(f.path);
   CHECK(raw.integer("SELECT count(*) FROM quota_log") == 0);
+  CHECK(raw.integer("SELECT count(*) FROM quota_log_owners") == 0);
   CHECK(raw.integer("SELECT count(*) FROM quota_windows") == 0);
 }
 
@@ -325,7 +326,10 @@ TEST_CASE("removing a limit removes its state and only its state", "[engine]") {
   CHECK_FALSE(f.engine.remove("win"));
   RawDb raw(f.path);
   CHECK(raw.integer("SELECT count(*) FROM quota_windows") == 0);
-  CHECK(raw.integer("SELECT count(DISTINCT limit_id) FROM quota_log") == 1);
+  CHECK(raw.rows("SELECT DISTINCT limit_name FROM quota_log") ==
+        std::vector<std::vector<std::string>>{{"kept"}});
+  CHECK(raw.rows("SELECT DISTINCT limit_name FROM quota_log_owners") ==
+        std::vector<std::vector<std::string>>{{"kept"}});
   CHECK(f.engine.check("kept", "u") == limited(0, 1000, T + 1000, 1));
 
   // Defined again, the limit starts from nothing.
