@@ -133,7 +133,8 @@ Counts count(SQLite::Database& db) {
     return db.execAndGet(fmt::format("SELECT count(*) FROM {}", table)).getInt64();
   };
   counts.limits = rows("quota_limits");
-  counts.state_rows = rows("quota_log") + rows("quota_windows");
+  // Every row that holds per-owner state: owners of window and log limits, and log events.
+  counts.state_rows = rows("quota_windows") + rows("quota_log_owners") + rows("quota_log");
   return counts;
 }
 

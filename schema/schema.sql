@@ -1,0 +1,254 @@
+-- The complete current quota schema (schema version 1), readable on its own.
+-- Migrating an empty database with the migrations in migrations/ yields exactly this schema
+-- (tests/schema_test.cpp proves it); apply this file only to inspect or document it, and use
+-- `quotactl migrate` (or Engine::open) to create real databases, so that quota_migrations
+-- records the version.
+--
+-- quota schema, migration 0001: limits, per-owner state, the sliding log, resets, usage.
+--
+-- Every object is named quota_* so that it can live in an application's own database file.
+-- Times are milliseconds since the Unix epoch (64-bit integers) everywhere.
+--
+--   CREATE TABLE quota_migrations(version, name, checksum, applied_at_ms);
+--   CREATE TABLE quota_limits(name, algorithm, maximum, period_ms, burst);
+--   CREATE TABLE quota_windows(limit_name, owner, window_key, used, previous_used, ...);
+--   CREATE TABLE quota_log_owners(limit_name, owner, total, newest_at_ms, recorded, ...);
+--   CREATE TABLE quota_log(limit_name, owner, at_ms, cost, total);
+--   CREATE TABLE quota_resets(limit_name, owner, now_ms, remaining);
+--   CREATE VIEW  quota_usage(limit_name, owner, used, remaining, denied, reset_at_ms, reset_at);
+--
+-- quota_migrations: one row per applied migration. version is the number in the file name,
+--   name the rest of the file name, checksum the SHA-256 (hex) of the file's text as applied,
+--   applied_at_ms when it was applied. Opening a database compares every checksum with the
+--   migrations the program was built with and refuses a mismatch.
+--
+-- quota_limits: one row per limit. name is what callers pass (1-64 characters of
+--   A-Z a-z 0-9 _ . : -); algorithm one of sliding_log, fixed_window, sliding_window,
+--   token_bucket; maximum the units allowed per period (>= 1); period_ms the period
+--   (1 ms .. 366 days); burst the token bucket's capacity (NULL for the other algorithms).
+--
+-- How a request is decided. A consume or record is one statement,
+--   INSERT INTO <state table> (limit_name, owner, cost, seen_ms) VALUES (:limit, :owner, ...)
+--   ON CONFLICT (limit_name, owner) DO UPDATE SET (<state>, <answer>) = (SELECT <decision>)
+--   RETURNING <answer>
+-- on one row per limit and owner. The owner's row always exists by the time the conflict is
+-- checked: for a new owner, the state table's "new owner" trigger creates it empty (or
+-- raises "unknown limit"). So the decision is always the DO UPDATE's, computed from the row
+-- as it was, the limit as it is, and the request (carried in excluded.cost and
+-- excluded.seen_ms). A row holds, besides the algorithm's state:
+--   denied        denied consumes since the row was created or reset;
+--   seen_ms       the latest time an operation was evaluated at (the clock rule: a request
+--                 that arrives with an earlier time is evaluated at seen_ms);
+--   cost          the cost of the latest request;
+--   maximum, period_ms  the limit's numbers when the row was last written;
+--   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms
+--                 the answer given to the latest request, which RETURNING hands back.
+--                 They describe that answer, not the present: quota_usage shows the present.
+-- A row whose limit cannot be found when it is written gets maximum NULL, which the
+-- "unknown limit" check refuses: statements of one algorithm do not work on another's limits.
+--
+-- quota_windows (fixed_window, sliding_window): the owner's windowKey counter. window_key is
+--   floor(t / period_ms) of the window being counted (windows are aligned to the Unix epoch),
+--   used the units recorded in that window, previous_used those recorded in the window
+--   before it. When a request falls in a later window the row moves to it: used becomes
+--   previous_used (or 0 if a window was skipped). A row written under another period is
+--   counted in the window that holds its seen_ms.
+--
+-- quota_log_owners and quota_log (sliding_log): quota_log holds one row per millisecond in
+--   which an owner recorded usage: at_ms, cost (units recorded in it) and total, the owner's
+--   running sum of cost up to and including that row, so that the usage of any suffix of the
+--   log is one subtraction. quota_log_owners holds, per owner, total (the running sum so
+--   far), newest_at_ms (the newest row's at_ms) and recorded (units the latest request
+--   recorded; its trigger appends them to quota_log and prunes rows that no longer count).
+--   Usage at t is total minus the total before the first row with at_ms > t - period_ms.
+--   The running sum starts again from zero whenever nothing is live.
+--
+-- quota_resets: a request queue for reset. Inserting (limit_name, owner) deletes the owner's
+--   state for that limit and then the request row itself; the INSERT's RETURNING answers with
+--   the fresh state. It is always empty between statements.
+
+CREATE TABLE quota_migrations (
+  version       INTEGER PRIMARY KEY,
+  name          TEXT    NOT NULL,
+  checksum      TEXT    NOT NULL,
+  applied_at_ms INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE quota_limits (
+  name      TEXT    NOT NULL PRIMARY KEY
+            CHECK (length(name) BETWEEN 1 AND 64 AND name NOT GLOB '*[^A-Za-z0-9_.:-]*'),
+  algorithm TEXT    NOT NULL
+            CHECK (algorithm IN ('sliding_log', 'fixed_window', 'sliding_window', 'token_bucket')),
+  maximum   INTEGER NOT NULL CHECK (maximum BETWEEN 1 AND 1000000000000),
+  period_ms INTEGER NOT NULL CHECK (period_ms BETWEEN 1 AND 31622400000),
+  burst     INTEGER CHECK (CASE algorithm WHEN 'token_bucket'
+                           THEN burst BETWEEN 1 AND 1000000000000 ELSE burst IS NULL END)
+) STRICT, WITHOUT ROWID;
+
+-- The state columns are declared without NOT NULL: the request row of VALUES leaves them NULL
+-- and must pass every check before the upsert finds the owner's row, and a write for a limit
+-- that does not exist must be reported by the "unknown limit" check, which comes first.
+CREATE TABLE quota_windows (
+  limit_name          TEXT    NOT NULL,
+  owner               TEXT    NOT NULL,
+  maximum             INTEGER CONSTRAINT "unknown limit" CHECK (maximum IS NOT NULL),
+  period_ms           INTEGER CHECK (period_ms >= 1),
+  window_key          INTEGER,
+  used                INTEGER CHECK (used >= 0),
+  previous_used       INTEGER CHECK (previous_used >= 0),
+  denied              INTEGER CHECK (denied >= 0),
+  seen_ms             INTEGER,
+  cost                INTEGER,
+  last_allowed        INTEGER,
+  last_reason         TEXT,
+  last_remaining      INTEGER,
+  last_retry_after_ms INTEGER,
+  last_reset_at_ms    INTEGER,
+  PRIMARY KEY (limit_name, owner)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE quota_log_owners (
+  limit_name          TEXT    NOT NULL,
+  owner               TEXT    NOT NULL,
+  maximum             INTEGER CONSTRAINT "unknown limit" CHECK (maximum IS NOT NULL),
+  period_ms           INTEGER CHECK (period_ms >= 1),
+  total               INTEGER CHECK (total >= 0),
+  newest_at_ms        INTEGER,
+  recorded            INTEGER CHECK (recorded >= 0),
+  denied              INTEGER CHECK (denied >= 0),
+  seen_ms             INTEGER,
+  cost                INTEGER,
+  last_allowed        INTEGER,
+  last_reason         TEXT,
+  last_remaining      INTEGER,
+  last_retry_after_ms INTEGER,
+  last_reset_at_ms    INTEGER,
+  PRIMARY KEY (limit_name, owner)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE quota_log (
+  limit_name TEXT    NOT NULL,
+  owner      TEXT    NOT NULL,
+  at_ms      INTEGER NOT NULL,
+  cost       INTEGER NOT NULL CHECK (cost >= 1),
+  total      INTEGER NOT NULL CHECK (total >= cost),
+  PRIMARY KEY (limit_name, owner, at_ms)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE quota_resets (
+  limit_name TEXT    NOT NULL,
+  owner      TEXT    NOT NULL,
+  now_ms     INTEGER NOT NULL,
+  remaining  INTEGER CONSTRAINT "unknown limit" CHECK (remaining IS NOT NULL)
+) STRICT;
+
+-- A new owner: create its empty row, so that the request's upsert finds it and decides in
+-- DO UPDATE. Only the request's own row (cost set) does this; the empty row (cost NULL) does
+-- not fire it again. A limit that does not exist, or is of another algorithm, is refused.
+CREATE TRIGGER quota_windows_new_owner BEFORE INSERT ON quota_windows
+WHEN NEW.cost IS NOT NULL AND NOT EXISTS (SELECT 1 FROM quota_windows
+                                          WHERE limit_name = NEW.limit_name
+                                            AND owner = NEW.owner) BEGIN
+  SELECT RAISE(ABORT, 'unknown limit')
+  WHERE NOT EXISTS (SELECT 1 FROM quota_limits WHERE name = NEW.limit_name
+                      AND algorithm IN ('fixed_window', 'sliding_window'));
+  INSERT INTO quota_windows (limit_name, owner, maximum, period_ms, used, previous_used, denied)
+  SELECT name, NEW.owner, maximum, period_ms, 0, 0, 0
+  FROM quota_limits WHERE name = NEW.limit_name;
+END;
+
+CREATE TRIGGER quota_log_owners_new_owner BEFORE INSERT ON quota_log_owners
+WHEN NEW.cost IS NOT NULL AND NOT EXISTS (SELECT 1 FROM quota_log_owners
+                                          WHERE limit_name = NEW.limit_name
+                                            AND owner = NEW.owner) BEGIN
+  SELECT RAISE(ABORT, 'unknown limit')
+  WHERE NOT EXISTS (SELECT 1 FROM quota_limits WHERE name = NEW.limit_name
+                      AND algorithm = 'sliding_log');
+  INSERT INTO quota_log_owners (limit_name, owner, maximum, period_ms, total, recorded, denied)
+  SELECT name, NEW.owner, maximum, period_ms, 0, 0, 0
+  FROM quota_limits WHERE name = NEW.limit_name;
+END;
+
+-- The log of a sliding_log owner: what the latest request recorded becomes a row at
+-- newest_at_ms (merged into the row of the same millisecond), and rows that expired by then
+-- are deleted, so a request costs the same whether the limit is 10 or 100,000.
+-- Example: period 1000, rows at 100, 900, 1500; recording at 2050 deletes 100 and 900
+-- (<= 1050) and keeps 1500 and 2050.
+CREATE TRIGGER quota_log_owners_record AFTER UPDATE ON quota_log_owners
+WHEN NEW.recorded > 0 BEGIN
+  INSERT INTO quota_log (limit_name, owner, at_ms, cost, total)
+  VALUES (NEW.limit_name, NEW.owner, NEW.newest_at_ms, NEW.recorded, NEW.total)
+  ON CONFLICT (limit_name, owner, at_ms) DO UPDATE SET
+    cost = cost + excluded.cost, total = excluded.total;
+  DELETE FROM quota_log
+  WHERE limit_name = NEW.limit_name AND owner = NEW.owner
+    AND at_ms <= NEW.newest_at_ms - NEW.period_ms;
+END;
+
+-- reset: forget the owner's state for the limit, then the request itself.
+CREATE TRIGGER quota_resets_apply AFTER INSERT ON quota_resets BEGIN
+  DELETE FROM quota_windows WHERE limit_name = NEW.limit_name AND owner = NEW.owner;
+  DELETE FROM quota_log_owners WHERE limit_name = NEW.limit_name AND owner = NEW.owner;
+  DELETE FROM quota_log WHERE limit_name = NEW.limit_name AND owner = NEW.owner;
+  DELETE FROM quota_resets WHERE rowid = NEW.rowid;
+END;
+
+-- Changing a limit's algorithm discards its state (the numbers would mean something else);
+-- changing only its numbers keeps it. Removing a limit removes its state.
+CREATE TRIGGER quota_limits_algorithm_changed AFTER UPDATE OF algorithm ON quota_limits
+WHEN OLD.algorithm IS NOT NEW.algorithm BEGIN
+  DELETE FROM quota_windows WHERE limit_name = OLD.name;
+  DELETE FROM quota_log_owners WHERE limit_name = OLD.name;
+  DELETE FROM quota_log WHERE limit_name = OLD.name;
+END;
+
+CREATE TRIGGER quota_limits_removed AFTER DELETE ON quota_limits BEGIN
+  DELETE FROM quota_windows WHERE limit_name = OLD.name;
+  DELETE FROM quota_log_owners WHERE limit_name = OLD.name;
+  DELETE FROM quota_log WHERE limit_name = OLD.name;
+END;
+
+-- quota_usage: who is near their limit, as of the database's current time (or of the latest
+-- time an owner's state has seen, if that is later). One row per limit and owner that has
+-- usage or denials. used follows the limit's algorithm; remaining = maximum - used (>= 0);
+-- reset_at_ms is when usage is back to zero if nothing else happens, reset_at the same as
+-- ISO-8601 UTC text.
+-- Example: SELECT * FROM quota_usage ORDER BY remaining LIMIT 10;
+--   send_message|u42|10|0|3|1700000060000|2023-11-14T22:14:20.000Z
+CREATE VIEW quota_usage AS
+SELECT limit_name, owner, used, max(maximum - used, 0) AS remaining, denied, reset_at_ms,
+       strftime('%Y-%m-%dT%H:%M:%fZ', reset_at_ms / 1000.0, 'unixepoch') AS reset_at
+FROM (
+  -- sliding_log: the running total minus the total before the first row that still counts.
+  SELECT limit_name, owner, maximum, denied, used,
+         CASE WHEN used > 0 THEN newest_at_ms + period_ms ELSE t END AS reset_at_ms
+  FROM (
+    SELECT o.limit_name, o.owner, l.maximum, l.period_ms, o.denied, o.newest_at_ms, o.t,
+           coalesce(o.total - (SELECT e.total - e.cost FROM quota_log AS e
+                               WHERE e.limit_name = o.limit_name AND e.owner = o.owner
+                                 AND e.at_ms > o.t - l.period_ms
+                               ORDER BY e.at_ms LIMIT 1), 0) AS used
+    FROM (SELECT *, max(seen_ms, CAST(round((julianday('now') - 2440587.5) * 86400000.0)
+                                      AS INTEGER)) AS t
+          FROM quota_log_owners) AS o
+    JOIN quota_limits AS l ON l.name = o.limit_name AND l.algorithm = 'sliding_log'
+  )
+  UNION ALL
+  -- fixed_window: the row's count if its window is the current one.
+  SELECT limit_name, owner, maximum, denied, used,
+         CASE WHEN used > 0 THEN (row_key + 1) * period_ms ELSE t END AS reset_at_ms
+  FROM (
+    SELECT limit_name, owner, maximum, period_ms, denied, t, row_key,
+           CASE WHEN row_key = t / period_ms THEN row_used ELSE 0 END AS used
+    FROM (
+      SELECT w.limit_name, w.owner, l.maximum, l.period_ms, w.denied, w.used AS row_used,
+             max(w.seen_ms, CAST(round((julianday('now') - 2440587.5) * 86400000.0)
+                                 AS INTEGER)) AS t,
+             CASE WHEN w.period_ms = l.period_ms THEN w.window_key
+                  ELSE w.seen_ms / l.period_ms END AS row_key
+      FROM quota_windows AS w
+      JOIN quota_limits AS l ON l.name = w.limit_name AND l.algorithm = 'fixed_window'
+    )
+  )
+)
+WHERE used > 0 OR denied > 0;
