@@ -8,6 +8,7 @@
 --   CREATE TABLE quota_windows(limit_name, owner, window_key, used, previous_used, ...);
 --   CREATE TABLE quota_log_owners(limit_name, owner, total, newest_at_ms, recorded, ...);
 --   CREATE TABLE quota_log(limit_name, owner, at_ms, cost, total);
+--   CREATE TABLE quota_buckets(limit_name, owner, level, ...);
 --   CREATE TABLE quota_resets(limit_name, owner, now_ms, remaining);
 --   CREATE VIEW  quota_usage(limit_name, owner, used, remaining, denied, reset_at_ms, reset_at);
 --
@@ -20,6 +21,9 @@
 --   A-Z a-z 0-9 _ . : -); algorithm one of sliding_log, fixed_window, sliding_window,
 --   token_bucket; maximum the units allowed per period (>= 1); period_ms the period
 --   (1 ms .. 366 days); burst the token bucket's capacity (NULL for the other algorithms).
+--   Products that the decisions compute stay below 2^62: a sliding_window needs
+--   maximum * period_ms <= 2^62 and a period of at most 30 days (so that period_ms^2 fits);
+--   a token_bucket needs maximum * period_ms and burst * period_ms <= 2^62.
 --
 -- How a request is decided. A consume or record is one statement,
 --   INSERT INTO <state table> (limit_name, owner, cost, seen_ms) VALUES (:limit, :owner, ...)
@@ -57,6 +61,13 @@
 --   Usage at t is total minus the total before the first row with at_ms > t - period_ms.
 --   The running sum starts again from zero whenever nothing is live.
 --
+-- quota_buckets (token_bucket): the owner's bucket. level is its tokens times period_ms, an
+--   integer, so that a refill of maximum tokens per period_ms adds exactly maximum units per
+--   millisecond: fractional rates lose nothing. A new owner's bucket is full
+--   (burst * period_ms); record may take it below zero (a debt, floored at -2^61), which
+--   later requests wait out. The level was last computed at seen_ms; a limit redefined with
+--   another period is re-scaled to whole tokens, and every level is clamped to the capacity.
+--
 -- quota_resets: a request queue for reset. Inserting (limit_name, owner) deletes the owner's
 --   state for that limit and then the request row itself; the INSERT's RETURNING answers with
 --   the fresh state. It is always empty between statements.
@@ -76,7 +87,12 @@ CREATE TABLE quota_limits (
   maximum   INTEGER NOT NULL CHECK (maximum BETWEEN 1 AND 1000000000000),
   period_ms INTEGER NOT NULL CHECK (period_ms BETWEEN 1 AND 31622400000),
   burst     INTEGER CHECK (CASE algorithm WHEN 'token_bucket'
-                           THEN burst BETWEEN 1 AND 1000000000000 ELSE burst IS NULL END)
+                           THEN burst BETWEEN 1 AND 1000000000000 ELSE burst IS NULL END),
+  CHECK (algorithm <> 'sliding_window'
+         OR (period_ms <= 2592000000 AND maximum <= 4611686018427387904 / period_ms)),
+  CHECK (algorithm <> 'token_bucket'
+         OR (maximum <= 4611686018427387904 / period_ms
+             AND burst <= 4611686018427387904 / period_ms))
 ) STRICT, WITHOUT ROWID;
 
 -- The state columns are declared without NOT NULL: the request row of VALUES leaves them NULL
@@ -129,6 +145,24 @@ CREATE TABLE quota_log (
   PRIMARY KEY (limit_name, owner, at_ms)
 ) STRICT, WITHOUT ROWID;
 
+CREATE TABLE quota_buckets (
+  limit_name          TEXT    NOT NULL,
+  owner               TEXT    NOT NULL,
+  maximum             INTEGER CONSTRAINT "unknown limit" CHECK (maximum IS NOT NULL),
+  period_ms           INTEGER CHECK (period_ms >= 1),
+  burst               INTEGER CHECK (burst >= 1),
+  level               INTEGER CHECK (level >= -2305843009213693952),
+  denied              INTEGER CHECK (denied >= 0),
+  seen_ms             INTEGER,
+  cost                INTEGER,
+  last_allowed        INTEGER,
+  last_reason         TEXT,
+  last_remaining      INTEGER,
+  last_retry_after_ms INTEGER,
+  last_reset_at_ms    INTEGER,
+  PRIMARY KEY (limit_name, owner)
+) STRICT, WITHOUT ROWID;
+
 CREATE TABLE quota_resets (
   limit_name TEXT    NOT NULL,
   owner      TEXT    NOT NULL,
@@ -163,6 +197,18 @@ WHEN NEW.cost IS NOT NULL AND NOT EXISTS (SELECT 1 FROM quota_log_owners
   FROM quota_limits WHERE name = NEW.limit_name;
 END;
 
+CREATE TRIGGER quota_buckets_new_owner BEFORE INSERT ON quota_buckets
+WHEN NEW.cost IS NOT NULL AND NOT EXISTS (SELECT 1 FROM quota_buckets
+                                          WHERE limit_name = NEW.limit_name
+                                            AND owner = NEW.owner) BEGIN
+  SELECT RAISE(ABORT, 'unknown limit')
+  WHERE NOT EXISTS (SELECT 1 FROM quota_limits WHERE name = NEW.limit_name
+                      AND algorithm = 'token_bucket');
+  INSERT INTO quota_buckets (limit_name, owner, maximum, period_ms, burst, level, denied)
+  SELECT name, NEW.owner, maximum, period_ms, burst, burst * period_ms, 0
+  FROM quota_limits WHERE name = NEW.limit_name;
+END;
+
 -- The log of a sliding_log owner: what the latest request recorded becomes a row at
 -- newest_at_ms (merged into the row of the same millisecond), and rows that expired by then
 -- are deleted, so a request costs the same whether the limit is 10 or 100,000.
@@ -184,6 +230,7 @@ CREATE TRIGGER quota_resets_apply AFTER INSERT ON quota_resets BEGIN
   DELETE FROM quota_windows WHERE limit_name = NEW.limit_name AND owner = NEW.owner;
   DELETE FROM quota_log_owners WHERE limit_name = NEW.limit_name AND owner = NEW.owner;
   DELETE FROM quota_log WHERE limit_name = NEW.limit_name AND owner = NEW.owner;
+  DELETE FROM quota_buckets WHERE limit_name = NEW.limit_name AND owner = NEW.owner;
   DELETE FROM quota_resets WHERE rowid = NEW.rowid;
 END;
 
@@ -194,30 +241,34 @@ WHEN OLD.algorithm IS NOT NEW.algorithm BEGIN
   DELETE FROM quota_windows WHERE limit_name = OLD.name;
   DELETE FROM quota_log_owners WHERE limit_name = OLD.name;
   DELETE FROM quota_log WHERE limit_name = OLD.name;
+  DELETE FROM quota_buckets WHERE limit_name = OLD.name;
 END;
 
 CREATE TRIGGER quota_limits_removed AFTER DELETE ON quota_limits BEGIN
   DELETE FROM quota_windows WHERE limit_name = OLD.name;
   DELETE FROM quota_log_owners WHERE limit_name = OLD.name;
   DELETE FROM quota_log WHERE limit_name = OLD.name;
+  DELETE FROM quota_buckets WHERE limit_name = OLD.name;
 END;
 
 -- quota_usage: who is near their limit, as of the database's current time (or of the latest
 -- time an owner's state has seen, if that is later). One row per limit and owner that has
--- usage or denials. used follows the limit's algorithm; remaining = maximum - used (>= 0);
--- reset_at_ms is when usage is back to zero if nothing else happens, reset_at the same as
--- ISO-8601 UTC text.
+-- usage or denials. used follows the limit's algorithm (exact for sliding_log and
+-- fixed_window, the estimate rounded up for sliding_window, capacity minus tokens rounded up
+-- for token_bucket); remaining = capacity - used (>= 0); reset_at_ms is when usage is back to
+-- zero if nothing else happens, reset_at the same as ISO-8601 UTC text.
 -- Example: SELECT * FROM quota_usage ORDER BY remaining LIMIT 10;
 --   send_message|u42|10|0|3|1700000060000|2023-11-14T22:14:20.000Z
 CREATE VIEW quota_usage AS
-SELECT limit_name, owner, used, max(maximum - used, 0) AS remaining, denied, reset_at_ms,
+SELECT limit_name, owner, used, max(capacity - used, 0) AS remaining, denied, reset_at_ms,
        strftime('%Y-%m-%dT%H:%M:%fZ', reset_at_ms / 1000.0, 'unixepoch') AS reset_at
 FROM (
   -- sliding_log: the running total minus the total before the first row that still counts.
-  SELECT limit_name, owner, maximum, denied, used,
+  SELECT limit_name, owner, capacity, denied, used,
          CASE WHEN used > 0 THEN newest_at_ms + period_ms ELSE t END AS reset_at_ms
   FROM (
-    SELECT o.limit_name, o.owner, l.maximum, l.period_ms, o.denied, o.newest_at_ms, o.t,
+    SELECT o.limit_name, o.owner, l.maximum AS capacity, l.period_ms, o.denied,
+           o.newest_at_ms, o.t,
            coalesce(o.total - (SELECT e.total - e.cost FROM quota_log AS e
                                WHERE e.limit_name = o.limit_name AND e.owner = o.owner
                                  AND e.at_ms > o.t - l.period_ms
@@ -228,20 +279,59 @@ FROM (
     JOIN quota_limits AS l ON l.name = o.limit_name AND l.algorithm = 'sliding_log'
   )
   UNION ALL
-  -- fixed_window: the row's count if its window is the current one.
-  SELECT limit_name, owner, maximum, denied, used,
-         CASE WHEN used > 0 THEN (row_key + 1) * period_ms ELSE t END AS reset_at_ms
+  -- fixed_window: the current window's count. sliding_window: that plus the previous
+  -- window's count weighted by the part of it still inside the sliding period, rounded up.
+  SELECT limit_name, owner, capacity, denied,
+         CASE algorithm WHEN 'fixed_window' THEN cur
+              ELSE cur + (prev / period_ms) * rest + ((prev % period_ms) * rest + period_ms - 1)
+                                                     / period_ms END AS used,
+         CASE WHEN cur > 0 THEN (window_key + 1 + (algorithm = 'sliding_window')) * period_ms
+              WHEN prev > 0 AND algorithm = 'sliding_window' THEN (window_key + 1) * period_ms
+              ELSE t END AS reset_at_ms
   FROM (
-    SELECT limit_name, owner, maximum, period_ms, denied, t, row_key,
-           CASE WHEN row_key = t / period_ms THEN row_used ELSE 0 END AS used
+    SELECT *, CASE WHEN row_key = window_key THEN row_used ELSE 0 END AS cur,
+           CASE row_key WHEN window_key THEN row_previous WHEN window_key - 1 THEN row_used
+                ELSE 0 END AS prev,
+           (window_key + 1) * period_ms - t AS rest
     FROM (
-      SELECT w.limit_name, w.owner, l.maximum, l.period_ms, w.denied, w.used AS row_used,
-             max(w.seen_ms, CAST(round((julianday('now') - 2440587.5) * 86400000.0)
+      SELECT *, t / period_ms AS window_key
+      FROM (
+        SELECT w.limit_name, w.owner, l.algorithm, l.maximum AS capacity, l.period_ms,
+               w.denied, w.used AS row_used, w.previous_used AS row_previous,
+               max(w.seen_ms, CAST(round((julianday('now') - 2440587.5) * 86400000.0)
+                                   AS INTEGER)) AS t,
+               CASE WHEN w.period_ms = l.period_ms THEN w.window_key
+                    ELSE w.seen_ms / l.period_ms END AS row_key
+        FROM quota_windows AS w
+        JOIN quota_limits AS l ON l.name = w.limit_name
+         AND l.algorithm IN ('fixed_window', 'sliding_window')
+      )
+    )
+  )
+  UNION ALL
+  -- token_bucket: capacity minus the tokens (rounded down) after refilling up to now.
+  SELECT limit_name, owner, capacity, denied,
+         capacity - CASE WHEN level >= 0 THEN level / period_ms
+                         ELSE -((period_ms - 1 - level) / period_ms) END AS used,
+         CASE WHEN level >= capacity * period_ms THEN t
+              ELSE t + (capacity * period_ms - level - 1) / maximum + 1 END AS reset_at_ms
+  FROM (
+    SELECT *, CASE WHEN start >= capacity * period_ms THEN capacity * period_ms
+                   WHEN t - seen_ms >= (capacity * period_ms - start - 1) / maximum + 1
+                   THEN capacity * period_ms
+                   ELSE start + maximum * (t - seen_ms) END AS level
+    FROM (
+      SELECT b.limit_name, b.owner, l.maximum, l.period_ms, l.burst AS capacity, b.denied,
+             b.seen_ms,
+             max(b.seen_ms, CAST(round((julianday('now') - 2440587.5) * 86400000.0)
                                  AS INTEGER)) AS t,
-             CASE WHEN w.period_ms = l.period_ms THEN w.window_key
-                  ELSE w.seen_ms / l.period_ms END AS row_key
-      FROM quota_windows AS w
-      JOIN quota_limits AS l ON l.name = w.limit_name AND l.algorithm = 'fixed_window'
+             CASE WHEN b.period_ms = l.period_ms THEN min(b.level, l.burst * l.period_ms)
+                  WHEN b.level / b.period_ms >= l.burst THEN l.burst * l.period_ms
+                  ELSE max(CASE WHEN b.level >= 0 THEN b.level / b.period_ms
+                                ELSE -((b.period_ms - 1 - b.level) / b.period_ms) END,
+                           -(2305843009213693952 / l.period_ms)) * l.period_ms END AS start
+      FROM quota_buckets AS b
+      JOIN quota_limits AS l ON l.name = b.limit_name AND l.algorithm = 'token_bucket'
     )
   )
 )

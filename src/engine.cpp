@@ -374,7 +374,8 @@ std::vector<Usage> Engine::usage(std::string_view limit, std::size_t top) {
     // figures are exactly the engine's at the engine's clock.
     SQLite::Statement owners(impl_->db,
                              "SELECT owner FROM quota_log_owners WHERE limit_name = ?1 UNION "
-                             "SELECT owner FROM quota_windows WHERE limit_name = ?1");
+                             "SELECT owner FROM quota_windows WHERE limit_name = ?1 UNION "
+                             "SELECT owner FROM quota_buckets WHERE limit_name = ?1");
     owners.bind(1, std::string(limit));
     std::vector<std::string> names;
     while (owners.executeStep()) names.push_back(owners.getColumn(0).getString());

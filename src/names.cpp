@@ -90,6 +90,32 @@ bool is_valid_utf8(std::string_view text) {
   return true;
 }
 
+// The decisions of sliding_window and token_bucket multiply counts by the period; these
+// bounds keep every such product inside 64-bit integers (see src/statements.cpp).
+void require_product_fits(const Limit& limit, const char* what, std::int64_t value) {
+  const std::int64_t period = limit.period.count();
+  if (value > kProductBound / period) {
+    invalid(fmt::format("{} {} is too large for a {} limit with a period of {} ms: {} x period_ms "
+                        "must be at most 2^62 ({}), so use a {} of at most {} or a shorter period",
+                        what, value, to_string(limit.algorithm), period, what, kProductBound, what,
+                        kProductBound / period));
+  }
+}
+
+void validate_products(const Limit& limit) {
+  if (limit.algorithm == Algorithm::sliding_window) {
+    if (limit.period > kSlidingWindowPeriodBound) {
+      invalid(fmt::format("period {} ms is too long for a sliding_window limit: the most is 30 "
+                          "days ({} ms); use fixed_window or sliding_log for longer periods",
+                          limit.period.count(), kSlidingWindowPeriodBound.count()));
+    }
+    require_product_fits(limit, "maximum", limit.maximum);
+  } else if (limit.algorithm == Algorithm::token_bucket) {
+    require_product_fits(limit, "maximum", limit.maximum);
+    require_product_fits(limit, "burst", limit.capacity());
+  }
+}
+
 }  // namespace
 
 std::string_view to_string(Algorithm algorithm) { return name_of(kAlgorithms, algorithm); }
@@ -151,11 +177,7 @@ void validate_limit(const Limit& limit) {
                           *limit.burst, limit.name, kMaximumBound));
     }
   }
-  if (limit.algorithm == Algorithm::sliding_window || limit.algorithm == Algorithm::token_bucket) {
-    invalid(fmt::format("algorithm {} is not available in this build; use sliding_log or "
-                        "fixed_window",
-                        to_string(limit.algorithm)));
-  }
+  validate_products(limit);
 }
 
 }  // namespace quota

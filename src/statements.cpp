@@ -71,33 +71,36 @@ OperationParts parts_of(Operation operation) {
 }
 
 // ---------------------------------------------------------------------------------------
-// fixed_window, on quota_windows.
+// fixed_window and sliding_window, on quota_windows.
 //
-// Inputs: maximum, period_ms, cost, now; the row's s_window_key, s_period, s_used,
-// s_previous, s_denied, s_seen (NULL for an owner without state).
+// Inputs: maximum (= capacity), period_ms, cost, now; the row's s_window_key, s_period,
+// s_used, s_previous, s_denied, s_seen (NULL for an owner without state).
 // The row counts in window row_key: its window_key, or, when the period has changed since it
 // was written, the window that holds its seen_ms. Its used counts if that is the current
 // window k = floor(t / period_ms); it becomes the previous window's count if row_key = k - 1.
+// `rest` = (k + 1) * period_ms - t is what remains of the current window (P - e in the
+// SPEC). The algorithms differ only in the expressions of kFixedWindow and kSlidingWindow.
+// Counts saturate at 2^62 (reached only after millions of records of the largest cost).
 constexpr const char* kWindowDecision = R"(
   SELECT *,
-    max(maximum - used_after, 0) AS remaining,
-    CASE WHEN allowed THEN 'ok' WHEN cost > maximum THEN 'cost_exceeds_capacity'
-         ELSE 'rate_limited' END AS reason,
-    CASE WHEN allowed THEN 0 WHEN cost > maximum THEN -1
-         ELSE (window_key + 1) * period_ms - t END AS retry_after_ms,
-    CASE WHEN used_after > 0 THEN (window_key + 1) * period_ms ELSE t END AS reset_at_ms
+    max({remaining}, 0) AS remaining,
+    {reason} AS reason,
+    CASE WHEN allowed THEN 0 WHEN cost > capacity THEN -1 ELSE {retry} END AS retry_after_ms,
+    {reset_at} AS reset_at_ms,
+    {shown_used} AS shown_used
   FROM (
-    SELECT *, used + CASE WHEN {recorded} THEN cost ELSE 0 END AS used_after,
-           denied_before + ({denied}) AS denied
+    SELECT *,
+      min(used + CASE WHEN {recorded} THEN cost ELSE 0 END, 4611686018427387904) AS used_after,
+      denied_before + ({denied}) AS denied
     FROM (
-      SELECT *, cost <= maximum AND used + cost <= maximum AS allowed
+      SELECT *, cost <= capacity AND {allowed} AS allowed
       FROM (
         SELECT *,
           CASE WHEN row_key = window_key THEN s_used ELSE 0 END AS used,
           CASE row_key WHEN window_key THEN s_previous WHEN window_key - 1 THEN s_used
                        ELSE 0 END AS previous_used
         FROM (
-          SELECT *, t / period_ms AS window_key,
+          SELECT *, t / period_ms AS window_key, period_ms - t % period_ms AS rest,
             CASE WHEN s_period = period_ms THEN s_window_key
                  ELSE s_seen / period_ms END AS row_key,
             coalesce(s_denied, 0) AS denied_before
@@ -110,21 +113,65 @@ constexpr const char* kWindowDecision = R"(
     ) {barrier}
   ) {barrier})";
 
+struct WindowExpressions {
+  const char* allowed;     // given cost <= capacity: may `cost` be added to `used` now?
+  const char* remaining;   // units left after the operation (clamped at 0 by the template)
+  const char* retry;       // the wait of a denied request whose cost fits the capacity
+  const char* reset_at;    // when usage is back to zero
+  const char* shown_used;  // `used` as check and usage show it
+};
+
+// fixed_window: usage is the current window's count.
+constexpr WindowExpressions kFixedWindow = {
+    "used + cost <= maximum",
+    "maximum - used_after",
+    "(window_key + 1) * period_ms - t",
+    "CASE WHEN used_after > 0 THEN (window_key + 1) * period_ms ELSE t END",
+    "used_after",
+};
+
+// sliding_window: usage is cur + prev * (P - e) / P, decided exactly in integers as
+// prev * rest <= (maximum - cur - cost) * P, where the right side is at most maximum * P
+// (<= 2^62 by the limit's definition) and the left side is compared by division, so that no
+// product can overflow whatever prev is.
+// A denied request waits inside the current window when the previous window's weight alone
+// is in the way: until prev * (rest - d) <= (maximum - need) * P, need = used_after + cost.
+// Otherwise it waits into the next window, where this window's count weighs as prev did:
+// e'' = P - floor((maximum - cost) * P / used_after) into it, or the whole of it when that
+// floor is 0.
+constexpr WindowExpressions kSlidingWindow = {
+    "CASE WHEN used + cost <= maximum"
+    "     THEN previous_used <= ((maximum - used - cost) * period_ms) / rest ELSE 0 END",
+    "CASE WHEN used_after >= maximum THEN 0"
+    "     WHEN previous_used > ((maximum - used_after) * period_ms) / rest THEN 0"
+    "     ELSE ((maximum - used_after) * period_ms - previous_used * rest) / period_ms END",
+    "CASE WHEN used_after + cost <= maximum AND previous_used > 0"
+    "          AND ((maximum - used_after - cost) * period_ms) / previous_used > 0"
+    "     THEN rest - ((maximum - used_after - cost) * period_ms) / previous_used"
+    "     ELSE rest + CASE WHEN used_after = 0 THEN 0"
+    "                      ELSE max(0, period_ms - ((maximum - cost) * period_ms) / used_after)"
+    "                 END END",
+    "CASE WHEN used_after > 0 THEN (window_key + 2) * period_ms"
+    "     WHEN previous_used > 0 THEN (window_key + 1) * period_ms ELSE t END",
+    "used_after + (previous_used / period_ms) * rest"
+    " + ((previous_used % period_ms) * rest + period_ms - 1) / period_ms",
+};
+
 constexpr const char* kWindowCheckInputs = R"(
-      SELECT l.maximum AS maximum, l.period_ms AS period_ms, coalesce(:cost, 1) AS cost,
-             coalesce(:now, {now}) AS now, s.window_key AS s_window_key,
-             s.period_ms AS s_period, s.used AS s_used, s.previous_used AS s_previous,
-             s.denied AS s_denied, s.seen_ms AS s_seen
+      SELECT l.maximum AS maximum, l.maximum AS capacity, l.period_ms AS period_ms,
+             coalesce(:cost, 1) AS cost, coalesce(:now, {now}) AS now,
+             s.window_key AS s_window_key, s.period_ms AS s_period, s.used AS s_used,
+             s.previous_used AS s_previous, s.denied AS s_denied, s.seen_ms AS s_seen
       FROM quota_limits AS l
       LEFT JOIN quota_windows AS s ON s.limit_name = l.name AND s.owner = :owner
       WHERE l.name = :limit AND l.algorithm = '{algorithm}')";
 
 constexpr const char* kWindowUpdateInputs = R"(
-      SELECT l.maximum AS maximum, l.period_ms AS period_ms, excluded.cost AS cost,
-             excluded.seen_ms AS now, quota_windows.window_key AS s_window_key,
-             quota_windows.period_ms AS s_period, quota_windows.used AS s_used,
-             quota_windows.previous_used AS s_previous, quota_windows.denied AS s_denied,
-             quota_windows.seen_ms AS s_seen
+      SELECT l.maximum AS maximum, l.maximum AS capacity, l.period_ms AS period_ms,
+             excluded.cost AS cost, excluded.seen_ms AS now,
+             quota_windows.window_key AS s_window_key, quota_windows.period_ms AS s_period,
+             quota_windows.used AS s_used, quota_windows.previous_used AS s_previous,
+             quota_windows.denied AS s_denied, quota_windows.seen_ms AS s_seen
       FROM (SELECT 1)
       LEFT JOIN quota_limits AS l
         ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}')";
@@ -135,6 +182,88 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
   (window_key, used, previous_used, denied, seen_ms, cost, maximum, period_ms,
    last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms) =
   (SELECT window_key, used_after, previous_used, denied, t, cost, maximum, period_ms,
+          allowed, reason, remaining, retry_after_ms, reset_at_ms
+   FROM ({decision}))
+RETURNING last_allowed AS allowed, last_reason AS reason, last_remaining AS remaining,
+  last_retry_after_ms AS retry_after_ms, last_reset_at_ms AS reset_at_ms, denied)";
+
+// ---------------------------------------------------------------------------------------
+// token_bucket, on quota_buckets.
+//
+// Inputs: maximum, period_ms, capacity (the burst), cost, now; the row's s_level, s_period,
+// s_denied, s_seen (NULL for an owner without state: a full bucket).
+// level is tokens * period_ms, so a refill of maximum tokens per period adds exactly
+// maximum units per millisecond. `start` is the row's level under the limit as it is now:
+// clamped to the capacity, or re-scaled to whole tokens when the period has changed. The
+// refill compares the elapsed time with the time to fill instead of multiplying, so no
+// product exceeds capacity * period_ms (<= 2^62 by the limit's definition); a debt is
+// floored at -2^61.
+constexpr const char* kBucketDecision = R"(
+  SELECT *,
+    max(level_after / period_ms, 0) AS remaining,
+    {reason} AS reason,
+    CASE WHEN allowed THEN 0 WHEN cost > capacity THEN -1
+         ELSE (cost * period_ms - level_after - 1) / maximum + 1 END AS retry_after_ms,
+    CASE WHEN level_after >= full THEN t
+         ELSE t + (full - level_after - 1) / maximum + 1 END AS reset_at_ms,
+    capacity - CASE WHEN level_after >= 0 THEN level_after / period_ms
+                    ELSE -((period_ms - 1 - level_after) / period_ms) END AS shown_used
+  FROM (
+    SELECT *,
+      CASE WHEN NOT ({recorded}) THEN level
+           WHEN cost > (level + 2305843009213693952) / period_ms THEN -2305843009213693952
+           ELSE level - cost * period_ms END AS level_after,
+      denied_before + ({denied}) AS denied
+    FROM (
+      SELECT *,
+        CASE WHEN cost <= capacity THEN level >= cost * period_ms ELSE 0 END AS allowed
+      FROM (
+        SELECT *,
+          CASE WHEN start >= full THEN full
+               WHEN t - coalesce(s_seen, t) >= (full - start - 1) / maximum + 1 THEN full
+               ELSE start + maximum * (t - coalesce(s_seen, t)) END AS level
+        FROM (
+          SELECT *,
+            CASE WHEN s_level IS NULL THEN full
+                 WHEN s_period = period_ms THEN min(s_level, full)
+                 WHEN s_level / s_period >= capacity THEN full
+                 ELSE max(CASE WHEN s_level >= 0 THEN s_level / s_period
+                               ELSE -((s_period - 1 - s_level) / s_period) END,
+                          -(2305843009213693952 / period_ms)) * period_ms END AS start,
+            coalesce(s_denied, 0) AS denied_before
+          FROM (
+            SELECT *, max(now, coalesce(s_seen, 0)) AS t, capacity * period_ms AS full
+            FROM ({inputs}) {barrier}
+          ) {barrier}
+        ) {barrier}
+      ) {barrier}
+    ) {barrier}
+  ) {barrier})";
+
+constexpr const char* kBucketCheckInputs = R"(
+      SELECT l.maximum AS maximum, l.burst AS capacity, l.period_ms AS period_ms,
+             coalesce(:cost, 1) AS cost, coalesce(:now, {now}) AS now,
+             s.level AS s_level, s.period_ms AS s_period, s.denied AS s_denied,
+             s.seen_ms AS s_seen
+      FROM quota_limits AS l
+      LEFT JOIN quota_buckets AS s ON s.limit_name = l.name AND s.owner = :owner
+      WHERE l.name = :limit AND l.algorithm = '{algorithm}')";
+
+constexpr const char* kBucketUpdateInputs = R"(
+      SELECT l.maximum AS maximum, l.burst AS capacity, l.period_ms AS period_ms,
+             excluded.cost AS cost, excluded.seen_ms AS now,
+             quota_buckets.level AS s_level, quota_buckets.period_ms AS s_period,
+             quota_buckets.denied AS s_denied, quota_buckets.seen_ms AS s_seen
+      FROM (SELECT 1)
+      LEFT JOIN quota_limits AS l
+        ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}')";
+
+constexpr const char* kBucketWrite = R"(INSERT INTO quota_buckets (limit_name, owner, cost, seen_ms, maximum)
+VALUES (:limit, :owner, coalesce(:cost, 1), coalesce(:now, {now}), 0)
+ON CONFLICT (limit_name, owner) DO UPDATE SET
+  (level, denied, seen_ms, cost, maximum, period_ms, burst,
+   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms) =
+  (SELECT level_after, denied, t, cost, maximum, period_ms, capacity,
           allowed, reason, remaining, retry_after_ms, reset_at_ms
    FROM ({decision}))
 RETURNING last_allowed AS allowed, last_reason AS reason, last_remaining AS remaining,
@@ -153,10 +282,10 @@ RETURNING last_allowed AS allowed, last_reason AS reason, last_remaining AS rema
 constexpr const char* kLogDecision = R"(
   SELECT *,
     max(maximum - used_after, 0) AS remaining,
-    CASE WHEN allowed THEN 'ok' WHEN cost > maximum THEN 'cost_exceeds_capacity'
-         ELSE 'rate_limited' END AS reason,
+    {reason} AS reason,
+    used_after AS shown_used,
     CASE WHEN allowed THEN 0
-         WHEN cost > maximum THEN -1
+         WHEN cost > capacity THEN -1
          ELSE coalesce((SELECT e.at_ms FROM quota_log AS e
                         WHERE e.limit_name = key_limit AND e.owner = key_owner
                           AND e.at_ms > t - period_ms
@@ -176,7 +305,7 @@ constexpr const char* kLogDecision = R"(
     FROM (
       SELECT *, CASE WHEN {recorded} THEN cost ELSE 0 END AS recorded
       FROM (
-        SELECT *, cost <= maximum AND used + cost <= maximum AS allowed
+        SELECT *, cost <= capacity AND used + cost <= maximum AS allowed
         FROM (
           SELECT *, coalesce(s_total - live_base, 0) AS used
           FROM (
@@ -197,8 +326,9 @@ constexpr const char* kLogDecision = R"(
   ) {barrier})";
 
 constexpr const char* kLogCheckInputs = R"(
-      SELECT l.maximum AS maximum, l.period_ms AS period_ms, coalesce(:cost, 1) AS cost,
-             coalesce(:now, {now}) AS now, l.name AS key_limit, :owner AS key_owner,
+      SELECT l.maximum AS maximum, l.maximum AS capacity, l.period_ms AS period_ms,
+             coalesce(:cost, 1) AS cost, coalesce(:now, {now}) AS now,
+             l.name AS key_limit, :owner AS key_owner,
              s.total AS s_total, s.newest_at_ms AS s_newest_at, s.denied AS s_denied,
              s.seen_ms AS s_seen
       FROM quota_limits AS l
@@ -206,8 +336,8 @@ constexpr const char* kLogCheckInputs = R"(
       WHERE l.name = :limit AND l.algorithm = '{algorithm}')";
 
 constexpr const char* kLogUpdateInputs = R"(
-      SELECT l.maximum AS maximum, l.period_ms AS period_ms, excluded.cost AS cost,
-             excluded.seen_ms AS now, excluded.limit_name AS key_limit,
+      SELECT l.maximum AS maximum, l.maximum AS capacity, l.period_ms AS period_ms,
+             excluded.cost AS cost, excluded.seen_ms AS now, excluded.limit_name AS key_limit,
              excluded.owner AS key_owner, quota_log_owners.total AS s_total,
              quota_log_owners.newest_at_ms AS s_newest_at,
              quota_log_owners.denied AS s_denied, quota_log_owners.seen_ms AS s_seen
@@ -229,8 +359,13 @@ RETURNING last_allowed AS allowed, last_reason AS reason, last_remaining AS rema
 // ---------------------------------------------------------------------------------------
 
 constexpr const char* kCheck = R"(SELECT allowed, reason, remaining, retry_after_ms, reset_at_ms,
-  denied, used_after AS used
+  denied, shown_used AS used
 FROM ({decision}))";
+
+// The answer's reason, the same for every algorithm.
+constexpr const char* kReason =
+    "CASE WHEN allowed THEN 'ok' WHEN cost > capacity THEN 'cost_exceeds_capacity' "
+    "ELSE 'rate_limited' END";
 
 // reset: a request row whose trigger deletes the owner's state for the limit, then itself.
 constexpr const char* kReset = R"(INSERT INTO quota_resets (limit_name, owner, now_ms, remaining)
@@ -244,6 +379,7 @@ struct Family {
   const char* check_inputs;
   const char* update_inputs;
   const char* write;
+  const WindowExpressions* window = nullptr;  // the window algorithms' own expressions
 };
 
 Family family_of(Algorithm algorithm) {
@@ -251,12 +387,15 @@ Family family_of(Algorithm algorithm) {
     case Algorithm::sliding_log:
       return {kLogDecision, kLogCheckInputs, kLogUpdateInputs, kLogWrite};
     case Algorithm::fixed_window:
-      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, kWindowWrite};
+      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, kWindowWrite,
+              &kFixedWindow};
     case Algorithm::sliding_window:
+      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, kWindowWrite,
+              &kSlidingWindow};
     case Algorithm::token_bucket:
-      break;
+      return {kBucketDecision, kBucketCheckInputs, kBucketUpdateInputs, kBucketWrite};
   }
-  throw std::logic_error("no statements for this algorithm");
+  throw std::logic_error("unknown algorithm");
 }
 
 std::string build(Operation operation, Algorithm algorithm) {
@@ -269,10 +408,17 @@ std::string build(Operation operation, Algorithm algorithm) {
   const std::string inputs =
       fmt::format(fmt::runtime(check ? family.check_inputs : family.update_inputs),
                   fmt::arg("now", kDatabaseNow), fmt::arg("algorithm", to_string(algorithm)));
-  const std::string decision =
-      fmt::format(fmt::runtime(family.decision), fmt::arg("inputs", inputs),
-                  fmt::arg("recorded", parts.recorded), fmt::arg("denied", parts.denied),
-                  fmt::arg("barrier", kBarrier));
+  const WindowExpressions none{};
+  const WindowExpressions& window = family.window ? *family.window : none;
+  const std::string decision = fmt::format(
+      fmt::runtime(family.decision), fmt::arg("inputs", inputs),
+      fmt::arg("recorded", parts.recorded), fmt::arg("denied", parts.denied),
+      fmt::arg("barrier", kBarrier), fmt::arg("reason", kReason),
+      fmt::arg("allowed", window.allowed ? window.allowed : ""),
+      fmt::arg("remaining", window.remaining ? window.remaining : ""),
+      fmt::arg("retry", window.retry ? window.retry : ""),
+      fmt::arg("reset_at", window.reset_at ? window.reset_at : ""),
+      fmt::arg("shown_used", window.shown_used ? window.shown_used : ""));
   return fmt::format(fmt::runtime(check ? kCheck : family.write), fmt::arg("decision", decision),
                      fmt::arg("now", kDatabaseNow));
 }
@@ -284,7 +430,8 @@ const std::string& statement(Operation operation, Algorithm algorithm) {
     std::array<std::array<std::string, 4>, 4> built;
     for (Operation op : {Operation::check, Operation::consume, Operation::record,
                          Operation::reset}) {
-      for (Algorithm algo : {Algorithm::sliding_log, Algorithm::fixed_window}) {
+      for (Algorithm algo : {Algorithm::sliding_log, Algorithm::fixed_window,
+                             Algorithm::sliding_window, Algorithm::token_bucket}) {
         built[static_cast<int>(op)][static_cast<int>(algo)] = build(op, algo);
       }
     }

@@ -302,11 +302,17 @@ TEST_CASE("quotactl limit set/get/list/rm", "[quotactl]") {
       CHECK(outcome.err.find("unknown limit 'nope'") != std::string::npos);
     }
   }
-  SECTION("an algorithm this build lacks is exit 2 with the engine's message") {
-    const Outcome outcome =
-        f.ctl({"limit", "set", "tb", "--max", "5", "--per", "1s", "--algo", "token_bucket"});
+  SECTION("a token bucket keeps its burst; a configuration that could overflow is exit 2") {
+    const json bucket = f.ok({"limit", "set", "tb", "--max", "7", "--per", "1m", "--algo",
+                              "token_bucket", "--burst", "3"});
+    CHECK(bucket["algorithm"] == "token_bucket");
+    CHECK(bucket["burst"] == 3);
+    CHECK(f.ok({"limit", "get", "tb"}) == bucket);
+    const Outcome outcome = f.ctl({"limit", "set", "sw", "--max", "1000000000000", "--per", "1d",
+                                   "--algo", "sliding_window"});
     CHECK(outcome.status == 2);
-    CHECK(outcome.err.find("not available in this build") != std::string::npos);
+    CHECK(outcome.one_error_line());
+    CHECK(outcome.err.find("at most 2^62") != std::string::npos);
   }
   SECTION("an empty list says how to add a limit") {
     f.ok({"limit", "rm", "send"});
@@ -672,7 +678,12 @@ TEST_CASE("quotactl refuses invalid input with exit 2 and changes nothing", "[qu
       {{"limit", "set", "x", "--max", "10", "--per", "1m", "--algo", "leaky"}, false},
       {{"limit", "set", "x", "--max", "10", "--per", "1m", "--algo", "sliding_log", "--burst", "5"},
        false},
-      {{"limit", "set", "x", "--max", "10", "--per", "1m", "--algo", "token_bucket"}, false},
+      {{"limit", "set", "x", "--max", "1000000000000", "--per", "1d", "--algo", "sliding_window"},
+       false},
+      {{"limit", "set", "x", "--max", "10", "--per", "31d", "--algo", "sliding_window"}, false},
+      {{"limit", "set", "x", "--max", "10", "--per", "366d", "--algo", "token_bucket", "--burst",
+        "1000000000000"},
+       false},
       {{"limit", "set", "x", "--max", "10", "--per", "1m", "--burst", "0"}, false},
       {{"limit", "set", "send", "--max", "10", "--per", "1m", "--burst", "5"}, true},
       {{"limit", "set", "a b", "--max", "10", "--per", "1m"}, false},

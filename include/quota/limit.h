@@ -28,7 +28,7 @@ struct Limit {
   // 1 to 64 characters of A-Z a-z 0-9 _ . : -
   std::string name;
   Algorithm algorithm = Algorithm::sliding_log;
-  // Units allowed per period, 1 to kMaximumBound.
+  // Units allowed per period, 1 to kMaximumBound (and see kProductBound).
   std::int64_t maximum = 1;
   // 1 ms to 366 days.
   std::chrono::milliseconds period{1000};
@@ -48,6 +48,10 @@ inline constexpr std::int64_t kMaximumBound = 1'000'000'000'000;  // maximum, bu
 inline constexpr std::chrono::milliseconds kPeriodBound{366LL * 24 * 60 * 60 * 1000};
 inline constexpr std::size_t kNameBound = 64;    // characters of a limit's name
 inline constexpr std::size_t kOwnerBound = 1024; // bytes of an owner
+// sliding_window and token_bucket multiply by the period: maximum (and burst) x period_ms
+// must be at most this, and a sliding_window's period at most 30 days.
+inline constexpr std::int64_t kProductBound = std::int64_t{1} << 62;
+inline constexpr std::chrono::milliseconds kSlidingWindowPeriodBound{30LL * 24 * 60 * 60 * 1000};
 
 }  // namespace quota
 
