@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "busy.h"
+#include "gc.h"
 #include "migrations.h"
 #include "statements.h"
 
@@ -408,6 +409,15 @@ std::vector<Usage> Engine::usage(std::string_view limit, std::size_t top) {
     if (top > 0 && rows.size() > top) rows.resize(top);
     return rows;
   });
+}
+
+std::int64_t Engine::gc(std::size_t batch_rows,
+                        const std::function<void(const GcProgress&)>& progress) {
+  // Each batch takes the lock on its own, so that other threads' operations run between them.
+  const detail::Exclusive exclusive = [this](const std::function<void(SQLite::Database&)>& work) {
+    impl_->guarded([&] { work(impl_->db); });
+  };
+  return detail::collect_garbage(exclusive, impl_->options.clock(), batch_rows, progress);
 }
 
 int Engine::schema_version() {

@@ -176,16 +176,7 @@ constexpr const char* kWindowUpdateInputs = R"(
       LEFT JOIN quota_limits AS l
         ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}')";
 
-constexpr const char* kWindowWrite = R"(INSERT INTO quota_windows (limit_name, owner, cost, seen_ms, maximum)
-VALUES (:limit, :owner, coalesce(:cost, 1), coalesce(:now, {now}), 0)
-ON CONFLICT (limit_name, owner) DO UPDATE SET
-  (window_key, used, previous_used, denied, seen_ms, cost, maximum, period_ms,
-   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms) =
-  (SELECT window_key, used_after, previous_used, denied, t, cost, maximum, period_ms,
-          allowed, reason, remaining, retry_after_ms, reset_at_ms
-   FROM ({decision}))
-RETURNING last_allowed AS allowed, last_reason AS reason, last_remaining AS remaining,
-  last_retry_after_ms AS retry_after_ms, last_reset_at_ms AS reset_at_ms, denied)";
+
 
 // ---------------------------------------------------------------------------------------
 // token_bucket, on quota_buckets.
@@ -258,16 +249,7 @@ constexpr const char* kBucketUpdateInputs = R"(
       LEFT JOIN quota_limits AS l
         ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}')";
 
-constexpr const char* kBucketWrite = R"(INSERT INTO quota_buckets (limit_name, owner, cost, seen_ms, maximum)
-VALUES (:limit, :owner, coalesce(:cost, 1), coalesce(:now, {now}), 0)
-ON CONFLICT (limit_name, owner) DO UPDATE SET
-  (level, denied, seen_ms, cost, maximum, period_ms, burst,
-   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms) =
-  (SELECT level_after, denied, t, cost, maximum, period_ms, capacity,
-          allowed, reason, remaining, retry_after_ms, reset_at_ms
-   FROM ({decision}))
-RETURNING last_allowed AS allowed, last_reason AS reason, last_remaining AS remaining,
-  last_retry_after_ms AS retry_after_ms, last_reset_at_ms AS reset_at_ms, denied)";
+
 
 // ---------------------------------------------------------------------------------------
 // sliding_log, on quota_log_owners (one row per owner) and quota_log (its events).
@@ -345,18 +327,23 @@ constexpr const char* kLogUpdateInputs = R"(
       LEFT JOIN quota_limits AS l
         ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}')";
 
-constexpr const char* kLogWrite = R"(INSERT INTO quota_log_owners (limit_name, owner, cost, seen_ms, maximum)
+
+
+// ---------------------------------------------------------------------------------------
+
+// The statement of a consume or record: the request in VALUES, the decision in DO UPDATE.
+// {table} is the family's state table, {columns} its state columns and {values} the
+// decision's columns written to them, in the same order.
+constexpr const char* kWrite = R"(INSERT INTO {table} (limit_name, owner, cost, seen_ms, maximum)
 VALUES (:limit, :owner, coalesce(:cost, 1), coalesce(:now, {now}), 0)
 ON CONFLICT (limit_name, owner) DO UPDATE SET
-  (total, newest_at_ms, recorded, denied, seen_ms, cost, maximum, period_ms,
+  ({columns}, seen_ms, cost, maximum, period_ms,
    last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms) =
-  (SELECT total, newest_at_ms, recorded, denied, t, cost, maximum, period_ms,
+  (SELECT {values}, t, cost, maximum, period_ms,
           allowed, reason, remaining, retry_after_ms, reset_at_ms
    FROM ({decision}))
 RETURNING last_allowed AS allowed, last_reason AS reason, last_remaining AS remaining,
   last_retry_after_ms AS retry_after_ms, last_reset_at_ms AS reset_at_ms, denied)";
-
-// ---------------------------------------------------------------------------------------
 
 constexpr const char* kCheck = R"(SELECT allowed, reason, remaining, retry_after_ms, reset_at_ms,
   denied, shown_used AS used
@@ -378,22 +365,33 @@ struct Family {
   const char* decision;
   const char* check_inputs;
   const char* update_inputs;
-  const char* write;
+  const char* table;    // the state table a consume or record writes
+  const char* columns;  // its algorithm-specific state columns...
+  const char* values;   // ...and the decision's columns written to them
   const WindowExpressions* window = nullptr;  // the window algorithms' own expressions
 };
+
+constexpr const char* kLogColumns = "total, newest_at_ms, recorded, denied";
+constexpr const char* kLogValues = "total, newest_at_ms, recorded, denied";
+constexpr const char* kWindowColumns = "window_key, used, previous_used, denied";
+constexpr const char* kWindowValues = "window_key, used_after, previous_used, denied";
+constexpr const char* kBucketColumns = "level, denied, burst";
+constexpr const char* kBucketValues = "level_after, denied, capacity";
 
 Family family_of(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::sliding_log:
-      return {kLogDecision, kLogCheckInputs, kLogUpdateInputs, kLogWrite};
+      return {kLogDecision, kLogCheckInputs, kLogUpdateInputs,
+              "quota_log_owners", kLogColumns, kLogValues};
     case Algorithm::fixed_window:
-      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, kWindowWrite,
-              &kFixedWindow};
+      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs,
+              "quota_windows", kWindowColumns, kWindowValues, &kFixedWindow};
     case Algorithm::sliding_window:
-      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, kWindowWrite,
-              &kSlidingWindow};
+      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs,
+              "quota_windows", kWindowColumns, kWindowValues, &kSlidingWindow};
     case Algorithm::token_bucket:
-      return {kBucketDecision, kBucketCheckInputs, kBucketUpdateInputs, kBucketWrite};
+      return {kBucketDecision, kBucketCheckInputs, kBucketUpdateInputs,
+              "quota_buckets", kBucketColumns, kBucketValues};
   }
   throw std::logic_error("unknown algorithm");
 }
@@ -419,8 +417,10 @@ std::string build(Operation operation, Algorithm algorithm) {
       fmt::arg("retry", window.retry ? window.retry : ""),
       fmt::arg("reset_at", window.reset_at ? window.reset_at : ""),
       fmt::arg("shown_used", window.shown_used ? window.shown_used : ""));
-  return fmt::format(fmt::runtime(check ? kCheck : family.write), fmt::arg("decision", decision),
-                     fmt::arg("now", kDatabaseNow));
+  if (check) return fmt::format(fmt::runtime(kCheck), fmt::arg("decision", decision));
+  return fmt::format(fmt::runtime(kWrite), fmt::arg("table", family.table),
+                     fmt::arg("columns", family.columns), fmt::arg("values", family.values),
+                     fmt::arg("decision", decision), fmt::arg("now", kDatabaseNow));
 }
 
 }  // namespace

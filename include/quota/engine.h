@@ -64,6 +64,15 @@ struct Usage {
   std::int64_t reset_at_ms = 0;
 };
 
+// How far Engine::gc has got, reported after each batch.
+struct GcProgress {
+  std::int64_t deleted = 0;   // rows deleted so far
+  std::int64_t examined = 0;  // rows of state examined so far
+  // Rows of state there were when gc began: where `examined` ends, give or take the rows
+  // that other connections add or delete meanwhile.
+  std::int64_t total = 0;
+};
+
 class Engine {
  public:
   // Opens (and by default creates and migrates) the database file at `path`, in WAL mode.
@@ -101,6 +110,31 @@ class Engine {
 
   // Owners of `limit` with usage or denials, most used first (at most `top`, 0 = all).
   std::vector<Usage> usage(std::string_view limit, std::size_t top = 0);
+
+  // Deletes the state that no longer affects any answer and returns the number of rows it
+  // deleted: expired sliding_log events, and owners whose usage can no longer count, with no
+  // denials and no remembered time after now (fixed_window windows that are over, sliding_log
+  // owners without events). "now" is Options::clock when gc starts.
+  //
+  // Contract: with the limits as they are, every operation evaluated at a time >= now gives
+  // exactly the answer it would have given without gc: check, consume, record, reset, usage,
+  // Result::denied and the clock rule alike. gc takes now as the present, so an operation that
+  // later arrives with an earlier time (a clock that went back past the gc) is answered
+  // without the deleted state: it sees at least the usage there was at now, so it never
+  // grants more than the algorithm allows at now. A limit later redefined with another
+  // period reads the state that remains (see define); what gc deleted is absent then, as the
+  // owner's next request would also have discarded it.
+  //
+  // Works in batches: each examines at most `batch_rows` rows (>= 1) in one short write
+  // transaction, so that other connections wait for at most one batch, and other threads'
+  // operations on this Engine run between batches. On the application's connection inside
+  // its open transaction, each batch is a savepoint and commits with that transaction.
+  // `progress` (optional) is called after each batch, with no lock held: it may use this
+  // Engine; an exception it throws stops gc and reaches the caller.
+  // Throws Error: invalid_argument for batch_rows 0, busy, io. The batches committed before
+  // an error stay committed; each is complete on its own.
+  std::int64_t gc(std::size_t batch_rows = 1000,
+                  const std::function<void(const GcProgress&)>& progress = {});
 
   // The schema version of the open database.
   int schema_version();
