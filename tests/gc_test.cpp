@@ -1,11 +1,12 @@
-// gc (Engine::gc): it deletes what it should, in batches, and never changes an answer. The
-// central test runs random operations on two databases, one of which is collected at random
-// moments, and requires every answer of the two to be equal.
+// gc (Engine::gc and `quotactl gc`): it deletes what it should, in batches, and never changes
+// an answer. The central test runs random operations on two databases, one of which is
+// collected at random moments, and requires every answer of the two to be equal.
 #include <SQLiteCpp/Database.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <set>
@@ -14,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cli.h"
 #include "model.h"
 #include "support.h"
 
@@ -635,3 +637,143 @@ TEST_CASE("gc never changes an answer: random operations on two databases", "[gc
 
 }  // namespace
 }  // namespace quota::test
+
+// --- quotactl gc ---------------------------------------------------------------------------
+
+namespace {
+
+using nlohmann::json;
+using quota::test::dump;
+using quota::test::RawDb;
+using quota::test::TempDir;
+
+struct Run {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+struct Database {
+  TempDir dir;
+  std::string path = dir.file("quota.db");
+
+  Run ctl(std::vector<std::string> args, std::int64_t now,
+          const quotactl::Context& context = {}) const {
+    args.insert(args.begin(), {"--db", path, "--now", std::to_string(now)});
+    std::ostringstream out, err;
+    Run run;
+    run.status = quotactl::run(args, out, err, context);
+    run.out = out.str();
+    run.err = err.str();
+    return run;
+  }
+  // The rows of `prepare`: 3 owners of a fixed_window limit at kBase, one of them denied.
+  void prepare() {
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"migrate"},
+             {"limit", "set", "daily", "--max", "1", "--per", "1d", "--algo", "fixed_window"},
+             {"consume", "daily", "a"},
+             {"consume", "daily", "b"},
+             {"consume", "daily", "c"},
+             {"consume", "daily", "c"}}) {
+      REQUIRE(ctl(args, quota::test::kBase).status <= 1);
+    }
+  }
+};
+
+constexpr std::int64_t kNextDay = quota::test::kBase + 86'400'000;
+
+}  // namespace
+
+TEST_CASE("quotactl gc: JSON and human output, exit 0", "[gc][quotactl]") {
+  Database db;
+  db.prepare();
+  SECTION("JSON: exactly {\"deleted\": N}") {
+    const Run nothing = db.ctl({"gc", "--json"}, quota::test::kBase);
+    CHECK(nothing.status == 0);
+    CHECK(nothing.err.empty());
+    CHECK(json::parse(nothing.out) == json{{"deleted", 0}});
+    const Run some = db.ctl({"gc", "--json"}, kNextDay);
+    CHECK(some.status == 0);
+    CHECK(json::parse(some.out) == json{{"deleted", 2}});  // c has a denial: it stays
+    CHECK(RawDb(db.path).integer("SELECT count(*) FROM quota_windows") == 1);
+  }
+  SECTION("human: one line with the count") {
+    CHECK(db.ctl({"gc"}, quota::test::kBase).out ==
+          "nothing to delete: all 3 rows of state still count\n");
+    const Run some = db.ctl({"gc"}, kNextDay);
+    CHECK(some.status == 0);
+    CHECK(some.out == "deleted 2 of 3 rows of state that no longer affected any answer\n");
+    CHECK(db.ctl({"reset", "daily", "c"}, kNextDay).status == 0);
+    CHECK(db.ctl({"gc"}, kNextDay).out == "nothing to delete: there is no state\n");
+  }
+}
+
+TEST_CASE("quotactl gc: a progress bar on a terminal only, never with --json", "[gc][quotactl]") {
+  Database db;
+  db.prepare();
+  const quotactl::Context terminal{"", false, true};
+  const quotactl::Context no_color{"", true, true};
+
+  SECTION("on a terminal, with more than one batch: redrawn in place, then erased") {
+    for (const auto& context : {terminal, no_color}) {
+      const Run run = db.ctl({"gc", "--batch", "1"}, kNextDay, context);
+      CHECK(run.status == 0);
+      CHECK(run.out.find("\rgc [##########....................]  33%  1 deleted") !=
+            std::string::npos);
+      CHECK(run.out.find("100%  2 deleted") != std::string::npos);
+      const std::string last =
+          "\rdeleted 2 of 3 rows of state that no longer affected any answer\n";
+      CHECK(run.out.substr(run.out.size() - last.size()) == last);
+      CHECK(run.out.find('\x1b') == std::string::npos);
+      db.prepare();  // consume again for the next context (at kBase: a, b come back)
+    }
+  }
+  SECTION("one batch, --json or not a terminal: no bar") {
+    CHECK(db.ctl({"gc"}, kNextDay, terminal).out.find('\r') == std::string::npos);
+    db.prepare();
+    const Run json_run = db.ctl({"gc", "--batch", "1", "--json"}, kNextDay, terminal);
+    CHECK(json_run.out == "{\"deleted\":2}\n");
+    db.prepare();
+    CHECK(db.ctl({"gc", "--batch", "1"}, kNextDay).out.find('\r') == std::string::npos);
+  }
+}
+
+TEST_CASE("quotactl gc: bad arguments are exit 2 and change nothing", "[gc][quotactl]") {
+  Database db;
+  db.prepare();
+  const std::string before = dump(db.path);
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"gc", "extra"},
+                                               {"gc", "--batch", "0"},
+                                               {"gc", "--batch", "-1"},
+                                               {"gc", "--batch", "1.5"},
+                                               {"gc", "--batch", "abc"},
+                                               {"gc", "--batch", "1000001"},
+                                               {"gc", "--batch"},
+                                               {"gc", "--bogus"}}) {
+    INFO(args.back());
+    const Run run = db.ctl(args, kNextDay);
+    CHECK(run.status == 2);
+    CHECK(run.out.empty());
+    CHECK(run.err.rfind("quotactl: error: ", 0) == 0);
+    CHECK(run.err.find('\n') == run.err.size() - 1);
+  }
+  CHECK(dump(db.path) == before);
+}
+
+TEST_CASE("quotactl gc: a missing or unmigrated database is exit 3 and left alone",
+          "[gc][quotactl]") {
+  Database db;
+  const Run missing = db.ctl({"gc"}, kNextDay);
+  CHECK(missing.status == 3);
+  CHECK(missing.err.find("quotactl migrate") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(db.path));
+
+  RawDb(db.path).exec("CREATE TABLE accounts (id INTEGER PRIMARY KEY)");
+  const std::string bytes = quota::test::read_file(db.path);
+  const Run unmigrated = db.ctl({"gc", "--json"}, kNextDay);
+  CHECK(unmigrated.status == 3);
+  CHECK(unmigrated.out.empty());
+  CHECK(unmigrated.err.find("quotactl migrate") != std::string::npos);
+  CHECK(quota::test::read_file(db.path) == bytes);
+}

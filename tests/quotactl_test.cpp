@@ -605,8 +605,8 @@ TEST_CASE("quotactl sql's shell instructions work in the sqlite3 shell", "[quota
 TEST_CASE("quotactl --help, help COMMAND and --version", "[quotactl]") {
   const Outcome help = run_quotactl({"--help"});
   CHECK(help.status == 0);
-  for (const char* command :
-       {"migrate", "status", "limit", "consume", "check", "record", "reset", "usage", "sql"}) {
+  for (const char* command : {"migrate", "status", "limit", "consume", "check", "record", "reset",
+                              "usage", "gc", "sql"}) {
     CHECK(help.out.find(std::string("  ") + command + " ") != std::string::npos);
   }
   CHECK(run_quotactl({"help"}).out == help.out);
@@ -704,6 +704,9 @@ TEST_CASE("quotactl refuses invalid input with exit 2 and changes nothing", "[qu
       {{"usage", "send", "--owner", ""}, false},
       {{"sql", "consume", "nope"}, true},
       {{"sql", "refund"}, false},
+      {{"gc", "extra"}, false},
+      {{"gc", "--batch", "0"}, false},
+      {{"gc", "--batch", "abc"}, false},
       {{"sql", "consume", "a b"}, false},
       {{"frobnicate"}, false},
       {{"limit", "frobnicate"}, false},
@@ -765,7 +768,8 @@ TEST_CASE("quotactl refuses unusable files with exit 3 and leaves them as they w
       {"record", "send", "u1"},   {"reset", "send", "u1"},
       {"limit", "list"},          {"limit", "get", "send"},
       {"limit", "rm", "send"},    {"usage", "send"},
-      {"sql", "consume", "send"}, {"limit", "set", "send", "--max", "1", "--per", "1s"}};
+      {"sql", "consume", "send"}, {"limit", "set", "send", "--max", "1", "--per", "1s"},
+      {"gc"}};
 
   SECTION("a missing file is not created") {
     for (const auto& args : commands) {

@@ -90,6 +90,12 @@ void declare_migrate(CLI::App& command, Arguments& arguments) {
                    "print the SQL that would run; create and change nothing");
 }
 
+void declare_gc(CLI::App& command, Arguments& arguments) {
+  command
+      .add_option("--batch", arguments.batch, "rows examined per write transaction (default 1000)")
+      ->type_name("N");
+}
+
 void declare_help(CLI::App& command, Arguments& arguments) {
   command.add_option("COMMAND", arguments.topic, "the command to explain")->type_name("");
 }
@@ -114,6 +120,7 @@ constexpr Command kCommands[] = {
      run_record},
     {"reset", "forget an owner's usage and denials for a limit", declare_name_owner, run_reset},
     {"usage", "owners with usage or denials, most used first", declare_usage, run_usage},
+    {"gc", "delete state that no longer affects any answer, in short batches", declare_gc, run_gc},
     {"sql", "print the SQL statement quota runs for an operation", declare_sql, run_sql},
     {"help", "show the help of quotactl or of a command", declare_help, run_help},
 };
@@ -267,6 +274,7 @@ Session make_session(const Parser& parser, std::ostream& out, std::ostream& err,
   Session session{out, err};
   session.json = globals.json;
   session.use_colour = context.terminal && !context.no_color && !globals.json;
+  session.show_progress = context.terminal && !globals.json;
   if (globals.db && globals.db->empty()) {
     throw quota::Error(quota::ErrorCode::invalid_argument,
                        "--db is empty: give the path of a database file");

@@ -27,4 +27,7 @@ int run_reset(Session& session, const Arguments& arguments);
 int run_usage(Session& session, const Arguments& arguments);
 int run_sql(Session& session, const Arguments& arguments);
 
+// maintenance_commands.cpp
+int run_gc(Session& session, const Arguments& arguments);
+
 }  // namespace quotactl

@@ -131,19 +131,6 @@ int run_reset(Session& session, const Arguments& arguments) {
   return operate(session, arguments, Operation::reset);
 }
 
-namespace {
-
-// "##########.........." : `used` of `capacity` as a bar of `width` characters.
-std::string bar(std::int64_t used, std::int64_t capacity, int width = 20) {
-  const std::int64_t filled =
-      capacity <= 0 ? width
-                    : std::min<std::int64_t>(width, (used * width + capacity - 1) / capacity);
-  return std::string(static_cast<std::size_t>(filled), '#') +
-         std::string(static_cast<std::size_t>(width - filled), '.');
-}
-
-}  // namespace
-
 int run_usage(Session& session, const Arguments& arguments) {
   quota::validate_limit_name(arguments.limit);
   if (arguments.owner_filter) quota::validate_owner(*arguments.owner_filter);

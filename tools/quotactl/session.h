@@ -34,6 +34,7 @@ struct Arguments {
   std::optional<std::string> burst;
   std::optional<std::string> owner_filter;  // usage --owner
   std::optional<std::string> top;
+  std::optional<std::string> batch;  // gc --batch
   bool dry_run = false;
 };
 
@@ -45,6 +46,7 @@ struct Session {
   std::string db_path{};
   bool json = false;
   bool use_colour = false;         // ANSI colour on `out`
+  bool show_progress = false;      // progress bars on `out`: a terminal, and not --json
   std::int64_t now = 0;            // the one instant this invocation runs at (Unix ms)
   const CLI::App* root = nullptr;  // for `help`
 

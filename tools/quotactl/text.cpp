@@ -153,6 +153,15 @@ std::size_t display_width(std::string_view text) {
 
 namespace quotactl {
 
+std::string bar(std::int64_t part, std::int64_t whole, int width) {
+  // part < whole here, so part * width cannot overflow.
+  const std::int64_t filled = part >= whole ? width
+                              : part <= 0   ? 0
+                                            : (part * width + whole - 1) / whole;
+  return std::string(static_cast<std::size_t>(filled), '#') +
+         std::string(static_cast<std::size_t>(width - filled), '.');
+}
+
 std::string format_table(const std::vector<std::vector<std::string>>& rows,
                          const std::vector<bool>& right_aligned) {
   std::vector<std::size_t> widths;

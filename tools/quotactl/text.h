@@ -48,6 +48,10 @@ std::size_t display_width(std::string_view text);
 
 namespace quotactl {
 
+// "##########.........." : `part` of `whole` as a bar of `width` characters, rounded up (so
+// that any use shows), full when `part` >= `whole`.
+std::string bar(std::int64_t part, std::int64_t whole, int width = 20);
+
 // `rows` (the first is the header) as columns two spaces apart, each line ending in '\n'.
 // Columns whose `right_aligned` entry is true are aligned right (numbers).
 std::string format_table(const std::vector<std::vector<std::string>>& rows,
