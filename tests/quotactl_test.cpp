@@ -1,8 +1,10 @@
 // quotactl: every command and exit status through run() in-process, the refusal of bad input
 // and of unusable files without changing them, the `sql` statements against raw SQLite, and a
 // few runs of the real binary.
+#include <pty.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdio>
@@ -626,6 +628,29 @@ TEST_CASE("quotactl --help, help COMMAND and --version", "[quotactl]") {
   CHECK(version.out == std::string("quotactl ") + quota::kVersion + "\n");
 }
 
+TEST_CASE("quotactl help COMMAND explains every command, as COMMAND --help does", "[quotactl]") {
+  for (const std::string command :
+       {"migrate", "status", "limit", "limit set", "limit get", "limit list", "limit rm", "consume",
+        "check", "record", "reset", "usage", "gc", "sql", "help"}) {
+    INFO(command);
+    std::vector<std::string> words{"help"};
+    for (std::size_t start = 0, space; start < command.size(); start = space + 1) {
+      space = std::min(command.find(' ', start), command.size());
+      words.push_back(command.substr(start, space - start));
+    }
+    const Outcome help = run_quotactl(words);
+    CHECK(help.status == 0);
+    CHECK(help.err.empty());
+    CHECK(help.out.find("Usage: quotactl " + command + " [OPTIONS]") != std::string::npos);
+    CHECK(help.out.find("Global options") != std::string::npos);
+    words.erase(words.begin());
+    words.push_back("--help");
+    CHECK(run_quotactl(words).out == help.out);
+  }
+  CHECK(run_quotactl({"help", "gc"}).out.find("--batch N") != std::string::npos);
+  CHECK(run_quotactl({"help", "migrate"}).out.find("--dry-run") != std::string::npos);
+}
+
 TEST_CASE("quotactl global options stand before or after the command", "[quotactl]") {
   Fixture f;
   f.prepare();
@@ -885,6 +910,89 @@ TEST_CASE("quotactl binary: ./quota.db is the default database", "[quotactl][bin
   CHECK(shell(in_dir + " migrate >/dev/null").status == 0);
   CHECK(std::filesystem::exists(dir.path() / "quota.db"));
   CHECK(shell(in_dir + " status --json").out.find("\"path\":\"./quota.db\"") != std::string::npos);
+}
+
+namespace {
+
+// Runs the built binary with its stdout on a pseudo-terminal, so that its own isatty() says
+// "terminal", with NO_COLOR and QUOTA_DB removed from the environment and `environment`
+// added. The terminal turns each "\n" into "\r\n"; the output comes back with "\n" again.
+Shell on_terminal(const std::vector<std::string>& args,
+                  const std::vector<std::string>& environment = {}) {
+  std::vector<std::string> words{QUOTACTL_PATH};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<std::string> variables = environment;
+  for (char** variable = environ; *variable; ++variable) {
+    const std::string_view text(*variable);
+    if (!text.starts_with("NO_COLOR=") && !text.starts_with("QUOTA_DB=")) {
+      variables.emplace_back(text);
+    }
+  }
+  // Built before fork(): the child only calls execve() and _exit().
+  std::vector<char*> argv, envp;
+  for (std::string& word : words) argv.push_back(word.data());
+  for (std::string& variable : variables) envp.push_back(variable.data());
+  argv.push_back(nullptr);
+  envp.push_back(nullptr);
+
+  Shell result;
+  int terminal = -1;
+  const pid_t child = forkpty(&terminal, nullptr, nullptr, nullptr);
+  if (child < 0) return result;
+  if (child == 0) {
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  char buffer[512];
+  for (;;) {
+    const ssize_t size = read(terminal, buffer, sizeof buffer);
+    if (size > 0) {
+      result.out.append(buffer, static_cast<std::size_t>(size));
+    } else if (size < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;  // EIO: the child has closed the terminal
+    }
+  }
+  close(terminal);
+  int status = 0;
+  waitpid(child, &status, 0);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  for (std::size_t at; (at = result.out.find("\r\n")) != std::string::npos;) {
+    result.out.replace(at, 2, "\n");
+  }
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("quotactl binary on a terminal: colour unless NO_COLOR or --json", "[quotactl][binary]") {
+  Fixture f;
+  f.prepare();  // send: 3 per minute, u1 has used 1
+  const std::vector<std::string> consume{"--db",    f.db,   "--now", std::to_string(kStart),
+                                         "consume", "send", "u2"};
+
+  const Shell coloured = on_terminal(consume);
+  CHECK(coloured.status == 0);
+  CHECK(coloured.out == "\x1b[32mallowed \x1b[0m send/u2: 2 of 3 left, resets in 1m\n");
+
+  const Shell plain = on_terminal(consume, {"NO_COLOR=1"});
+  CHECK(plain.status == 0);
+  CHECK(plain.out == "allowed  send/u2: 1 of 3 left, resets in 1m\n");
+
+  std::vector<std::string> as_json = consume;
+  as_json.insert(as_json.end(), {"--json", "--cost", "2"});
+  const Shell document = on_terminal(as_json);
+  CHECK(document.status == 1);  // 2 + 2 of 3
+  CHECK(document.out.find('\x1b') == std::string::npos);
+  CHECK(json::parse(document.out)["reason"] == "rate_limited");
+
+  // gc's progress bar is drawn on the terminal too (and erased before the count).
+  const Shell gc = on_terminal(
+      {"--db", f.db, "--now", std::to_string(kStart + 3'600'000), "gc", "--batch", "1"});
+  CHECK(gc.status == 0);
+  CHECK(gc.out.find("\rgc [") != std::string::npos);
+  CHECK(gc.out.find("deleted 3 of 4 rows of state") != std::string::npos);  // u2 was denied
 }
 
 // --- values -------------------------------------------------------------------------------
