@@ -192,14 +192,17 @@ TEST_CASE("quotactl status reports any SQLite database without writing", "[quota
     f.prepare();
     f.ok({"consume", "send", "u2"});
     f.ok({"consume", "daily", "u2"});
+    f.ok({"limit", "set", "bucket", "--max", "5", "--per", "1s", "--algo", "token_bucket"});
+    f.ok({"consume", "bucket", "u1"});
     const std::string before = dump(f.db);
     const json status = f.ok({"status"});
     CHECK(status["schema_version"] == 1);
     CHECK(status["pending"] == json::array());
     CHECK(status["journal_mode"] == "wal");
-    CHECK(status["limits"] == 2);
-    // send (sliding_log): 2 owner rows and 2 log events; daily (fixed_window): 1 window row.
-    CHECK(status["state_rows"] == 5);
+    CHECK(status["limits"] == 3);
+    // send (sliding_log): 2 owner rows and 2 log events; daily (fixed_window): 1 window row;
+    // bucket (token_bucket): 1 bucket.
+    CHECK(status["state_rows"] == 6);
     CHECK(status["path"] == f.db);
     CHECK_FALSE(status.contains("problem"));
     CHECK(dump(f.db) == before);

@@ -133,8 +133,10 @@ Counts count(SQLite::Database& db) {
     return db.execAndGet(fmt::format("SELECT count(*) FROM {}", table)).getInt64();
   };
   counts.limits = rows("quota_limits");
-  // Every row that holds per-owner state: owners of window and log limits, and log events.
-  counts.state_rows = rows("quota_windows") + rows("quota_log_owners") + rows("quota_log");
+  // Every row that holds per-owner state: owners of window, log and bucket limits, and log
+  // events.
+  counts.state_rows = rows("quota_windows") + rows("quota_log_owners") + rows("quota_log") +
+                      rows("quota_buckets");
   return counts;
 }
 
