@@ -700,12 +700,15 @@ TEST_CASE("quotactl gc: JSON and human output, exit 0", "[gc][quotactl]") {
   }
   SECTION("human: one line with the count") {
     CHECK(db.ctl({"gc"}, quota::test::kBase).out ==
-          "nothing to delete: all 3 rows of state still count\n");
+          "nothing to delete (3 rows of state examined)\n");
     const Run some = db.ctl({"gc"}, kNextDay);
     CHECK(some.status == 0);
-    CHECK(some.out == "deleted 2 of 3 rows of state that no longer affected any answer\n");
+    CHECK(some.out == "deleted 2 rows of state that no longer affected any answer (3 examined)\n");
     CHECK(db.ctl({"reset", "daily", "c"}, kNextDay).status == 0);
-    CHECK(db.ctl({"gc"}, kNextDay).out == "nothing to delete: there is no state\n");
+    CHECK(db.ctl({"gc"}, kNextDay).out == "nothing to delete (0 rows of state examined)\n");
+    CHECK(db.ctl({"consume", "daily", "c"}, kNextDay).status == 0);
+    CHECK(db.ctl({"gc"}, kNextDay + 86'400'000).out ==
+          "deleted 1 row of state that no longer affected any answer (1 examined)\n");
   }
 }
 
@@ -723,7 +726,7 @@ TEST_CASE("quotactl gc: a progress bar on a terminal only, never with --json", "
             std::string::npos);
       CHECK(run.out.find("100%  2 deleted") != std::string::npos);
       const std::string last =
-          "\rdeleted 2 of 3 rows of state that no longer affected any answer\n";
+          "\rdeleted 2 rows of state that no longer affected any answer (3 examined)\n";
       CHECK(run.out.substr(run.out.size() - last.size()) == last);
       CHECK(run.out.find('\x1b') == std::string::npos);
       db.prepare();  // consume again for the next context (at kBase: a, b come back)

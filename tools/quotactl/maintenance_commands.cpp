@@ -63,13 +63,16 @@ int run_gc(Session& session, const Arguments& arguments) {
   }
   if (session.json) {
     session.emit({{"deleted", deleted}});
-  } else if (examined == 0) {
-    session.out << "nothing to delete: there is no state\n";
-  } else if (deleted == 0) {
-    session.out << fmt::format("nothing to delete: all {} rows of state still count\n", examined);
+    return 0;
+  }
+  const auto rows = [](std::int64_t count) {
+    return fmt::format("{} row{} of state", count, count == 1 ? "" : "s");
+  };
+  if (deleted == 0) {
+    session.out << fmt::format("nothing to delete ({} examined)\n", rows(examined));
   } else {
-    session.out << fmt::format(
-        "deleted {} of {} rows of state that no longer affected any answer\n", deleted, examined);
+    session.out << fmt::format("deleted {} that no longer affected any answer ({} examined)\n",
+                               rows(deleted), examined);
   }
   return 0;
 }
