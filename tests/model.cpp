@@ -1,10 +1,58 @@
 #include "model.h"
 
 #include <algorithm>
+#include <limits>
 #include <ostream>
 #include <stdexcept>
 
 namespace quota::test {
+namespace {
+
+// Division rounding down or up, also for negative numerators (denominators are positive).
+Wide floor_div(Wide numerator, Wide denominator) {
+  const Wide quotient = numerator / denominator;
+  return quotient * denominator > numerator ? quotient - 1 : quotient;
+}
+Wide ceil_div(Wide numerator, Wide denominator) { return -floor_div(-numerator, denominator); }
+
+std::int64_t narrow(Wide value) {
+  if (value > std::numeric_limits<std::int64_t>::max() ||
+      value < std::numeric_limits<std::int64_t>::min()) {
+    throw std::logic_error("model: a figure beyond 64 bits");
+  }
+  return static_cast<std::int64_t>(value);
+}
+
+// The first `count` moments after t at which counter.used() drops, found by binary search:
+// usage never grows while nothing happens, and at reset_at it is zero.
+std::vector<std::int64_t> drops_after(const Counter& counter, const Limit& limit, std::int64_t t,
+                                      int count) {
+  std::vector<std::int64_t> times;
+  for (std::int64_t from = t; count-- > 0;) {
+    const std::int64_t used = counter.used(limit, from);
+    if (used == 0) break;
+    std::int64_t low = from, high = counter.reset_at(limit, from);  // used(high) == 0
+    while (high - low > 1) {
+      const std::int64_t middle = low + (high - low) / 2;
+      (counter.used(limit, middle) < used ? high : low) = middle;
+    }
+    times.push_back(high);
+    from = high;
+  }
+  return times;
+}
+
+std::vector<std::int64_t> sorted_unique(std::vector<std::int64_t> times) {
+  std::sort(times.begin(), times.end());
+  times.erase(std::unique(times.begin(), times.end()), times.end());
+  return times;
+}
+
+}  // namespace
+
+bool Counter::fits(const Limit& limit, std::int64_t t, std::int64_t cost) const {
+  return used(limit, t) + cost <= limit.capacity();
+}
 
 // ---- sliding_log ----------------------------------------------------------------------------
 
@@ -62,6 +110,90 @@ std::int64_t FixedWindowCounter::reset_at(const Limit& limit, std::int64_t t) co
   return used(limit, t) > 0 ? (t / period + 1) * period : t;
 }
 
+// ---- sliding_window -------------------------------------------------------------------------
+
+Wide SlidingWindowCounter::weight(const Limit& limit, std::int64_t t) const {
+  const std::int64_t period = limit.period.count();
+  const std::int64_t k = t / period;
+  const std::int64_t e = t - k * period;
+  auto count = [&](std::int64_t window) {
+    const auto found = windows.find(window);
+    return found == windows.end() ? Wide{0} : found->second;
+  };
+  return count(k) * period + count(k - 1) * (period - e);
+}
+
+std::int64_t SlidingWindowCounter::used(const Limit& limit, std::int64_t t) const {
+  return narrow(ceil_div(weight(limit, t), limit.period.count()));
+}
+
+bool SlidingWindowCounter::fits(const Limit& limit, std::int64_t t, std::int64_t cost) const {
+  const Wide period = limit.period.count();
+  return cost <= limit.maximum && weight(limit, t) + cost * period <= limit.maximum * period;
+}
+
+void SlidingWindowCounter::add(const Limit& limit, std::int64_t t, std::int64_t cost) {
+  windows[t / limit.period.count()] += cost;
+}
+
+std::vector<std::int64_t> SlidingWindowCounter::changes_after(const Limit& limit,
+                                                              std::int64_t t) const {
+  const std::int64_t period = limit.period.count();
+  std::vector<std::int64_t> times = drops_after(*this, limit, t, 3);
+  times.push_back((t / period + 1) * period);
+  times.push_back((t / period + 2) * period);
+  return sorted_unique(times);
+}
+
+std::int64_t SlidingWindowCounter::reset_at(const Limit& limit, std::int64_t t) const {
+  const std::int64_t period = limit.period.count();
+  const std::int64_t k = t / period;
+  const auto cur = windows.find(k);
+  const auto prev = windows.find(k - 1);
+  if (cur != windows.end() && cur->second > 0) return (k + 2) * period;
+  if (prev != windows.end() && prev->second > 0) return (k + 1) * period;
+  return t;
+}
+
+// ---- token_bucket ---------------------------------------------------------------------------
+
+Wide TokenBucketCounter::level_at(const Limit& limit, std::int64_t t) const {
+  const Wide full = Wide{limit.capacity()} * limit.period.count();
+  if (!level) return full;
+  return std::min(full, *level + Wide{limit.maximum} * (t - then));
+}
+
+std::int64_t TokenBucketCounter::used(const Limit& limit, std::int64_t t) const {
+  return narrow(limit.capacity() - floor_div(level_at(limit, t), limit.period.count()));
+}
+
+bool TokenBucketCounter::fits(const Limit& limit, std::int64_t t, std::int64_t cost) const {
+  return cost <= limit.capacity() && level_at(limit, t) >= Wide{cost} * limit.period.count();
+}
+
+void TokenBucketCounter::touch(const Limit& limit, std::int64_t t) {
+  level = level_at(limit, t);
+  then = t;
+}
+
+void TokenBucketCounter::add(const Limit& limit, std::int64_t t, std::int64_t cost) {
+  touch(limit, t);
+  *level -= Wide{cost} * limit.period.count();
+}
+
+std::vector<std::int64_t> TokenBucketCounter::changes_after(const Limit& limit,
+                                                            std::int64_t t) const {
+  std::vector<std::int64_t> times = drops_after(*this, limit, t, 3);
+  if (reset_at(limit, t) > t) times.push_back(reset_at(limit, t));
+  return sorted_unique(times);
+}
+
+std::int64_t TokenBucketCounter::reset_at(const Limit& limit, std::int64_t t) const {
+  const Wide full = Wide{limit.capacity()} * limit.period.count();
+  const Wide now = level_at(limit, t);
+  return now < full ? narrow(t + ceil_div(full - now, limit.maximum)) : t;
+}
+
 // ---- Model ----------------------------------------------------------------------------------
 
 std::unique_ptr<Counter> Model::new_counter(Algorithm algorithm) {
@@ -71,10 +203,11 @@ std::unique_ptr<Counter> Model::new_counter(Algorithm algorithm) {
     case Algorithm::fixed_window:
       return std::make_unique<FixedWindowCounter>();
     case Algorithm::sliding_window:
+      return std::make_unique<SlidingWindowCounter>();
     case Algorithm::token_bucket:
-      break;
+      return std::make_unique<TokenBucketCounter>();
   }
-  throw std::logic_error("the model has no counter for this algorithm yet");
+  throw std::logic_error("the model has no counter for this algorithm");
 }
 
 void Model::define(const Limit& limit) {
@@ -107,7 +240,21 @@ std::int64_t Model::time_of(const OwnerState* state, std::int64_t now) const {
 }
 
 bool Model::fits(const Limit& limit, const Counter& counter, std::int64_t t, std::int64_t cost) {
-  return cost <= limit.capacity() && counter.used(limit, t) + cost <= limit.maximum;
+  return cost <= limit.capacity() && counter.fits(limit, t, cost);
+}
+
+std::int64_t Model::wait(const Limit& limit, const Counter& counter, std::int64_t t,
+                         std::int64_t cost) {
+  std::int64_t low = 0;                                // does not fit at t + low
+  std::int64_t high = counter.reset_at(limit, t) - t;  // nothing used: fits at t + high
+  if (high < 1 || !fits(limit, counter, t + high, cost)) {
+    throw std::logic_error("model: a fitting cost does not fit once usage is back to zero");
+  }
+  while (high - low > 1) {
+    const std::int64_t middle = low + (high - low) / 2;
+    (fits(limit, counter, t + middle, cost) ? high : low) = middle;
+  }
+  return high;
 }
 
 Result Model::answer(const Limit& limit, const OwnerState& state, std::int64_t t, std::int64_t cost,
@@ -125,17 +272,8 @@ Result Model::answer(const Limit& limit, const OwnerState& state, std::int64_t t
     result.reason = Reason::cost_exceeds_capacity;
     result.retry_after_ms = -1;
   } else {
-    // The first moment at which usage has dropped enough: usage only drops at the times
-    // changes_after() lists, so the smallest of those at which the request fits is the wait.
     result.reason = Reason::rate_limited;
-    result.retry_after_ms = -2;
-    for (std::int64_t when : counter.changes_after(limit, t)) {
-      if (fits(limit, counter, when, cost)) {
-        result.retry_after_ms = when - t;
-        break;
-      }
-    }
-    if (result.retry_after_ms < 0) throw std::logic_error("model: a fitting cost never fits");
+    result.retry_after_ms = wait(limit, counter, t, cost);
   }
   return result;
 }
@@ -157,6 +295,7 @@ Result Model::consume(const std::string& limit, const std::string& owner, std::i
   OwnerState& owner_state = state(limit, owner);
   const std::int64_t t = time_of(&owner_state, now);
   const bool allowed = fits(rule, *owner_state.counter, t, cost);
+  owner_state.counter->touch(rule, t);
   if (allowed) {
     owner_state.counter->add(rule, t, cost);
   } else {
@@ -172,6 +311,7 @@ Result Model::record(const std::string& limit, const std::string& owner, std::in
   OwnerState& owner_state = state(limit, owner);
   const std::int64_t t = time_of(&owner_state, now);
   const bool allowed = fits(rule, *owner_state.counter, t, cost);
+  owner_state.counter->touch(rule, t);
   owner_state.counter->add(rule, t, cost);
   owner_state.remembered = t;
   return answer(rule, owner_state, t, cost, allowed);

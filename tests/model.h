@@ -5,13 +5,19 @@
 // How it works. Each (limit, owner) has an OwnerState: the remembered time (the latest time
 // an operation that writes has seen), the denied counter, and a Counter that knows one
 // algorithm's usage. Every operation is evaluated at t = max(request time, remembered time).
-// Everything the Result reports is derived from three questions put to the Counter:
-//   used(t)            the usage at t, as the SPEC's table defines it;
-//   changes_after(t)   the times after t at which usage can drop (events expiring, windows
-//                      ending), so that retry_after is "the smallest of these times at which
-//                      the request fits" rather than a formula copied from the engine;
+// Everything the Result reports is derived from a few questions put to the Counter:
+//   used(t)            the usage at t, as the SPEC's table defines it (`remaining` is the
+//                      capacity minus that, for every algorithm);
+//   fits(t, cost)      the SPEC's "allowed" inequality, in exact integers;
 //   reset_at(t)        when usage is back to zero, per the SPEC's table.
-// Adding an algorithm (sliding_window, token_bucket) means adding one Counter.
+// retry_after is not a formula: usage never grows while nothing happens, so "the request
+// fits at t + d" is false up to some d and true from then on (at reset_at at the latest),
+// and a binary search over d finds the smallest. changes_after(t) lists the moments after t
+// at which usage drops (events expiring, windows ending, tokens becoming whole), for tests
+// that aim at boundaries.
+//
+// Arithmetic is done in 128 bits, so that the model stays exact at the largest
+// configurations the engine accepts, where the engine must take care not to overflow.
 #pragma once
 
 #include <cstdint>
@@ -29,12 +35,21 @@
 
 namespace quota::test {
 
+// 128-bit integers for exact products such as count x period_ms (__extension__ keeps
+// -Wpedantic quiet about the GCC/Clang type).
+__extension__ typedef __int128 Wide;
+
 // One algorithm's usage for one owner.
 class Counter {
  public:
   virtual ~Counter() = default;
-  // Units in use at t (never called with a t earlier than a recorded event).
+  // Units in use at t (never called with a t earlier than the latest write).
   virtual std::int64_t used(const Limit& limit, std::int64_t t) const = 0;
+  // Whether `cost` more units (cost <= capacity) are allowed at t. By default: used + cost
+  // <= capacity.
+  virtual bool fits(const Limit& limit, std::int64_t t, std::int64_t cost) const;
+  // An operation that writes (consume, allowed or denied, or record) evaluated the state at t.
+  virtual void touch(const Limit&, std::int64_t) {}
   // Records `cost` units at t.
   virtual void add(const Limit& limit, std::int64_t t, std::int64_t cost) = 0;
   // The times after t at which used() may become smaller, ascending.
@@ -69,9 +84,47 @@ class FixedWindowCounter : public Counter {
   std::map<std::int64_t, std::int64_t> windows;  // window index -> units recorded in it
 };
 
+// sliding_window: a count per epoch-aligned window, like fixed_window, estimated as
+// cur + prev * (P - e) / P; kept exactly as the "weight" cur * P + prev * (P - e).
+class SlidingWindowCounter : public Counter {
+ public:
+  std::int64_t used(const Limit& limit, std::int64_t t) const override;
+  bool fits(const Limit& limit, std::int64_t t, std::int64_t cost) const override;
+  void add(const Limit& limit, std::int64_t t, std::int64_t cost) override;
+  std::vector<std::int64_t> changes_after(const Limit& limit, std::int64_t t) const override;
+  std::int64_t reset_at(const Limit& limit, std::int64_t t) const override;
+
+  // cur * P + prev * (P - e) at t: the estimate times P.
+  Wide weight(const Limit& limit, std::int64_t t) const;
+
+  std::map<std::int64_t, Wide> windows;  // window index -> units recorded in it
+};
+
+// token_bucket: capacity B = burst (default maximum), refilled by M tokens per P. The level
+// is tokens * P, an integer, so a refill of M * (elapsed ms) loses nothing. The limit's
+// numbers are those of the moment of evaluation: after a redefinition the level is clamped
+// to the new capacity and refills at the new rate from the latest write on.
+class TokenBucketCounter : public Counter {
+ public:
+  std::int64_t used(const Limit& limit, std::int64_t t) const override;
+  bool fits(const Limit& limit, std::int64_t t, std::int64_t cost) const override;
+  void touch(const Limit& limit, std::int64_t t) override;
+  void add(const Limit& limit, std::int64_t t, std::int64_t cost) override;
+  std::vector<std::int64_t> changes_after(const Limit& limit, std::int64_t t) const override;
+  std::int64_t reset_at(const Limit& limit, std::int64_t t) const override;
+
+  // Tokens * P at t: min(B * P, level + M * (t - then)); full for an owner never written.
+  Wide level_at(const Limit& limit, std::int64_t t) const;
+
+  std::optional<Wide> level;  // tokens * P at `then`; empty: never written (full)
+  std::int64_t then = 0;      // when `level` was computed (the latest write)
+};
+
 class Model {
  public:
-  // Same algorithm: state kept, new numbers apply. Other algorithm: the limit's state goes.
+  // Same algorithm: state kept, new numbers apply (the model does not follow a change of
+  // period: windows and a bucket's level are kept in units of the old one). Other
+  // algorithm: the limit's state goes.
   void define(const Limit& limit);
   // Removes the limit and its state; false when there was none.
   bool remove(const std::string& name);
@@ -105,12 +158,6 @@ class Model {
     std::unique_ptr<Counter> counter;
   };
 
-  // What the decision at t says about a request of `cost`, before anything is written.
-  struct Decision {
-    std::int64_t t;
-    bool fits;  // cost <= capacity and used + cost <= maximum
-  };
-
   static std::unique_ptr<Counter> new_counter(Algorithm algorithm);
   const OwnerState* find(const std::string& limit, const std::string& owner) const;
   OwnerState& state(const std::string& limit, const std::string& owner);
@@ -119,6 +166,9 @@ class Model {
   Result answer(const Limit& limit, const OwnerState& state, std::int64_t t, std::int64_t cost,
                 bool allowed) const;
   static bool fits(const Limit& limit, const Counter& counter, std::int64_t t, std::int64_t cost);
+  // The smallest d >= 1 at which a request of `cost` (which does not fit at t) fits at t + d.
+  static std::int64_t wait(const Limit& limit, const Counter& counter, std::int64_t t,
+                           std::int64_t cost);
 
   std::map<std::string, Limit> limits_;
   std::map<std::pair<std::string, std::string>, OwnerState> owners_;

@@ -1,8 +1,11 @@
 // Property tests: seeded random sequences of check/consume/record/reset (and redefinitions)
 // run against the engine and the reference model of model.h; every field of every Result
-// must agree. Small maxima (1-5) and periods (1-50 ms), costs up to maximum + 1, and time
-// steps aimed at exact expiries and window ends (and 1 ms either side), with occasional jumps
-// backwards, so that every boundary is hit many times.
+// must agree, for all four algorithms. Small maxima (1-7) and periods (1-60 ms), so that most
+// rates are fractional (7 per 60 ms, 3 per 7 ms); token buckets with a burst below, equal to
+// or above the maximum; costs up to capacity + 1; time steps aimed at exact expiries, window
+// ends and whole tokens (and 1 ms either side), standing still, long idle gaps, and jumps
+// backwards, so that every boundary is hit many times; redefinitions of the maximum (and of
+// a bucket's burst) that keep the state.
 //
 // A failure prints the seed, the failing step and the history of that limit and owner.
 // QUOTA_PROPERTY_SEED=<n> runs only that seed (add QUOTA_PROPERTY_STEPS=<n> to change the
@@ -38,12 +41,25 @@ std::optional<std::uint64_t> environment_number(const char* name) {
   return std::strtoull(text, nullptr, 10);
 }
 
+// A token bucket's capacity: the maximum (no burst), at most the maximum, or more.
+std::optional<std::int64_t> random_burst(Random& random, std::int64_t maximum) {
+  switch (between(random, 0, 2)) {
+    case 0:
+      return std::nullopt;
+    case 1:
+      return between(random, 1, maximum);
+    default:
+      return between(random, maximum + 1, 2 * maximum + 3);
+  }
+}
+
 Limit random_limit(Random& random, const std::string& name, Algorithm algorithm) {
   Limit limit;
   limit.name = name;
   limit.algorithm = algorithm;
-  limit.maximum = between(random, 1, 5);
-  limit.period = std::chrono::milliseconds(between(random, 1, 50));
+  limit.maximum = between(random, 1, 7);
+  limit.period = std::chrono::milliseconds(between(random, 1, 60));
+  if (algorithm == Algorithm::token_bucket) limit.burst = random_burst(random, limit.maximum);
   return limit;
 }
 
@@ -51,6 +67,7 @@ std::string describe(const Limit& limit) {
   std::ostringstream out;
   out << limit.name << " " << to_string(limit.algorithm) << " maximum=" << limit.maximum
       << " period_ms=" << limit.period.count();
+  if (limit.burst) out << " burst=" << *limit.burst;
   return out.str();
 }
 
@@ -140,7 +157,8 @@ class Run {
     }
     if (roll < 92) return clock_.advance(-between(random_, 1, 10));
     if (roll < 96) return clock_.advance(-between(random_, 30, 120));
-    clock_.advance(between(random_, 30, 120));
+    if (roll < 99) return clock_.advance(between(random_, 30, 120));
+    clock_.advance(between(random_, 500, 20'000));  // long idle: a bucket's debt is paid off
   }
 
   void count_situation() {
@@ -156,7 +174,7 @@ class Run {
     const std::string& limit = limit_;
     const std::string& owner = owner_;
     const Limit& rule = model_.limit(limit);
-    const std::int64_t cost = between(random_, 1, rule.maximum + 1);
+    const std::int64_t cost = between(random_, 1, rule.capacity() + 1);
     const std::int64_t roll = between(random_, 0, 999);
     count_situation();
     if (just_reset_ == std::make_pair(limit, owner)) ++coverage_.fresh_after_reset;
@@ -187,10 +205,14 @@ class Run {
                      model_.reset(limit, owner, now()));
     }
     if (roll < 985) {
-      // Same algorithm, new maximum: the state stays and the new number applies. (Only the
-      // maximum: a counter cannot carry its windows across a change of period exactly.)
+      // Same algorithm, new maximum (a bucket: and perhaps a new burst): the state stays and
+      // the new numbers apply, a bucket's level clamped to its new capacity. (Not the period:
+      // windows and a bucket's level cannot be carried across a change of period exactly.)
       Limit changed = rule;
-      changed.maximum = between(random_, 1, 5);
+      changed.maximum = between(random_, 1, 7);
+      if (rule.algorithm == Algorithm::token_bucket && between(random_, 0, 1) == 1) {
+        changed.burst = random_burst(random_, changed.maximum);
+      }
       define(changed);
       return true;
     }
@@ -350,9 +372,19 @@ TEST_CASE("fixed_window: the engine matches the reference model", "[property]") 
   run_seeds({Algorithm::fixed_window}, 2000);
 }
 
+TEST_CASE("sliding_window: the engine matches the reference model", "[property]") {
+  run_seeds({Algorithm::sliding_window}, 4000);
+}
+
+TEST_CASE("token_bucket: the engine matches the reference model", "[property]") {
+  run_seeds({Algorithm::token_bucket}, 5000);
+}
+
 TEST_CASE("mixed limits, owners and algorithm changes: the engine matches the model",
           "[property]") {
-  run_seeds({Algorithm::sliding_log, Algorithm::fixed_window}, 3000);
+  run_seeds({Algorithm::sliding_log, Algorithm::fixed_window, Algorithm::sliding_window,
+             Algorithm::token_bucket},
+            3000);
 }
 
 }  // namespace
