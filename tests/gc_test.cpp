@@ -237,7 +237,7 @@ TEST_CASE("gc works in batches of batch_rows rows, whatever their boundaries", "
   const std::int64_t rows = 2500 + 500 + 1 + 1000;
 
   for (const std::size_t batch_rows :
-       {std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{2999}, std::size_t{3000},
+       {std::size_t{2}, std::size_t{7}, std::size_t{1000}, std::size_t{2999}, std::size_t{3000},
         std::size_t{3001}, std::size_t{100'000}}) {
     INFO("batch_rows " << batch_rows);
     const std::string path = dir.file("copy.db");
