@@ -1,19 +1,27 @@
 // Bad input per SPEC §2 through the Engine: a quota::Error with ErrorCode::invalid_argument
 // whose message says what is accepted, and a database exactly as it was. The boundaries
 // themselves (64-character names, 1024-byte owners, the largest cost, maximum and period)
-// are accepted.
+// are accepted. sliding_window and token_bucket multiply by the period: their smallest
+// configurations that could overflow 64 bits are refused with a message naming the number
+// and its bound, and the largest accepted ones answer exactly as the reference model (which
+// computes in 128 bits) at their edges: whole-capacity costs, overdrafts, long time jumps.
 #include <catch2/catch.hpp>
 #include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "model.h"
 #include "support.h"
 
 namespace quota::test {
 namespace {
 
 using namespace std::string_literals;
+
+constexpr std::int64_t k2To62 = std::int64_t{1} << 62;  // 4611686018427387904
+constexpr std::int64_t kThirtyDays = 2'592'000'000;
+constexpr std::int64_t k366Days = 31'622'400'000;
 
 Limit make_limit(const std::string& name, Algorithm algorithm = Algorithm::sliding_log,
                  std::int64_t maximum = 3, std::int64_t period_ms = 1000) {
@@ -192,6 +200,231 @@ TEST_CASE("limits: maximum, period and burst out of range are refused", "[valida
           Result{true, Reason::ok, 0, 0, f.engine.check("largest", "u").reset_at_ms, 0});
     CHECK(recorded.reset_at_ms > f.clock.get());
     CHECK(f.engine.consume("largest", "u").retry_after_ms > 0);
+  }
+}
+
+Limit make_bucket(const std::string& name, std::int64_t maximum, std::int64_t period_ms,
+                  std::optional<std::int64_t> burst = std::nullopt) {
+  Limit limit = make_limit(name, Algorithm::token_bucket, maximum, period_ms);
+  limit.burst = burst;
+  return limit;
+}
+
+TEST_CASE("sliding_window and token_bucket: configurations that could overflow are refused",
+          "[validation]") {
+  Fixture f;
+  f.engine.define(make_limit("sw", Algorithm::sliding_window, 3, 1000));
+  f.engine.define(make_bucket("tb", 3, 1000, 5));
+  f.engine.consume("sw", "u");
+  f.engine.consume("tb", "u");
+  const std::string bound = std::to_string(k2To62);
+  for (const std::string& name : {"sw"s, "tb"s, "new"s}) {  // updates and a new limit
+    CAPTURE(name);
+    // sliding_window: at most 30 days, and maximum x period_ms at most 2^62.
+    f.expect_invalid(
+        [&] { f.engine.define(make_limit(name, Algorithm::sliding_window, 1, kThirtyDays + 1)); },
+        {"2592000001", "2592000000"});
+    f.expect_invalid(
+        [&] {
+          f.engine.define(make_limit(name, Algorithm::sliding_window, 1'779'199'853, kThirtyDays));
+        },
+        {"maximum", "1779199853", bound});
+    f.expect_invalid(
+        [&] {
+          f.engine.define(make_limit(name, Algorithm::sliding_window, kMaximumBound, 4'611'687));
+        },
+        {"maximum", "1000000000000", bound});
+    // token_bucket: maximum x period_ms and burst x period_ms at most 2^62.
+    f.expect_invalid([&] { f.engine.define(make_bucket(name, 145'836'054, k366Days)); },
+                     {"145836054", bound});
+    f.expect_invalid([&] { f.engine.define(make_bucket(name, 145'836'054, k366Days, 1)); },
+                     {"maximum", "145836054", bound});
+    f.expect_invalid([&] { f.engine.define(make_bucket(name, 1, k366Days, 145'836'054)); },
+                     {"burst", "145836054", bound});
+    f.expect_invalid([&] { f.engine.define(make_bucket(name, kMaximumBound, 4'611'687)); },
+                     {"1000000000000", bound});
+    f.expect_invalid([&] { f.engine.define(make_bucket(name, 1, 33'554'432, 137'438'953'473)); },
+                     {"burst", "137438953473", bound});
+  }
+  CHECK(f.engine.get("sw") == make_limit("sw", Algorithm::sliding_window, 3, 1000));
+  CHECK(f.engine.get("tb") == make_bucket("tb", 3, 1000, 5));
+  CHECK_FALSE(f.engine.get("new"));
+  CHECK(f.engine.check("sw", "u").remaining == 2);
+  CHECK(f.engine.check("tb", "u").remaining == 4);
+
+  // The other algorithms do not multiply: they keep the plain bounds.
+  f.engine.define(make_limit("log", Algorithm::sliding_log, kMaximumBound, k366Days));
+  f.engine.define(make_limit("win", Algorithm::fixed_window, kMaximumBound, k366Days));
+}
+
+// The engine and the reference model side by side on one limit and owner: every Result
+// (and the usage row) must agree. The model computes in 128 bits, so an overflow anywhere
+// in the engine shows as a difference.
+class Edge {
+ public:
+  explicit Edge(const Limit& limit) : limit_(limit) {
+    clock_.set(1'700'000'123'457);  // on no window boundary
+    engine_.define(limit);
+    model_.define(limit);
+  }
+
+  std::int64_t capacity() const { return limit_.capacity(); }
+  std::int64_t period() const { return limit_.period.count(); }
+  void advance(std::int64_t ms) {
+    clock_.advance(ms);
+    log_ += " +" + std::to_string(ms) + "ms";
+  }
+
+  Result check(std::int64_t cost) {
+    return same("check", cost, engine_.check("edge", "u", cost),
+                model_.check("edge", "u", cost, clock_.get()));
+  }
+  Result consume(std::int64_t cost) {
+    return same("consume", cost, engine_.consume("edge", "u", cost),
+                model_.consume("edge", "u", cost, clock_.get()));
+  }
+  Result record(std::int64_t cost) {
+    return same("record", cost, engine_.record("edge", "u", cost),
+                model_.record("edge", "u", cost, clock_.get()));
+  }
+
+  // After a denial: denied 1 ms before the wait is over, allowed when it is (engine and
+  // model agreeing on both checks).
+  void tight(const Result& denial, std::int64_t cost) {
+    if (denial.allowed || denial.retry_after_ms <= 0) return;
+    const std::int64_t t = clock_.get();
+    clock_.set(t + denial.retry_after_ms - 1);
+    CHECK_FALSE(check(cost).allowed);
+    clock_.set(t + denial.retry_after_ms);
+    CHECK(check(cost).allowed);
+    clock_.set(t);
+  }
+
+  void usage() {
+    const auto actual = engine_.usage("edge");
+    const auto expected = model_.usage("edge", clock_.get());
+    INFO(log_);
+    REQUIRE(actual.size() == expected.size());
+    for (std::size_t i = 0; i < actual.size(); ++i) {
+      CHECK(actual[i].used == expected[i].used);
+      CHECK(actual[i].remaining == expected[i].remaining);
+      CHECK(actual[i].denied == expected[i].denied);
+      CHECK(actual[i].reset_at_ms == expected[i].reset_at_ms);
+    }
+  }
+
+ private:
+  Result same(const char* operation, std::int64_t cost, const Result& actual,
+              const Result& expected) {
+    log_ += std::string(" ") + operation + "(" + std::to_string(cost) + ")";
+    if (!(actual == expected)) {
+      FAIL_CHECK(to_string(limit_.algorithm)
+                 << " maximum=" << limit_.maximum << " period_ms=" << period() << " capacity="
+                 << capacity() << "\n " << operation << "(" << cost << ") at " << clock_.get()
+                 << "\n engine: " << actual << "\n model:  " << expected << "\n steps:" << log_);
+    }
+    return expected;
+  }
+
+  Limit limit_;
+  TempDir dir_;
+  ManualClock clock_;
+  Engine engine_ = Engine::open(dir_.file("quota.db"), options_with(clock_));
+  Model model_;
+  std::string log_;
+};
+
+// Costs up to the capacity, a denial and its wait, overdrafts by record of `overdraft` units,
+// and jumps of a fraction of a period, one period and a thousand periods.
+void work_at_the_edges(Edge& edge, std::int64_t overdraft, int overdrafts) {
+  const std::int64_t capacity = edge.capacity(), period = edge.period();
+  edge.check(capacity);
+  edge.consume(capacity);
+  edge.tight(edge.consume(1), 1);
+  edge.tight(edge.check(capacity), capacity);
+  edge.record(overdraft);  // beyond the limit
+  edge.check(1);
+  edge.tight(edge.consume(capacity), capacity);
+  edge.usage();
+  edge.advance(period / 3);
+  edge.tight(edge.consume(1), 1);
+  edge.check(capacity);
+  edge.advance(1);
+  for (int i = 1; i < overdrafts; ++i) edge.record(overdraft);  // deeper
+  edge.usage();
+  edge.advance(period);
+  edge.tight(edge.consume(capacity), capacity);
+  edge.advance(period * 1000);
+  edge.check(capacity);
+  edge.consume(capacity);
+  edge.tight(edge.consume(capacity), capacity);
+  edge.advance(2 * period + 1);
+  edge.consume(1);
+  edge.usage();
+}
+
+TEST_CASE("sliding_window: the largest accepted configurations work at their edges",
+          "[validation]") {
+  for (const Limit& limit : {
+           make_limit("edge", Algorithm::sliding_window, 1'779'199'852, kThirtyDays),
+           make_limit("edge", Algorithm::sliding_window, kMaximumBound, 4'611'686),
+           make_limit("edge", Algorithm::sliding_window, 1, kThirtyDays),
+       }) {
+    Edge edge(limit);
+    // Counts of several times the maximum: count x period_ms is beyond 64 bits.
+    work_at_the_edges(edge, limit.maximum, 3);
+  }
+}
+
+TEST_CASE("token_bucket: the largest accepted configurations work at their edges", "[validation]") {
+  for (const Limit& limit : {
+           make_bucket("edge", 145'836'053, k366Days),
+           make_bucket("edge", 1, k366Days, 145'836'053),
+           make_bucket("edge", kMaximumBound, 4'611'686),
+           make_bucket("edge", 1, 33'554'432, 137'438'953'472),  // burst x period = 2^62
+           make_bucket("edge", kMaximumBound, 1, 1),
+           make_bucket("edge", 1, k366Days, 1),
+       }) {
+    Edge edge(limit);
+    // One overdraft from an empty bucket, as deep as the engine keeps a debt exactly (the
+    // README: a bucket's debt saturates at 2^61 units of tokens x period_ms).
+    work_at_the_edges(edge, std::min(limit.capacity(), (k2To62 / 2) / limit.period.count()), 1);
+  }
+}
+
+TEST_CASE("token_bucket: debts beyond what 64 bits hold saturate and stay consistent",
+          "[validation]") {
+  // A debt deeper than 2^61 units of tokens x period_ms is not kept exactly (the README), and
+  // with the largest configurations one record of the capacity goes that deep. Whatever the
+  // engine keeps, its answers must stay in range and its waits tight.
+  for (const Limit& limit : {
+           make_bucket("deep", 145'836'053, k366Days),
+           make_bucket("deep", 1, k366Days, 145'836'053),
+           make_bucket("deep", kMaximumBound, 4'611'686),
+           make_bucket("deep", 1, 33'554'432, 137'438'953'472),
+       }) {
+    CAPTURE(limit.maximum, limit.period.count(), limit.capacity());
+    TempDir dir;
+    ManualClock clock;
+    Engine engine = Engine::open(dir.file("quota.db"), options_with(clock));
+    engine.define(limit);
+    const std::int64_t capacity = limit.capacity();
+    CHECK(engine.record("deep", "u", capacity).allowed);
+    for (int i = 0; i < 4; ++i) {
+      const std::int64_t t = clock.get();
+      const Result deeper = engine.record("deep", "u", capacity);
+      CAPTURE(i, deeper);
+      CHECK(deeper.reason == Reason::rate_limited);
+      CHECK(deeper.remaining == 0);
+      CHECK(deeper.retry_after_ms > 0);
+      CHECK(deeper.reset_at_ms >= t + deeper.retry_after_ms);
+      CHECK(engine.usage("deep").at(0).used > capacity);
+      clock.set(t + deeper.retry_after_ms - 1);
+      CHECK_FALSE(engine.check("deep", "u", capacity).allowed);
+      clock.set(t + deeper.retry_after_ms);
+      CHECK(engine.check("deep", "u", capacity).allowed);
+      clock.set(t + 1);
+    }
   }
 }
 
