@@ -36,8 +36,13 @@
 //     limits' triggers, reset and gc itself delete such rows together with the rest, so they
 //     are only ever left by hand, and could only make a new owner's answers wrong.
 //
-// sliding_window owners (also in quota_windows) and token_bucket state are not touched yet:
-// their rules go beside the others, in kDeadWindow and sweeps() below.
+//   A sliding_window owner (quota_windows) with denied = 0, seen_ms <= now, whose used can
+//     no longer weigh (used = 0 or row_key + 1 < floor(now / period_ms): its window is
+//     neither the current nor the previous one) and whose previous_used can no longer weigh
+//     (previous_used = 0 or row_key < floor(now / period_ms)).
+//   A token_bucket owner (quota_buckets) with denied = 0, seen_ms <= now whose bucket is full
+//     at now under the limit as it is (the decision's reading of the stored level, refilled
+//     to now): it stays full at every later t, as a new owner's bucket is.
 //
 // Examples (limits "log": sliding_log, "win": fixed_window, both maximum 5 per 1000 ms;
 // gc at now = 10500):
@@ -57,6 +62,8 @@
 // made meanwhile counts. The events are swept first, so that the owners left without events
 // go in the same gc.
 #include "gc.h"
+
+#include "statements.h"
 
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Exception.h>
@@ -109,15 +116,35 @@ constexpr const char* kDeadWindow = R"(
                               AND CASE WHEN s.period_ms = l.period_ms THEN s.window_key
                                        ELSE s.seen_ms / l.period_ms END >= :now / l.period_ms,
                               0))
-            -- sliding_window: its rule goes here (used also counts in window row_key + 1,
-            -- previous_used in row_key).
+            -- sliding_window: used counts in windows row_key and row_key + 1 (as the
+            -- previous window), previous_used in window row_key only.
+            OR (l.algorithm = 'sliding_window'
+                AND NOT coalesce(s.used > 0
+                                 AND CASE WHEN s.period_ms = l.period_ms THEN s.window_key
+                                          ELSE s.seen_ms / l.period_ms END + 1
+                                     >= :now / l.period_ms, 0)
+                AND NOT coalesce(s.previous_used > 0
+                                 AND CASE WHEN s.period_ms = l.period_ms THEN s.window_key
+                                          ELSE s.seen_ms / l.period_ms END
+                                     >= :now / l.period_ms, 0))
           ))))";
+
+// quota_buckets: a full bucket (at now, under the limit as it is) answers as a new owner's.
+// {start} is the decision's reading of the stored level (src/statements.cpp).
+constexpr const char* kDeadBucket = R"(
+  NOT EXISTS (SELECT 1 FROM quota_limits AS l WHERE l.name = s.limit_name)
+  OR (coalesce(s.denied, 0) = 0 AND coalesce(s.seen_ms, 0) <= :now
+      AND EXISTS (
+        SELECT 1 FROM quota_limits AS l
+        WHERE l.name = s.limit_name AND l.algorithm = 'token_bucket'
+          AND ({start} >= l.burst * l.period_ms
+               OR :now - s.seen_ms >= (l.burst * l.period_ms - {start} - 1) / l.maximum + 1))))";
 
 // A table that gc sweeps.
 struct Sweep {
   const char* table;
   std::vector<std::string> key;  // its primary key's columns, in order
-  const char* dead;
+  std::string dead;
 };
 
 const std::vector<Sweep>& sweeps() {
@@ -126,7 +153,10 @@ const std::vector<Sweep>& sweeps() {
       {"quota_log", {"limit_name", "owner", "at_ms"}, kDeadEvent},
       {"quota_log_owners", {"limit_name", "owner"}, kDeadLogOwner},
       {"quota_windows", {"limit_name", "owner"}, kDeadWindow},
-      // token_bucket: quota_buckets and its rule (a full bucket, denied 0) go here.
+      {"quota_buckets", {"limit_name", "owner"},
+       fmt::format(fmt::runtime(kDeadBucket),
+                   fmt::arg("start", bucket_start("s.level", "s.period_ms", "l.period_ms",
+                                                  "l.burst")))},
   };
   return all;
 }

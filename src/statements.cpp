@@ -215,12 +215,7 @@ constexpr const char* kBucketDecision = R"(
                ELSE start + maximum * (t - coalesce(s_seen, t)) END AS level
         FROM (
           SELECT *,
-            CASE WHEN s_level IS NULL THEN full
-                 WHEN s_period = period_ms THEN min(s_level, full)
-                 WHEN s_level / s_period >= capacity THEN full
-                 ELSE max(CASE WHEN s_level >= 0 THEN s_level / s_period
-                               ELSE -((s_period - 1 - s_level) / s_period) END,
-                          -(2305843009213693952 / period_ms)) * period_ms END AS start,
+            CASE WHEN s_level IS NULL THEN full ELSE {start} END AS start,
             coalesce(s_denied, 0) AS denied_before
           FROM (
             SELECT *, max(now, coalesce(s_seen, 0)) AS t, capacity * period_ms AS full
@@ -230,6 +225,15 @@ constexpr const char* kBucketDecision = R"(
       ) {barrier}
     ) {barrier}
   ) {barrier})";
+
+// A stored level under the limit as it is now: clamped to the capacity, or re-scaled to
+// whole tokens (rounded down, a debt floored) when the period has changed.
+constexpr const char* kBucketStart = R"(CASE
+                 WHEN {row_period} = {period} THEN min({level}, {capacity} * {period})
+                 WHEN {level} / {row_period} >= {capacity} THEN {capacity} * {period}
+                 ELSE max(CASE WHEN {level} >= 0 THEN {level} / {row_period}
+                               ELSE -(({row_period} - 1 - {level}) / {row_period}) END,
+                          -(2305843009213693952 / {period})) * {period} END)";
 
 constexpr const char* kBucketCheckInputs = R"(
       SELECT l.maximum AS maximum, l.burst AS capacity, l.period_ms AS period_ms,
@@ -416,7 +420,8 @@ std::string build(Operation operation, Algorithm algorithm) {
       fmt::arg("remaining", window.remaining ? window.remaining : ""),
       fmt::arg("retry", window.retry ? window.retry : ""),
       fmt::arg("reset_at", window.reset_at ? window.reset_at : ""),
-      fmt::arg("shown_used", window.shown_used ? window.shown_used : ""));
+      fmt::arg("shown_used", window.shown_used ? window.shown_used : ""),
+      fmt::arg("start", bucket_start("s_level", "s_period", "period_ms", "capacity")));
   if (check) return fmt::format(fmt::runtime(kCheck), fmt::arg("decision", decision));
   return fmt::format(fmt::runtime(kWrite), fmt::arg("table", family.table),
                      fmt::arg("columns", family.columns), fmt::arg("values", family.values),
@@ -424,6 +429,13 @@ std::string build(Operation operation, Algorithm algorithm) {
 }
 
 }  // namespace
+
+std::string bucket_start(std::string_view level, std::string_view row_period,
+                         std::string_view period, std::string_view capacity) {
+  return fmt::format(fmt::runtime(kBucketStart), fmt::arg("level", level),
+                     fmt::arg("row_period", row_period), fmt::arg("period", period),
+                     fmt::arg("capacity", capacity));
+}
 
 const std::string& statement(Operation operation, Algorithm algorithm) {
   static const auto table = [] {

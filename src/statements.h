@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "quota/limit.h"
 
@@ -19,7 +20,12 @@ enum class Operation { check, consume, record, reset };
 // "unknown limit".
 const std::string& statement(Operation operation, Algorithm algorithm);
 
-// The parts of `statement()` that the database's own view and gc statements reuse.
 const char* operation_name(Operation operation);
+
+// The SQL expression of a token bucket's stored `level` (written under `row_period`) as the
+// decision reads it under the limit's `period` and `capacity`: clamped, or re-scaled to
+// whole tokens. The arguments are SQL expressions (column names). gc uses it too.
+std::string bucket_start(std::string_view level, std::string_view row_period,
+                         std::string_view period, std::string_view capacity);
 
 }  // namespace quota::detail

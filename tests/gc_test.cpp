@@ -4,6 +4,8 @@
 #include <SQLiteCpp/Database.h>
 
 #include <catch2/catch.hpp>
+
+#include <array>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -44,7 +46,7 @@ std::set<std::string> state_keys(RawDb& db) {
   for (const auto& row : db.rows("SELECT limit_name, owner, at_ms FROM quota_log")) {
     keys.insert("quota_log|" + row[0] + "|" + row[1] + "|" + row[2]);
   }
-  for (const char* table : {"quota_log_owners", "quota_windows"}) {
+  for (const char* table : {"quota_log_owners", "quota_windows", "quota_buckets"}) {
     for (const auto& row : db.rows(std::string("SELECT limit_name, owner FROM ") + table)) {
       keys.insert(std::string(table) + "|" + row[0] + "|" + row[1]);
     }
@@ -156,16 +158,29 @@ TEST_CASE("gc keeps what still counts and deletes what is left over", "[gc]") {
     clock.set(kBase + 11'000);
     CHECK(engine.gc() == 1);
   }
-  SECTION("state of the algorithms without a gc rule yet is kept") {
-    // Written directly: a row that a later build's sliding_window or token_bucket may write.
-    RawDb(path).exec(
-        "INSERT INTO quota_limits VALUES ('weighted', 'sliding_window', 5, 1000, NULL);"
-        "INSERT INTO quota_windows (limit_name, owner, maximum, period_ms, window_key, used, "
-        "previous_used, denied, seen_ms) VALUES ('weighted', 'u', 5, 1000, 1700000000, 1, 0, 0, "
-        "1700000000000)");
-    clock.set(kBase + 1'000'000);
+  SECTION("a sliding window's count weighs for two windows") {
+    engine.define(limit_of("weighted", Algorithm::sliding_window, 5, 1000));
+    clock.set(kBase + 10'400);
+    engine.consume("weighted", "u");
+    clock.set(kBase + 11'999);  // window 11: u's count is the previous window's, still weighed
     CHECK(engine.gc() == 0);
-    CHECK(count(path, "quota_windows") == 1);
+    CHECK(engine.check("weighted", "u").remaining == 4);
+    clock.set(kBase + 12'000);
+    CHECK(engine.gc() == 1);
+    CHECK(count(path, "quota_windows") == 0);
+  }
+  SECTION("a token bucket goes when it is full again") {
+    Limit bucket = limit_of("bucket", Algorithm::token_bucket, 2, 1000);
+    bucket.burst = 3;
+    engine.define(bucket);
+    clock.set(kBase + 10'000);
+    engine.consume("bucket", "u", 3);  // empty; 2 tokens per 1000 ms: full again at +1500
+    clock.set(kBase + 11'499);
+    CHECK(engine.gc() == 0);
+    CHECK(engine.check("bucket", "u").remaining == 2);
+    clock.set(kBase + 11'500);
+    CHECK(engine.gc() == 1);
+    CHECK(count(path, "quota_buckets") == 0);
   }
 }
 
@@ -320,12 +335,15 @@ struct Snapshot {
   struct LimitRow {
     std::string algorithm;
     std::int64_t period_ms;
+    std::int64_t maximum = 0;
+    std::int64_t burst = 0;  // token_bucket only
   };
   struct OwnerRow {
     std::optional<std::int64_t> window_key, period_ms, used, denied, seen_ms;
+    std::optional<std::int64_t> previous_used, level;
   };
   std::map<std::string, LimitRow> limits;
-  std::map<std::pair<std::string, std::string>, OwnerRow> log_owners, windows;
+  std::map<std::pair<std::string, std::string>, OwnerRow> log_owners, windows, buckets;
   std::map<std::pair<std::string, std::string>, std::vector<std::int64_t>> events;
 
   static std::optional<std::int64_t> number(const std::string& text) {
@@ -334,18 +352,25 @@ struct Snapshot {
   }
 
   explicit Snapshot(RawDb& db) {
-    for (const auto& row : db.rows("SELECT name, algorithm, period_ms FROM quota_limits")) {
-      limits[row[0]] = {row[1], std::stoll(row[2])};
+    for (const auto& row :
+         db.rows("SELECT name, algorithm, period_ms, maximum, burst FROM quota_limits")) {
+      limits[row[0]] = {row[1], std::stoll(row[2]), std::stoll(row[3]),
+                        number(row[4]).value_or(0)};
     }
     for (const auto& row : db.rows("SELECT limit_name, owner, denied, seen_ms FROM "
                                    "quota_log_owners")) {
       log_owners[{row[0], row[1]}] = {std::nullopt, std::nullopt, std::nullopt, number(row[2]),
-                                      number(row[3])};
+                                      number(row[3]), std::nullopt, std::nullopt};
     }
     for (const auto& row : db.rows("SELECT limit_name, owner, window_key, period_ms, used, "
-                                   "denied, seen_ms FROM quota_windows")) {
+                                   "denied, seen_ms, previous_used FROM quota_windows")) {
       windows[{row[0], row[1]}] = {number(row[2]), number(row[3]), number(row[4]), number(row[5]),
-                                   number(row[6])};
+                                   number(row[6]), number(row[7]), std::nullopt};
+    }
+    for (const auto& row : db.rows("SELECT limit_name, owner, period_ms, denied, seen_ms, level "
+                                   "FROM quota_buckets")) {
+      buckets[{row[0], row[1]}] = {std::nullopt,   number(row[2]), std::nullopt, number(row[3]),
+                                   number(row[4]), std::nullopt,   number(row[5])};
     }
     for (const auto& row : db.rows("SELECT limit_name, owner, at_ms FROM quota_log")) {
       events[{row[0], row[1]}].push_back(std::stoll(row[2]));
@@ -387,20 +412,49 @@ struct Snapshot {
     for (const auto& [key, row] : windows) {
       const auto limit = limits.find(key.first);
       bool gone = limit == limits.end();
-      if (!gone && limit->second.algorithm == "fixed_window" && row.denied.value_or(0) == 0 &&
-          row.seen_ms.value_or(0) <= now) {
+      if (!gone && row.denied.value_or(0) == 0 && row.seen_ms.value_or(0) <= now) {
         const std::int64_t period = limit->second.period_ms;
         const std::int64_t row_key =
             row.period_ms == period ? *row.window_key : *row.seen_ms / period;
-        gone = row.used.value_or(0) == 0 || row_key < now / period;
+        const bool used_over = row.used.value_or(0) == 0 || row_key < now / period;
+        if (limit->second.algorithm == "fixed_window") gone = used_over;
+        if (limit->second.algorithm == "sliding_window") {
+          // used also weighs while its window is the previous one; previous_used only in it.
+          gone = (row.used.value_or(0) == 0 || row_key + 1 < now / period) &&
+                 (row.previous_used.value_or(0) == 0 || row_key < now / period);
+        }
       }
       if (gone) dead.insert("quota_windows|" + key.first + "|" + key.second);
+    }
+    for (const auto& [key, row] : buckets) {
+      const auto limit = limits.find(key.first);
+      bool gone = limit == limits.end();
+      if (!gone && limit->second.algorithm == "token_bucket" && row.denied.value_or(0) == 0 &&
+          row.seen_ms.value_or(0) <= now) {
+        // Full at now: the stored level, read under the limit as it is, refilled to now.
+        const std::int64_t period = limit->second.period_ms;
+        const Wide full = Wide{limit->second.burst} * period;
+        Wide level = *row.level;
+        if (*row.period_ms != period) {
+          const std::int64_t old = *row.period_ms;
+          const std::int64_t tokens = *row.level >= 0 ? *row.level / old
+                                                      : -((old - 1 - *row.level) / old);
+          level = Wide{tokens} * period;
+        }
+        level = std::min(level, full) + Wide{limit->second.maximum} * (now - *row.seen_ms);
+        gone = level >= full;
+      }
+      if (gone) dead.insert("quota_buckets|" + key.first + "|" + key.second);
     }
     return dead;
   }
 };
 
 using Random = std::mt19937_64;
+
+constexpr std::array<Algorithm, 4> kAlgorithms{Algorithm::sliding_log, Algorithm::fixed_window,
+                                               Algorithm::sliding_window,
+                                               Algorithm::token_bucket};
 
 std::int64_t between(Random& random, std::int64_t low, std::int64_t high) {
   return std::uniform_int_distribution<std::int64_t>(low, high)(random);
@@ -415,10 +469,12 @@ class TwinRun {
     collected_.emplace(Engine::open(collected_path_, options_with(clock_)));
     inspector_.emplace(collected_path_);
     kept_.emplace(Engine::open(kept_path_, options_with(clock_)));
-    for (int i = 0; i < 4; ++i) {
-      const Algorithm algorithm = i % 2 ? Algorithm::fixed_window : Algorithm::sliding_log;
-      define(limit_of("limit" + std::to_string(i), algorithm, between(random_, 1, 5),
-                      between(random_, 1, 50)));
+    for (int i = 0; i < 8; ++i) {
+      const Algorithm algorithm = kAlgorithms[i % kAlgorithms.size()];
+      Limit limit = limit_of("limit" + std::to_string(i), algorithm, between(random_, 1, 5),
+                             between(random_, 1, 50));
+      if (algorithm == Algorithm::token_bucket) limit.burst = between(random_, 1, 7);
+      define(limit);
     }
   }
 
@@ -541,9 +597,10 @@ class TwinRun {
       define(changed);
     } else if (roll < 810) {
       Limit changed = limit;
-      changed.algorithm = limit.algorithm == Algorithm::sliding_log ? Algorithm::fixed_window
-                                                                    : Algorithm::sliding_log;
-      define(changed);  // discards the limit's state in both
+      changed.algorithm = kAlgorithms[between(random_, 0, kAlgorithms.size() - 1)];
+      changed.burst.reset();
+      if (changed.algorithm == Algorithm::token_bucket) changed.burst = between(random_, 1, 7);
+      define(changed);  // another algorithm discards the limit's state in both
     } else if (roll < 850) {
       compare_usage();
     } else {
@@ -554,7 +611,7 @@ class TwinRun {
   void collect() {
     const Snapshot before(*inspector_);
     const std::set<std::string> expected_dead = before.dead_at(now());
-    for (const auto& table : {&before.log_owners, &before.windows}) {
+    for (const auto& table : {&before.log_owners, &before.windows, &before.buckets}) {
       for (const auto& [key, row] : *table) coverage_.behind += row.seen_ms.value_or(0) > now();
     }
     const std::set<std::string> keys_before = state_keys(*inspector_);
