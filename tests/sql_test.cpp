@@ -1,7 +1,7 @@
-// The SQL interface of SPEC §5 without the Engine: the statements of src/statements.cpp run
-// through SQLite's C API on a database the engine created, interleaved with the engine on
-// another connection, give the engine's answers; unknown limits; NULL :cost and :now; the
-// quota_usage view.
+// The SQL interface of SPEC §5 without the Engine, for all four algorithms: the statements of
+// src/statements.cpp run through SQLite's C API on a database the engine created, interleaved
+// with the engine on another connection, give the engine's answers; unknown limits; NULL
+// :cost and :now; the quota_usage view.
 #include <sqlite3.h>
 
 #include <catch2/catch.hpp>
@@ -10,6 +10,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "model.h"
 #include "statements.h"
@@ -21,6 +22,9 @@ namespace {
 using detail::Operation;
 
 constexpr std::int64_t T = 1'700'000'000'000;
+
+constexpr Algorithm kAlgorithms[] = {Algorithm::sliding_log, Algorithm::fixed_window,
+                                     Algorithm::sliding_window, Algorithm::token_bucket};
 
 Limit make_limit(const std::string& name, Algorithm algorithm, std::int64_t maximum,
                  std::int64_t period_ms) {
@@ -149,7 +153,7 @@ struct Fixture {
 
 TEST_CASE("the statements: one each, check read-only, the others writing", "[sql]") {
   Fixture f;
-  for (const Algorithm algorithm : {Algorithm::sliding_log, Algorithm::fixed_window}) {
+  for (const Algorithm algorithm : kAlgorithms) {
     for (const Operation operation :
          {Operation::check, Operation::consume, Operation::record, Operation::reset}) {
       const std::string& sql = detail::statement(operation, algorithm);
@@ -193,20 +197,24 @@ TEST_CASE("plain SQL and the engine, interleaved on one file, give the same answ
   auto between = [&](std::int64_t low, std::int64_t high) {
     return std::uniform_int_distribution<std::int64_t>(low, high)(random);
   };
+  Limit bucket = make_limit("tb", Algorithm::token_bucket, 3, 20);
+  bucket.burst = 4;
   for (const Limit& limit : {make_limit("log", Algorithm::sliding_log, 3, 20),
-                             make_limit("win", Algorithm::fixed_window, 3, 20)}) {
+                             make_limit("win", Algorithm::fixed_window, 3, 20),
+                             make_limit("sw", Algorithm::sliding_window, 3, 20), bucket}) {
     f.engine.define(limit);
     model.define(limit);
   }
+  const std::vector<std::string> names = {"log", "win", "sw", "tb"};
   SqlClient& db = f.sql;
   f.clock.set(T);
-  for (int step = 0; step < 1500; ++step) {
+  for (int step = 0; step < 3000; ++step) {
     const std::int64_t move = between(0, 9);
     f.clock.advance(move < 4 ? 0 : move < 8 ? between(1, 12) : -between(1, 25));
-    const std::string limit = between(0, 1) ? "log" : "win";
+    const std::string limit = names[static_cast<std::size_t>(between(0, 3))];
     const std::string owner = between(0, 1) ? "a" : "b";
     const Algorithm algorithm = model.limit(limit).algorithm;
-    const std::int64_t cost = between(1, 4);
+    const std::int64_t cost = between(1, 5);
     const std::int64_t now = f.clock.get();
     const bool plain_sql = between(0, 1) == 1;
     const auto operation = static_cast<Operation>(between(0, 9) < 8 ? between(0, 2) : 3);
@@ -256,20 +264,27 @@ TEST_CASE("plain SQL and the engine, interleaved on one file, give the same answ
 TEST_CASE("plain SQL: an unknown limit fails the writes, writes nothing, and checks no row",
           "[sql]") {
   Fixture f;
-  f.engine.define(make_limit("log", Algorithm::sliding_log, 3, 1000));
-  f.engine.define(make_limit("win", Algorithm::fixed_window, 3, 1000));
-  f.engine.consume("log", "u");
-  f.engine.consume("win", "u");
+  const std::map<Algorithm, std::string> limits = {{Algorithm::sliding_log, "log"},
+                                                   {Algorithm::fixed_window, "win"},
+                                                   {Algorithm::sliding_window, "sw"},
+                                                   {Algorithm::token_bucket, "tb"}};
+  for (const auto& [algorithm, name] : limits) {
+    f.engine.define(make_limit(name, algorithm, 3, 1000));
+    f.engine.consume(name, "u");
+  }
   SqlClient& db = f.sql;
   const std::string before = dump(f.path);
 
-  for (const Algorithm algorithm : {Algorithm::sliding_log, Algorithm::fixed_window}) {
-    // A limit of the other algorithm is unknown to this algorithm's statements too.
-    const std::string other = algorithm == Algorithm::sliding_log ? "win" : "log";
-    for (const std::string& limit : {std::string("nope"), other}) {
+  for (const Algorithm algorithm : kAlgorithms) {
+    // A limit of another algorithm is unknown to this algorithm's statements too.
+    std::vector<std::string> unknown = {"nope"};
+    for (const auto& [other, name] : limits) {
+      if (other != algorithm) unknown.push_back(name);
+    }
+    for (const std::string& limit : unknown) {
       CAPTURE(to_string(algorithm), limit);
       for (const Operation operation : {Operation::consume, Operation::record, Operation::reset}) {
-        if (operation == Operation::reset && limit == other) continue;  // reset is for all
+        if (operation == Operation::reset && limit != "nope") continue;  // reset is for all
         CAPTURE(detail::operation_name(operation));
         const Answer answer = run_sql(db, operation, algorithm, limit, "u", 1, T);
         CHECK(answer.status == SQLITE_CONSTRAINT);
@@ -288,7 +303,7 @@ TEST_CASE("plain SQL: an unknown limit fails the writes, writes nothing, and che
 TEST_CASE("plain SQL: a NULL :cost is a cost of 1", "[sql]") {
   Fixture f;
   SqlClient& db = f.sql;
-  for (const Algorithm algorithm : {Algorithm::sliding_log, Algorithm::fixed_window}) {
+  for (const Algorithm algorithm : kAlgorithms) {
     CAPTURE(to_string(algorithm));
     f.engine.define(make_limit("l", algorithm, 3, 1000));
     for (const Operation operation : {Operation::check, Operation::consume, Operation::record}) {
@@ -326,7 +341,7 @@ TEST_CASE("quota_usage agrees with Engine::usage", "[sql]") {
   RawDb raw(path);
   SqlClient db(raw.handle());
   constexpr std::int64_t kDay = 86'400'000;
-  for (const Algorithm algorithm : {Algorithm::sliding_log, Algorithm::fixed_window}) {
+  for (const Algorithm algorithm : kAlgorithms) {
     const std::string name = std::string(to_string(algorithm));
     CAPTURE(name);
     engine.define(make_limit(name, algorithm, 5, kDay));
