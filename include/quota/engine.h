@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "quota/error.h"
+#include "quota/export.h"
 #include "quota/limit.h"
 #include "quota/result.h"
 
@@ -33,7 +34,7 @@ namespace quota {
 using Clock = std::function<std::int64_t()>;
 
 // The system clock (std::chrono::system_clock) in Unix milliseconds.
-std::int64_t system_clock_ms();
+QUOTA_API std::int64_t system_clock_ms();
 
 struct Options {
   // Engine::open: create the file when it does not exist. Off: a missing file is an io error.
@@ -73,7 +74,7 @@ struct GcProgress {
   std::int64_t total = 0;
 };
 
-class Engine {
+class QUOTA_API Engine {
  public:
   // Opens (and by default creates and migrates) the database file at `path`, in WAL mode.
   // ":memory:" gives a private in-memory database. Throws Error.

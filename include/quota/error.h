@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "quota/export.h"
+
 namespace quota {
 
 enum class ErrorCode {
@@ -18,10 +20,10 @@ enum class ErrorCode {
   io,                 // the file cannot be opened, read or written
 };
 
-std::string_view to_string(ErrorCode code);
+QUOTA_API std::string_view to_string(ErrorCode code);
 
 // Thrown for every failure; the message says what happened and what to do.
-class Error : public std::runtime_error {
+class QUOTA_API Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message)
       : std::runtime_error(message), code_(code) {}

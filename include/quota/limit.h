@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "quota/export.h"
+
 namespace quota {
 
 // How usage is counted. The stored names (to_string) never change once released.
@@ -18,10 +20,10 @@ enum class Algorithm {
 };
 
 // "sliding_log", "fixed_window", "sliding_window" or "token_bucket".
-std::string_view to_string(Algorithm algorithm);
+QUOTA_API std::string_view to_string(Algorithm algorithm);
 
 // The algorithm with that stored name, or nullopt.
-std::optional<Algorithm> parse_algorithm(std::string_view name);
+QUOTA_API std::optional<Algorithm> parse_algorithm(std::string_view name);
 
 // A named rule: at most `maximum` units per `period`, counted per owner.
 struct Limit {
@@ -59,9 +61,9 @@ namespace quota {
 
 // Each throws Error(ErrorCode::invalid_argument) with a message saying what is wrong and
 // what is accepted; they are what every operation checks before touching the database.
-void validate_limit_name(std::string_view name);
-void validate_owner(std::string_view owner);
-void validate_cost(std::int64_t cost);
-void validate_limit(const Limit& limit);
+QUOTA_API void validate_limit_name(std::string_view name);
+QUOTA_API void validate_owner(std::string_view owner);
+QUOTA_API void validate_cost(std::int64_t cost);
+QUOTA_API void validate_limit(const Limit& limit);
 
 }  // namespace quota

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string_view>
 
+#include "quota/export.h"
+
 namespace quota {
 
 // Why a request was answered the way it was. The stored names (to_string) never change.
@@ -17,8 +19,8 @@ enum class Reason {
   hook_denied,            // a before_consume hook returned false
 };
 
-std::string_view to_string(Reason reason);
-std::optional<Reason> parse_reason(std::string_view name);
+QUOTA_API std::string_view to_string(Reason reason);
+QUOTA_API std::optional<Reason> parse_reason(std::string_view name);
 
 // What an operation decided. A denial is a Result, never an exception.
 struct Result {
