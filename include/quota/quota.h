@@ -1,0 +1,188 @@
+/* The C API: quota for C and for every language that can call C (Python's ctypes, Go's cgo,
+ * Rust, C#, Node's FFI...).
+ *
+ *   quota_engine* engine = NULL;
+ *   if (quota_open("app.db", 6, NULL, &engine) != QUOTA_OK) {
+ *     fprintf(stderr, "%s\n", quota_last_error());
+ *     return 1;
+ *   }
+ *   quota_define(engine, "send", 4, QUOTA_SLIDING_LOG, 10, 60000, QUOTA_NO_BURST);
+ *   quota_result r;
+ *   if (quota_consume(engine, "send", 4, "user123", 7, 1, &r) == QUOTA_OK && !r.allowed)
+ *     reject(r.retry_after_ms);
+ *   quota_close(engine);
+ *
+ * The same engine as the C++ API (quota/engine.h); see there, and README "Concepts", for what
+ * each operation means. The conventions:
+ *
+ * - Every function that can fail returns an int status: QUOTA_OK (0) or a QUOTA_ERROR_*
+ *   code. The codes mirror quota::ErrorCode, plus out-of-memory and internal (a bug). On
+ *   failure, quota_last_error() says what happened and what to do.
+ * - A denial is not an error: consume returns QUOTA_OK with result.allowed == 0.
+ * - Strings are UTF-8 with an explicit length in bytes; they need not be NUL-terminated and
+ *   are copied before the call returns. (NULL, 0) is the empty string.
+ * - No C++ exception ever leaves these functions (not even std::bad_alloc).
+ * - Time is Unix milliseconds as int64_t everywhere.
+ *
+ * Thread safety: one quota_engine may be used by several threads at once (operations are
+ * serialized on its connection), but quota_close must not run concurrently with any other
+ * call on the same engine. Several engines and processes may share one database file.
+ *
+ * The status, reason and algorithm numbers are part of the ABI and never change once
+ * released; new ones are only ever added. */
+#ifndef QUOTA_QUOTA_H_
+#define QUOTA_QUOTA_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "quota/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes. 1..8 are quota::ErrorCode's values in order, plus one. */
+enum {
+  QUOTA_OK = 0,
+  QUOTA_ERROR_INVALID_ARGUMENT = 1,  /* a bad name, owner, cost, number or option; nothing
+                                        was changed */
+  QUOTA_ERROR_UNKNOWN_LIMIT = 2,     /* no limit has that name */
+  QUOTA_ERROR_BUSY = 3,              /* the database stayed locked past the busy timeout */
+  QUOTA_ERROR_SCHEMA_TOO_NEW = 4,    /* the file was migrated by a newer build */
+  QUOTA_ERROR_NOT_MIGRATED = 5,      /* the file lacks migrations and options.migrate is 0 */
+  QUOTA_ERROR_CHECKSUM_MISMATCH = 6, /* an applied migration's text was edited */
+  QUOTA_ERROR_NOT_A_DATABASE = 7,    /* the file is not a SQLite database */
+  QUOTA_ERROR_IO = 8,                /* the file cannot be opened, read or written */
+  QUOTA_ERROR_OUT_OF_MEMORY = 9,     /* an allocation failed; nothing was changed */
+  QUOTA_ERROR_INTERNAL = 10          /* an unexpected failure inside the library (a bug) */
+};
+
+/* Why an operation answered as it did (quota::Reason). */
+enum {
+  QUOTA_REASON_OK = 0,
+  QUOTA_REASON_RATE_LIMITED = 1,          /* denied now; allowed after retry_after_ms */
+  QUOTA_REASON_COST_EXCEEDS_CAPACITY = 2, /* the cost can never fit; retry_after_ms is -1 */
+  QUOTA_REASON_OWNER_DENIED = 3,          /* an override denies this owner */
+  QUOTA_REASON_HOOK_DENIED = 4            /* a before_consume hook said no */
+};
+
+/* How usage is counted (quota::Algorithm). */
+enum {
+  QUOTA_SLIDING_LOG = 0,
+  QUOTA_FIXED_WINDOW = 1,
+  QUOTA_SLIDING_WINDOW = 2,
+  QUOTA_TOKEN_BUCKET = 3
+};
+
+/* quota_define's burst for "none": a token bucket's capacity is then its maximum, and the
+ * other algorithms take no burst at all. */
+#define QUOTA_NO_BURST 0
+
+/* An open database. Opaque: only pointers to it exist. */
+typedef struct quota_engine quota_engine;
+
+/* Returns the time in Unix milliseconds (>= 0). Called with the engine's lock held, once per
+ * operation: it must not call back into quota, and must not unwind (longjmp, exceptions). */
+typedef int64_t (*quota_clock_fn)(void* context);
+
+/* How quota_open opens a database. Fill with quota_options_init, then change fields. */
+typedef struct quota_options {
+  /* sizeof(quota_options) as the caller knows it (quota_options_init sets it): lets later
+   * versions add fields at the end without breaking callers built against this one. */
+  size_t size;
+  /* 1: create the file if missing (default). 0: a missing file is QUOTA_ERROR_IO. */
+  int create;
+  /* 1: apply pending migrations (default). 0: refuse a database that lacks them with
+   * QUOTA_ERROR_NOT_MIGRATED. */
+  int migrate;
+  /* 1: PRAGMA synchronous=FULL, durable across power loss at the cost of an fsync per write.
+   * 0 (default): NORMAL, durable across a crash of the process. */
+  int synchronous_full;
+  /* How long an operation waits for another connection's lock before QUOTA_ERROR_BUSY, in
+   * ms (>= 0). Default 5000. */
+  int64_t busy_timeout_ms;
+  /* Where "now" comes from; tests fix or simulate time with it. NULL (default): the system
+   * clock. `clock_context` is passed to every call. */
+  quota_clock_fn clock;
+  void* clock_context;
+} quota_options;
+
+/* What an operation decided (quota::Result). */
+typedef struct quota_result {
+  /* 1: granted (consume, check), within the limit after recording (record), always
+   * (reset). 0: denied. */
+  int allowed;
+  /* QUOTA_REASON_*. */
+  int reason;
+  /* Units still available after the operation (check: available now), >= 0. */
+  int64_t remaining;
+  /* 0 when allowed; else the exact smallest wait after which the same consume would be
+   * allowed if nothing else happened; -1 when it never can be. */
+  int64_t retry_after_ms;
+  /* When usage is back to zero if nothing else happens (Unix ms). */
+  int64_t reset_at_ms;
+  /* Denied consumes of this owner since its state was created or last reset. */
+  int64_t denied;
+} quota_result;
+
+/* The library's version, e.g. "0.1.0" (QUOTA_VERSION_STRING of the build). */
+QUOTA_API const char* quota_version(void);
+
+/* Sets every field of *options to its default. */
+QUOTA_API void quota_options_init(quota_options* options);
+
+/* Opens (and by default creates and migrates) the database file at `path` in WAL mode, and
+ * stores a new engine in *engine (NULL on failure). ":memory:" is a private in-memory
+ * database. `options` may be NULL for the defaults. */
+QUOTA_API int quota_open(const char* path, size_t path_length, const quota_options* options,
+                         quota_engine** engine);
+
+/* Closes the database and frees the engine. NULL is allowed and does nothing. */
+QUOTA_API void quota_close(quota_engine* engine);
+
+/* Creates or updates a limit: at most `maximum` units per `period_ms`, counted per owner.
+ * `burst` is a token bucket's capacity, or QUOTA_NO_BURST. Same algorithm as before: the
+ * state is kept; another algorithm: the limit's state is discarded. */
+QUOTA_API int quota_define(quota_engine* engine, const char* name, size_t name_length,
+                           int algorithm, int64_t maximum, int64_t period_ms, int64_t burst);
+
+/* Removes the limit and its state. *removed (may be NULL) is 1 if there was such a limit. */
+QUOTA_API int quota_remove(quota_engine* engine, const char* name, size_t name_length,
+                           int* removed);
+
+/* The operations. `result` receives the answer and may be NULL when it is not wanted. A
+ * failed call leaves *result unchanged.
+ *
+ * check:   would a consume of `cost` be allowed now? Never writes.
+ * consume: atomic check-and-record; a denial records nothing but counts in `denied`.
+ * record:  records `cost` even beyond the limit; allowed says whether usage is within it.
+ * reset:   forgets the owner's state for the limit. */
+QUOTA_API int quota_check(quota_engine* engine, const char* limit, size_t limit_length,
+                          const char* owner, size_t owner_length, int64_t cost,
+                          quota_result* result);
+QUOTA_API int quota_consume(quota_engine* engine, const char* limit, size_t limit_length,
+                            const char* owner, size_t owner_length, int64_t cost,
+                            quota_result* result);
+QUOTA_API int quota_record(quota_engine* engine, const char* limit, size_t limit_length,
+                           const char* owner, size_t owner_length, int64_t cost,
+                           quota_result* result);
+QUOTA_API int quota_reset(quota_engine* engine, const char* limit, size_t limit_length,
+                          const char* owner, size_t owner_length, quota_result* result);
+
+/* The message of the last call on this thread that failed, as NUL-terminated UTF-8; "" after
+ * a call that returned QUOTA_OK. Valid until the next quota_* call on this thread. */
+QUOTA_API const char* quota_last_error(void);
+
+/* Stable names: "ok", "invalid_argument", ... (quota::to_string of the error code),
+ * "out_of_memory", "internal"; "rate_limited", ...; "sliding_log", .... "?" for a number that is
+ * not one. */
+QUOTA_API const char* quota_status_name(int status);
+QUOTA_API const char* quota_reason_name(int reason);
+QUOTA_API const char* quota_algorithm_name(int algorithm);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* QUOTA_QUOTA_H_ */

@@ -1,0 +1,347 @@
+// The C API (include/quota/quota.h) over quota::Engine.
+//
+// Every entry point runs its body through `guarded`, which turns each exception into a status
+// code and a thread-local message, so that no exception ever reaches a C caller. Numbers that
+// cross the boundary (status, reason, algorithm) are mapped with explicit switches rather than
+// casts: reordering a C++ enum must never renumber the C ABI.
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+#include <string_view>
+
+#include "quota/engine.h"
+#include "quota/quota.h"
+#include "quota/version.h"
+
+struct quota_engine {
+  quota::Engine engine;
+};
+
+namespace {
+
+using quota::Error;
+using quota::ErrorCode;
+
+// The last failure's message on this thread. `message` points either into `storage` or at a
+// string literal, so that an allocation failure can still be reported.
+struct LastError {
+  std::string storage;
+  const char* message = "";
+};
+thread_local LastError last_error;
+
+int status_of(ErrorCode code) noexcept {
+  switch (code) {
+    case ErrorCode::invalid_argument:
+      return QUOTA_ERROR_INVALID_ARGUMENT;
+    case ErrorCode::unknown_limit:
+      return QUOTA_ERROR_UNKNOWN_LIMIT;
+    case ErrorCode::busy:
+      return QUOTA_ERROR_BUSY;
+    case ErrorCode::schema_too_new:
+      return QUOTA_ERROR_SCHEMA_TOO_NEW;
+    case ErrorCode::not_migrated:
+      return QUOTA_ERROR_NOT_MIGRATED;
+    case ErrorCode::checksum_mismatch:
+      return QUOTA_ERROR_CHECKSUM_MISMATCH;
+    case ErrorCode::not_a_database:
+      return QUOTA_ERROR_NOT_A_DATABASE;
+    case ErrorCode::io:
+      return QUOTA_ERROR_IO;
+  }
+  return QUOTA_ERROR_INTERNAL;
+}
+
+int reason_of(quota::Reason reason) noexcept {
+  switch (reason) {
+    case quota::Reason::ok:
+      return QUOTA_REASON_OK;
+    case quota::Reason::rate_limited:
+      return QUOTA_REASON_RATE_LIMITED;
+    case quota::Reason::cost_exceeds_capacity:
+      return QUOTA_REASON_COST_EXCEEDS_CAPACITY;
+    case quota::Reason::owner_denied:
+      return QUOTA_REASON_OWNER_DENIED;
+    case quota::Reason::hook_denied:
+      return QUOTA_REASON_HOOK_DENIED;
+  }
+  return -1;
+}
+
+quota::Algorithm algorithm_of(int algorithm) {
+  switch (algorithm) {
+    case QUOTA_SLIDING_LOG:
+      return quota::Algorithm::sliding_log;
+    case QUOTA_FIXED_WINDOW:
+      return quota::Algorithm::fixed_window;
+    case QUOTA_SLIDING_WINDOW:
+      return quota::Algorithm::sliding_window;
+    case QUOTA_TOKEN_BUCKET:
+      return quota::Algorithm::token_bucket;
+    default:
+      throw Error(ErrorCode::invalid_argument,
+                  "unknown algorithm number " + std::to_string(algorithm) +
+                      ": use QUOTA_SLIDING_LOG, QUOTA_FIXED_WINDOW, QUOTA_SLIDING_WINDOW or "
+                      "QUOTA_TOKEN_BUCKET");
+  }
+}
+
+int fail(int status, const char* prefix, const char* what) noexcept {
+  try {
+    last_error.storage.assign(prefix);
+    last_error.storage.append(what);
+    last_error.message = last_error.storage.c_str();
+  } catch (...) {
+    last_error.message = "out of memory (while reporting another error)";
+  }
+  return status;
+}
+
+// Runs `body`; every exception becomes a status and the thread's last error.
+template <typename Body>
+int guarded(Body&& body) noexcept {
+  try {
+    body();
+    last_error.message = "";
+    return QUOTA_OK;
+  } catch (const Error& error) {
+    return fail(status_of(error.code()), "", error.what());
+  } catch (const std::bad_alloc&) {
+    last_error.message = "out of memory: free memory or lower the load, then retry";
+    return QUOTA_ERROR_OUT_OF_MEMORY;
+  } catch (const std::exception& error) {
+    return fail(QUOTA_ERROR_INTERNAL, "internal error in quota (please report it): ", error.what());
+  } catch (...) {
+    return fail(QUOTA_ERROR_INTERNAL,
+                "internal error in quota (please report it): ", "an unknown exception");
+  }
+}
+
+std::string_view text(const char* data, std::size_t length, const char* what) {
+  if (data == nullptr && length != 0) {
+    throw Error(ErrorCode::invalid_argument,
+                std::string(what) + " is NULL with a length of " + std::to_string(length) +
+                    ": pass the bytes, or (NULL, 0) for an empty string");
+  }
+  return data == nullptr ? std::string_view() : std::string_view(data, length);
+}
+
+quota::Engine& engine_of(quota_engine* engine) {
+  if (engine == nullptr) {
+    throw Error(ErrorCode::invalid_argument,
+                "the engine is NULL: pass the handle that quota_open stored");
+  }
+  return engine->engine;
+}
+
+void store(const quota::Result& from, quota_result* to) {
+  if (to == nullptr) return;
+  to->allowed = from.allowed ? 1 : 0;
+  to->reason = reason_of(from.reason);
+  to->remaining = from.remaining;
+  to->retry_after_ms = from.retry_after_ms;
+  to->reset_at_ms = from.reset_at_ms;
+  to->denied = from.denied;
+}
+
+quota::Options options_of(const quota_options* given) {
+  quota_options options;
+  quota_options_init(&options);
+  if (given != nullptr) {
+    if (given->size < sizeof(given->size)) {
+      throw Error(ErrorCode::invalid_argument,
+                  "quota_options.size is " + std::to_string(given->size) +
+                      ": fill the options with quota_options_init first");
+    }
+    // A caller built against an older, shorter quota_options keeps the defaults of the
+    // fields it does not know.
+    std::memcpy(&options, given, std::min(given->size, sizeof(options)));
+    options.size = sizeof(options);
+  }
+  if (options.busy_timeout_ms < 0) {
+    throw Error(ErrorCode::invalid_argument, "busy_timeout_ms is " +
+                                                 std::to_string(options.busy_timeout_ms) +
+                                                 ": give a number of milliseconds >= 0");
+  }
+  quota::Options result;
+  result.create = options.create != 0;
+  result.migrate = options.migrate != 0;
+  result.synchronous_full = options.synchronous_full != 0;
+  result.busy_timeout = std::chrono::milliseconds(options.busy_timeout_ms);
+  if (options.clock != nullptr) {
+    result.clock = [clock = options.clock, context = options.clock_context] {
+      return clock(context);
+    };
+  }
+  return result;
+}
+
+using Operation = quota::Result (quota::Engine::*)(std::string_view, std::string_view,
+                                                   std::int64_t);
+
+int operate(Operation operation, quota_engine* engine, const char* limit, std::size_t limit_length,
+            const char* owner, std::size_t owner_length, std::int64_t cost,
+            quota_result* result) noexcept {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    store((target.*operation)(text(limit, limit_length, "the limit name"),
+                              text(owner, owner_length, "the owner"), cost),
+          result);
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* quota_version(void) { return QUOTA_VERSION_STRING; }
+
+void quota_options_init(quota_options* options) {
+  if (options == nullptr) return;
+  const quota::Options defaults;
+  *options = quota_options{};
+  options->size = sizeof(quota_options);
+  options->create = defaults.create ? 1 : 0;
+  options->migrate = defaults.migrate ? 1 : 0;
+  options->synchronous_full = defaults.synchronous_full ? 1 : 0;
+  options->busy_timeout_ms = defaults.busy_timeout.count();
+  options->clock = nullptr;
+  options->clock_context = nullptr;
+}
+
+int quota_open(const char* path, size_t path_length, const quota_options* options,
+               quota_engine** engine) {
+  return guarded([&] {
+    if (engine == nullptr) {
+      throw Error(ErrorCode::invalid_argument,
+                  "nowhere to store the engine: pass the address of a quota_engine*");
+    }
+    *engine = nullptr;
+    const std::string file(text(path, path_length, "the path"));
+    auto opened = std::make_unique<quota_engine>(
+        quota_engine{quota::Engine::open(file, options_of(options))});
+    *engine = opened.release();
+  });
+}
+
+void quota_close(quota_engine* engine) {
+  // Closing cannot fail in a way the caller could act on: the destructors never throw.
+  delete engine;
+}
+
+int quota_define(quota_engine* engine, const char* name, size_t name_length, int algorithm,
+                 int64_t maximum, int64_t period_ms, int64_t burst) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    quota::Limit limit;
+    limit.name = std::string(text(name, name_length, "the limit name"));
+    limit.algorithm = algorithm_of(algorithm);
+    limit.maximum = maximum;
+    limit.period = std::chrono::milliseconds(period_ms);
+    if (burst != QUOTA_NO_BURST) limit.burst = burst;
+    target.define(limit);
+  });
+}
+
+int quota_remove(quota_engine* engine, const char* name, size_t name_length, int* removed) {
+  return guarded([&] {
+    const bool existed = engine_of(engine).remove(text(name, name_length, "the limit name"));
+    if (removed != nullptr) *removed = existed ? 1 : 0;
+  });
+}
+
+int quota_check(quota_engine* engine, const char* limit, size_t limit_length, const char* owner,
+                size_t owner_length, int64_t cost, quota_result* result) {
+  return operate(&quota::Engine::check, engine, limit, limit_length, owner, owner_length, cost,
+                 result);
+}
+
+int quota_consume(quota_engine* engine, const char* limit, size_t limit_length, const char* owner,
+                  size_t owner_length, int64_t cost, quota_result* result) {
+  return operate(&quota::Engine::consume, engine, limit, limit_length, owner, owner_length, cost,
+                 result);
+}
+
+int quota_record(quota_engine* engine, const char* limit, size_t limit_length, const char* owner,
+                 size_t owner_length, int64_t cost, quota_result* result) {
+  return operate(&quota::Engine::record, engine, limit, limit_length, owner, owner_length, cost,
+                 result);
+}
+
+int quota_reset(quota_engine* engine, const char* limit, size_t limit_length, const char* owner,
+                size_t owner_length, quota_result* result) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    store(target.reset(text(limit, limit_length, "the limit name"),
+                       text(owner, owner_length, "the owner")),
+          result);
+  });
+}
+
+const char* quota_last_error(void) { return last_error.message; }
+
+const char* quota_status_name(int status) {
+  switch (status) {
+    case QUOTA_OK:
+      return "ok";
+    case QUOTA_ERROR_INVALID_ARGUMENT:
+      return "invalid_argument";
+    case QUOTA_ERROR_UNKNOWN_LIMIT:
+      return "unknown_limit";
+    case QUOTA_ERROR_BUSY:
+      return "busy";
+    case QUOTA_ERROR_SCHEMA_TOO_NEW:
+      return "schema_too_new";
+    case QUOTA_ERROR_NOT_MIGRATED:
+      return "not_migrated";
+    case QUOTA_ERROR_CHECKSUM_MISMATCH:
+      return "checksum_mismatch";
+    case QUOTA_ERROR_NOT_A_DATABASE:
+      return "not_a_database";
+    case QUOTA_ERROR_IO:
+      return "io";
+    case QUOTA_ERROR_OUT_OF_MEMORY:
+      return "out_of_memory";
+    case QUOTA_ERROR_INTERNAL:
+      return "internal";
+    default:
+      return "?";
+  }
+}
+
+const char* quota_reason_name(int reason) {
+  switch (reason) {
+    case QUOTA_REASON_OK:
+      return "ok";
+    case QUOTA_REASON_RATE_LIMITED:
+      return "rate_limited";
+    case QUOTA_REASON_COST_EXCEEDS_CAPACITY:
+      return "cost_exceeds_capacity";
+    case QUOTA_REASON_OWNER_DENIED:
+      return "owner_denied";
+    case QUOTA_REASON_HOOK_DENIED:
+      return "hook_denied";
+    default:
+      return "?";
+  }
+}
+
+const char* quota_algorithm_name(int algorithm) {
+  switch (algorithm) {
+    case QUOTA_SLIDING_LOG:
+      return "sliding_log";
+    case QUOTA_FIXED_WINDOW:
+      return "fixed_window";
+    case QUOTA_SLIDING_WINDOW:
+      return "sliding_window";
+    case QUOTA_TOKEN_BUCKET:
+      return "token_bucket";
+    default:
+      return "?";
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,98 @@
+// The C API's boundary, from C++: its numbers and names mirror the C++ enums, and no exception
+// crosses it, whatever a callback throws. (Its behaviour from C is tests/c_api_test.c.)
+#include <catch2/catch.hpp>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "quota/engine.h"
+#include "quota/quota.h"
+
+using quota::ErrorCode;
+
+TEST_CASE("c_api: status numbers and names mirror quota::ErrorCode", "[c_api]") {
+  const ErrorCode codes[] = {ErrorCode::invalid_argument,
+                             ErrorCode::unknown_limit,
+                             ErrorCode::busy,
+                             ErrorCode::schema_too_new,
+                             ErrorCode::not_migrated,
+                             ErrorCode::checksum_mismatch,
+                             ErrorCode::not_a_database,
+                             ErrorCode::io};
+  int status = QUOTA_ERROR_INVALID_ARGUMENT;
+  for (const ErrorCode code : codes) {
+    CAPTURE(status);
+    CHECK(quota_status_name(status) == quota::to_string(code));
+    ++status;
+  }
+  CHECK(status == QUOTA_ERROR_OUT_OF_MEMORY);
+}
+
+TEST_CASE("c_api: reason and algorithm names mirror the C++ names", "[c_api]") {
+  for (int reason = QUOTA_REASON_OK; reason <= QUOTA_REASON_HOOK_DENIED; ++reason) {
+    const auto parsed = quota::parse_reason(quota_reason_name(reason));
+    REQUIRE(parsed);
+    CHECK(static_cast<int>(*parsed) == reason);
+  }
+  for (int algorithm = QUOTA_SLIDING_LOG; algorithm <= QUOTA_TOKEN_BUCKET; ++algorithm) {
+    const auto parsed = quota::parse_algorithm(quota_algorithm_name(algorithm));
+    REQUIRE(parsed);
+    CHECK(static_cast<int>(*parsed) == algorithm);
+  }
+}
+
+namespace {
+
+// What the clock callback throws once armed (the clock also runs while opening).
+enum class Throw { nothing, bad_alloc, runtime_error, integer };
+
+std::int64_t throwing_clock(void* context) {
+  switch (*static_cast<Throw*>(context)) {
+    case Throw::nothing:
+      return 1'700'000'000'000;
+    case Throw::bad_alloc:
+      throw std::bad_alloc();
+    case Throw::runtime_error:
+      throw std::runtime_error("the clock broke");
+    case Throw::integer:
+      throw 42;
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("c_api: no exception crosses the boundary", "[c_api]") {
+  Throw mode = Throw::nothing;
+  quota_options options;
+  quota_options_init(&options);
+  options.clock = throwing_clock;
+  options.clock_context = &mode;
+  quota_engine* engine = nullptr;
+  REQUIRE(quota_open(":memory:", 8, &options, &engine) == QUOTA_OK);
+  REQUIRE(quota_define(engine, "send", 4, QUOTA_SLIDING_LOG, 5, 1000, QUOTA_NO_BURST) == QUOTA_OK);
+  quota_result result{};
+
+  mode = Throw::bad_alloc;
+  CHECK(quota_consume(engine, "send", 4, "u", 1, 1, &result) == QUOTA_ERROR_OUT_OF_MEMORY);
+  CHECK(std::string(quota_last_error()).find("out of memory") != std::string::npos);
+
+  mode = Throw::runtime_error;
+  CHECK(quota_check(engine, "send", 4, "u", 1, 1, &result) == QUOTA_ERROR_INTERNAL);
+  CHECK(std::string(quota_last_error()).find("the clock broke") != std::string::npos);
+
+  mode = Throw::integer;
+  CHECK(quota_record(engine, "send", 4, "u", 1, 1, &result) == QUOTA_ERROR_INTERNAL);
+  CHECK(std::string(quota_last_error()).find("unknown exception") != std::string::npos);
+
+  // The engine is still usable, and nothing was recorded by the failed calls.
+  mode = Throw::nothing;
+  REQUIRE(quota_check(engine, "send", 4, "u", 1, 1, &result) == QUOTA_OK);
+  CHECK(result.remaining == 5);
+  quota_close(engine);
+
+  mode = Throw::bad_alloc;  // while migrating a new database
+  engine = reinterpret_cast<quota_engine*>(&mode);
+  CHECK(quota_open(":memory:", 8, &options, &engine) == QUOTA_ERROR_OUT_OF_MEMORY);
+  CHECK(engine == nullptr);
+}

@@ -1,0 +1,269 @@
+/* The C API (include/quota/quota.h), from C: compiled as C11 and linked like a C user would.
+ *
+ *   c_api_test SCRATCH_DIR
+ *
+ * Files go to a new folder inside SCRATCH_DIR, removed at the end.
+ * Each check prints nothing when it holds; the first failure prints its line and the library's
+ * last error, and the program exits 1. Time is a fixed clock that the test moves. */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "quota/quota.h"
+
+static int failures = 0;
+
+#define CHECK(condition)                                                                    \
+  do {                                                                                      \
+    if (!(condition)) {                                                                     \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed (last error: \"%s\")\n", __FILE__, __LINE__, \
+              #condition, quota_last_error());                                              \
+      ++failures;                                                                           \
+    }                                                                                       \
+  } while (0)
+
+/* Strings with their lengths, as every call takes them. */
+#define TEXT(literal) literal, sizeof(literal) - 1
+
+static int64_t now_ms = 1700000000000;
+static int64_t fixed_clock(void* context) { return *(const int64_t*)context; }
+
+static char scratch[4096];
+static const char* path_in_scratch(const char* name) {
+  static char path[4200];
+  snprintf(path, sizeof path, "%s/%s", scratch, name);
+  return path;
+}
+
+static quota_engine* open_engine(const char* name) {
+  quota_options options;
+  quota_options_init(&options);
+  options.clock = fixed_clock;
+  options.clock_context = &now_ms;
+  quota_engine* engine = NULL;
+  const char* path = path_in_scratch(name);
+  CHECK(quota_open(path, strlen(path), &options, &engine) == QUOTA_OK);
+  CHECK(engine != NULL);
+  return engine;
+}
+
+static void test_names_and_defaults(void) {
+  CHECK(strcmp(quota_version(), QUOTA_TEST_VERSION) == 0);
+  quota_options options;
+  memset(&options, 0xAB, sizeof options);
+  quota_options_init(&options);
+  CHECK(options.size == sizeof(quota_options));
+  CHECK(options.create == 1 && options.migrate == 1 && options.synchronous_full == 0);
+  CHECK(options.busy_timeout_ms == 5000);
+  CHECK(options.clock == NULL && options.clock_context == NULL);
+  CHECK(strcmp(quota_status_name(QUOTA_OK), "ok") == 0);
+  CHECK(strcmp(quota_status_name(QUOTA_ERROR_UNKNOWN_LIMIT), "unknown_limit") == 0);
+  CHECK(strcmp(quota_status_name(QUOTA_ERROR_OUT_OF_MEMORY), "out_of_memory") == 0);
+  CHECK(strcmp(quota_status_name(99), "?") == 0);
+  CHECK(strcmp(quota_reason_name(QUOTA_REASON_COST_EXCEEDS_CAPACITY), "cost_exceeds_capacity") ==
+        0);
+  CHECK(strcmp(quota_algorithm_name(QUOTA_TOKEN_BUCKET), "token_bucket") == 0);
+  CHECK(strcmp(quota_algorithm_name(-1), "?") == 0);
+}
+
+static void test_operations(void) {
+  quota_engine* engine = open_engine("operations.db");
+  quota_result r;
+  CHECK(quota_define(engine, TEXT("send"), QUOTA_SLIDING_LOG, 2, 1000, QUOTA_NO_BURST) == QUOTA_OK);
+  CHECK(strcmp(quota_last_error(), "") == 0);
+
+  CHECK(quota_consume(engine, TEXT("send"), TEXT("user123"), 1, &r) == QUOTA_OK);
+  CHECK(r.allowed == 1 && r.reason == QUOTA_REASON_OK && r.remaining == 1);
+  CHECK(r.retry_after_ms == 0 && r.reset_at_ms == now_ms + 1000 && r.denied == 0);
+
+  /* An owner is its bytes: only the first 7 of this buffer count, and no NUL is needed. */
+  const char owner_buffer[] = {'u', 's', 'e', 'r', '1', '2', '3', 'X', 'Y'};
+  CHECK(quota_consume(engine, TEXT("send"), owner_buffer, 7, 1, &r) == QUOTA_OK);
+  CHECK(r.allowed == 1 && r.remaining == 0);
+
+  /* A denial is an answer, not an error. */
+  now_ms += 10;
+  CHECK(quota_consume(engine, TEXT("send"), TEXT("user123"), 1, &r) == QUOTA_OK);
+  CHECK(r.allowed == 0 && r.reason == QUOTA_REASON_RATE_LIMITED && r.remaining == 0);
+  CHECK(r.retry_after_ms == 990 && r.denied == 1);
+
+  /* check never writes: the same answer twice, and the denied counter stays. */
+  quota_result first, second;
+  CHECK(quota_check(engine, TEXT("send"), TEXT("user123"), 1, &first) == QUOTA_OK);
+  CHECK(quota_check(engine, TEXT("send"), TEXT("user123"), 1, &second) == QUOTA_OK);
+  CHECK(first.allowed == 0 && second.allowed == 0 && first.denied == 1 && second.denied == 1);
+  CHECK(first.retry_after_ms == second.retry_after_ms);
+
+  /* retry_after_ms is exact: one ms early is still denied, on time is allowed. */
+  now_ms += 989;
+  CHECK(quota_consume(engine, TEXT("send"), TEXT("user123"), 1, &r) == QUOTA_OK);
+  CHECK(r.allowed == 0 && r.retry_after_ms == 1);
+  now_ms += 1;
+  CHECK(quota_consume(engine, TEXT("send"), TEXT("user123"), 1, &r) == QUOTA_OK);
+  CHECK(r.allowed == 1 && r.remaining == 1); /* both earlier events expired together */
+
+  /* A cost above the capacity can never succeed. */
+  CHECK(quota_consume(engine, TEXT("send"), TEXT("other"), 3, &r) == QUOTA_OK);
+  CHECK(r.allowed == 0 && r.reason == QUOTA_REASON_COST_EXCEEDS_CAPACITY);
+  CHECK(r.retry_after_ms == -1);
+
+  /* record goes beyond the limit; reset forgets it all. */
+  CHECK(quota_record(engine, TEXT("send"), TEXT("other"), 5, &r) == QUOTA_OK);
+  CHECK(r.allowed == 0 && r.remaining == 0);
+  CHECK(quota_reset(engine, TEXT("send"), TEXT("other"), &r) == QUOTA_OK);
+  CHECK(r.allowed == 1 && r.remaining == 2 && r.retry_after_ms == 0);
+  CHECK(r.reset_at_ms == now_ms && r.denied == 0);
+
+  /* The result may be left out. */
+  CHECK(quota_consume(engine, TEXT("send"), TEXT("other"), 1, NULL) == QUOTA_OK);
+  CHECK(quota_check(engine, TEXT("send"), TEXT("other"), 1, &r) == QUOTA_OK);
+  CHECK(r.remaining == 1);
+
+  /* UTF-8 owners. */
+  CHECK(quota_consume(engine, TEXT("send"), TEXT("\303\2743"), 1, &r) == QUOTA_OK); /* "ü3" */
+  CHECK(r.allowed == 1);
+
+  /* A token bucket with a burst above its rate. */
+  CHECK(quota_define(engine, TEXT("bucket"), QUOTA_TOKEN_BUCKET, 1, 1000, 3) == QUOTA_OK);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(quota_consume(engine, TEXT("bucket"), TEXT("u"), 1, &r) == QUOTA_OK);
+    CHECK(r.allowed == 1 && r.remaining == 2 - i);
+  }
+  CHECK(quota_consume(engine, TEXT("bucket"), TEXT("u"), 1, &r) == QUOTA_OK);
+  CHECK(r.allowed == 0 && r.retry_after_ms == 1000);
+
+  int removed = -1;
+  CHECK(quota_remove(engine, TEXT("bucket"), &removed) == QUOTA_OK && removed == 1);
+  CHECK(quota_remove(engine, TEXT("bucket"), &removed) == QUOTA_OK && removed == 0);
+  CHECK(quota_remove(engine, TEXT("bucket"), NULL) == QUOTA_OK);
+  quota_close(engine);
+
+  /* The state is in the file: a second engine sees user123's one event still counting. */
+  engine = open_engine("operations.db");
+  CHECK(quota_check(engine, TEXT("send"), TEXT("user123"), 1, &r) == QUOTA_OK);
+  CHECK(r.allowed == 1 && r.remaining == 1 && r.reset_at_ms == now_ms + 1000);
+  quota_close(engine);
+}
+
+static void test_errors(void) {
+  quota_engine* engine = open_engine("errors.db");
+  quota_result r = {7, 7, 7, 7, 7, 7};
+  CHECK(quota_define(engine, TEXT("send"), QUOTA_FIXED_WINDOW, 5, 1000, QUOTA_NO_BURST) ==
+        QUOTA_OK);
+
+  CHECK(quota_consume(engine, TEXT("nope"), TEXT("u"), 1, &r) == QUOTA_ERROR_UNKNOWN_LIMIT);
+  CHECK(strstr(quota_last_error(), "unknown limit") != NULL);
+  CHECK(r.allowed == 7 && r.remaining == 7); /* a failed call leaves the result alone */
+  CHECK(quota_check(engine, TEXT("send"), TEXT("u"), 1, &r) == QUOTA_OK);
+  CHECK(strcmp(quota_last_error(), "") == 0); /* success clears the message */
+
+  CHECK(quota_consume(engine, TEXT("send"), "", 0, 1, &r) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_consume(engine, TEXT("send"), NULL, 0, 1, &r) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_consume(engine, TEXT("send"), NULL, 3, 1, &r) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(quota_last_error(), "NULL") != NULL);
+  CHECK(quota_consume(engine, TEXT("send"), TEXT("a\0b"), 1, &r) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_consume(engine, TEXT("send"), TEXT("\xff"), 1, &r) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_consume(engine, TEXT("send"), TEXT("u"), 0, &r) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_consume(NULL, TEXT("send"), TEXT("u"), 1, &r) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(quota_last_error(), "engine is NULL") != NULL);
+
+  CHECK(quota_define(engine, TEXT("bad"), 42, 5, 1000, QUOTA_NO_BURST) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_define(engine, TEXT("bad"), QUOTA_SLIDING_LOG, 5, 1000, 10) ==
+        QUOTA_ERROR_INVALID_ARGUMENT); /* a burst only for a token bucket */
+  CHECK(quota_define(engine, TEXT("bad name!"), QUOTA_SLIDING_LOG, 5, 1000, QUOTA_NO_BURST) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_define(engine, TEXT("bad"), QUOTA_SLIDING_LOG, 0, 1000, QUOTA_NO_BURST) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  int removed = -1;
+  CHECK(quota_remove(engine, TEXT("bad"), &removed) == QUOTA_OK && removed == 0);
+  quota_close(engine);
+  quota_close(NULL);
+
+  /* Opening. */
+  quota_engine* opened = (quota_engine*)&r; /* overwritten with NULL on failure */
+  const char* text_file = path_in_scratch("not-a-database.txt");
+  FILE* file = fopen(text_file, "w");
+  CHECK(file != NULL);
+  if (file) {
+    fputs("this is not a SQLite database, but it is long enough to have a header...\n", file);
+    fclose(file);
+  }
+  CHECK(quota_open(text_file, strlen(text_file), NULL, &opened) == QUOTA_ERROR_NOT_A_DATABASE);
+  CHECK(opened == NULL);
+
+  quota_options options;
+  quota_options_init(&options);
+  options.create = 0;
+  const char* missing = path_in_scratch("missing.db");
+  CHECK(quota_open(missing, strlen(missing), &options, &opened) == QUOTA_ERROR_IO);
+  CHECK(strstr(quota_last_error(), "does not exist") != NULL);
+  quota_options_init(&options);
+  options.busy_timeout_ms = -1;
+  CHECK(quota_open(TEXT(":memory:"), &options, &opened) == QUOTA_ERROR_INVALID_ARGUMENT);
+  options.size = 0;
+  CHECK(quota_open(TEXT(":memory:"), &options, &opened) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_open(TEXT(":memory:"), NULL, NULL) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_open(NULL, 0, NULL, &opened) == QUOTA_ERROR_INVALID_ARGUMENT);
+
+  /* A caller built against an older, shorter quota_options: the fields it lacks (here the
+   * clock) keep their defaults. */
+  quota_options_init(&options);
+  options.clock = fixed_clock; /* beyond `size`: must be ignored */
+  options.clock_context = NULL;
+  options.size = offsetof(quota_options, clock);
+  CHECK(quota_open(TEXT(":memory:"), &options, &opened) == QUOTA_OK);
+  CHECK(quota_define(opened, TEXT("s"), QUOTA_SLIDING_LOG, 1, 1000, QUOTA_NO_BURST) == QUOTA_OK);
+  CHECK(quota_consume(opened, TEXT("s"), TEXT("u"), 1, &r) == QUOTA_OK && r.allowed == 1);
+  quota_close(opened);
+}
+
+/* The last error belongs to the thread that made the call. */
+static void* fail_in_thread(void* unused) {
+  (void)unused;
+  quota_result r;
+  const int status = quota_consume(NULL, TEXT("x"), TEXT("y"), 1, &r);
+  return (void*)(intptr_t)(status == QUOTA_ERROR_INVALID_ARGUMENT &&
+                           strstr(quota_last_error(), "engine is NULL") != NULL);
+}
+
+static void test_threads(void) {
+  quota_engine* engine = NULL;
+  CHECK(quota_open(TEXT(":memory:"), NULL, &engine) == QUOTA_OK);
+  CHECK(quota_consume(engine, TEXT("nope"), TEXT("u"), 1, NULL) == QUOTA_ERROR_UNKNOWN_LIMIT);
+  pthread_t thread;
+  void* thread_ok = NULL;
+  CHECK(pthread_create(&thread, NULL, fail_in_thread, NULL) == 0);
+  CHECK(pthread_join(thread, &thread_ok) == 0);
+  CHECK(thread_ok == (void*)1);
+  CHECK(strstr(quota_last_error(), "unknown limit") != NULL);
+  quota_close(engine);
+}
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: c_api_test SCRATCH_DIR\n");
+    return 2;
+  }
+  snprintf(scratch, sizeof scratch, "%s/c-api-XXXXXX", argv[1]);
+  if (mkdtemp(scratch) == NULL) {
+    perror(scratch);
+    return 2;
+  }
+  test_names_and_defaults();
+  test_operations();
+  test_errors();
+  test_threads();
+
+  static const char* const files[] = {"operations.db",     "operations.db-wal", "operations.db-shm",
+                                      "errors.db",         "errors.db-wal",     "errors.db-shm",
+                                      "not-a-database.txt"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; ++i) unlink(path_in_scratch(files[i]));
+  CHECK(rmdir(scratch) == 0);
+  if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
+  return failures ? 1 : 0;
+}
