@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""The packaging tests: STEP is one of
+
+  exports           the shared library (--library) exports the API and nothing else
+  install           `cmake --install` of --build into WORK/prefix, and what lands there
+  find_package      README's find_package project against WORK/prefix
+  pkg_config        README's pkg-config commands (C++ and the C API) against WORK/prefix
+  add_subdirectory  README's add_subdirectory project against --source
+  shared            a BUILD_SHARED_LIBS=ON build of --source, installed and used by README's
+                    find_package project and pkg-config command
+  python_readme     README's Python example, run against --library
+
+The README's code is the test's code: every fenced block preceded by a line
+`<!-- test-file: NAME -->` is written to NAME in a scratch project, and NAME.out, when present,
+is the exact output the program must print. Everything runs offline, in WORK/STEP (emptied
+first). With --sanitize-flags, programs linked against --build's instrumented library are
+compiled and linked with those flags (for the README's shell commands, through `cc` and `c++`
+wrappers put first in PATH).
+"""
+import argparse
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+README_FILE = re.compile(r"<!-- test-file: (\S+) -->\n```[\w+-]*\n(.*?)```\n", re.S)
+API_SYMBOL = re.compile(r"^(quota_\w+|quota::.*|(typeinfo|typeinfo name|vtable) for quota::.*)$")
+
+
+class Failure(Exception):
+    pass
+
+
+def run(command, cwd=None, env=None, capture=False):
+    print("+", " ".join(command) if isinstance(command, list) else command, flush=True)
+    completed = subprocess.run(command, cwd=cwd, env=env, shell=isinstance(command, str),
+                               stdout=subprocess.PIPE if capture else None,
+                               stderr=subprocess.STDOUT if capture else None, text=True)
+    if completed.returncode != 0:
+        if capture:
+            print(completed.stdout)
+        raise Failure(f"exit status {completed.returncode}: {command}")
+    return completed.stdout
+
+
+def readme_files(source):
+    with open(os.path.join(source, "README.md"), encoding="utf-8") as readme:
+        files = dict(README_FILE.findall(readme.read()))
+    if not files:
+        raise Failure("README.md has no `<!-- test-file: NAME -->` blocks")
+    return files
+
+
+def write_project(files, directory, names):
+    """Writes README blocks `names` into `directory`; a name's first path part is dropped
+    (find_package/CMakeLists.txt -> CMakeLists.txt)."""
+    os.makedirs(directory, exist_ok=True)
+    for name in names:
+        if name not in files:
+            raise Failure(f"README.md lacks the block {name}")
+        with open(os.path.join(directory, os.path.basename(name)), "w", encoding="utf-8") as out:
+            out.write(files[name])
+
+
+def run_program(files, program, expected_name, cwd, env=None):
+    """Runs `program` in the empty folder `cwd` and compares its output with README's
+    block `expected_name`."""
+    os.makedirs(cwd, exist_ok=True)
+    output = run([program], cwd=cwd, env=env, capture=True)
+    if output != files[expected_name]:
+        raise Failure(f"{program} printed\n{output}\ninstead of README's {expected_name}:\n"
+                      f"{files[expected_name]}")
+    print(output, end="")
+
+
+def configure_and_build(args, source, build, extra, target=None, sanitized=False):
+    flags = args.sanitize_flags if sanitized else ""
+    command = [args.cmake, "-S", source, "-B", build, "-G", args.generator,
+               f"-DCMAKE_C_COMPILER={args.cc}", f"-DCMAKE_CXX_COMPILER={args.cxx}",
+               # A plain, quick build: no optimisation, no debug information.
+               "-DCMAKE_BUILD_TYPE=Debug", f"-DCMAKE_C_FLAGS_DEBUG=-O0 {flags}",
+               f"-DCMAKE_CXX_FLAGS_DEBUG=-O0 {flags}", f"-DCMAKE_EXE_LINKER_FLAGS={flags}"]
+    run(command + extra, capture=True)
+    build_command = [args.cmake, "--build", build, "--parallel", "2"]
+    if target:
+        build_command += ["--target", target]
+    run(build_command, capture=True)
+
+
+def find_one(pattern):
+    found = glob.glob(pattern)
+    if len(found) != 1:
+        raise Failure(f"expected exactly one {pattern}, found {found}")
+    return found[0]
+
+
+def check_exports(library):
+    output = run(["nm", "-D", "--defined-only", "--demangle", library], capture=True)
+    names = [line.split(" ", 2)[2] for line in output.splitlines() if line.count(" ") >= 2]
+    strays = [name for name in names if not API_SYMBOL.match(name)]
+    if strays:
+        raise Failure(f"{library} exports more than the API:\n" + "\n".join(strays[:20]))
+    for wanted in ["quota_consume", "quota_last_error", "typeinfo for quota::Error"]:
+        if wanted not in names:
+            raise Failure(f"{library} does not export {wanted}")
+    if not any(name.startswith("quota::Engine::consume(") for name in names):
+        raise Failure(f"{library} does not export quota::Engine::consume")
+    if any("detail::" in name for name in names):
+        raise Failure(f"{library} exports internals (quota::detail)")
+    print(f"{library}: {len(names)} symbols, all of them API")
+
+
+def check_installed(prefix, quotactl):
+    for header in ["engine", "error", "export", "limit", "quota", "result", "version"]:
+        find_one(f"{prefix}/include/quota/{header}.h")
+    if glob.glob(f"{prefix}/include/quota/*detail*") or glob.glob(f"{prefix}/include/*.h"):
+        raise Failure("internal headers were installed")
+    find_one(f"{prefix}/share/quota/migrations/0001_initial.sql")
+    find_one(f"{prefix}/share/quota/schema.sql")
+    find_one(f"{prefix}/lib*/cmake/quota/quotaConfig.cmake")
+    find_one(f"{prefix}/lib*/cmake/quota/quotaConfigVersion.cmake")
+    find_one(f"{prefix}/lib*/pkgconfig/quota.pc")
+    if quotactl:
+        program = find_one(f"{prefix}/bin/quotactl")
+        run([program, "--db", f"{prefix}/check.db", "migrate"], capture=True)
+        os.remove(f"{prefix}/check.db")
+
+
+def compiler_wrappers(args, directory):
+    """`cc` and `c++` that add the sanitizer flags, for README's literal shell commands."""
+    os.makedirs(directory, exist_ok=True)
+    for name, real in [("cc", args.cc), ("c++", args.cxx)]:
+        path = os.path.join(directory, name)
+        with open(path, "w") as wrapper:
+            wrapper.write(f'#!/bin/sh\nexec "{real}" {args.sanitize_flags} "$@"\n')
+        os.chmod(path, 0o755)
+
+
+def pkg_config_builds(args, files, work, prefix, env):
+    """README's two pkg-config commands, each run by sh in a folder holding its source."""
+    env = dict(env, PKG_CONFIG_PATH=os.path.dirname(find_one(f"{prefix}/lib*/pkgconfig/quota.pc")))
+    for source, script, expected in [("main.cpp", "pkg-config.sh", "main.cpp.out"),
+                                     ("c-api/main.c", "c-api/pkg-config.sh", "c-api/main.c.out")]:
+        project = os.path.join(work, os.path.dirname(source) or "cpp")
+        write_project(files, project, [source])
+        run(files[script], cwd=project, env=env)
+        run_program(files, os.path.join(project, "app"), expected, os.path.join(project, "run"),
+                    env=env)
+
+
+def step_install(args, work):
+    prefix = os.path.join(work, "prefix")
+    run([args.cmake, "--install", args.build, "--prefix", prefix], capture=True)
+    check_installed(prefix, quotactl=True)
+
+
+def step_find_package(args, work, files):
+    prefix = os.path.join(os.path.dirname(work), "install", "prefix")
+    project = os.path.join(work, "project")
+    write_project(files, project, ["find_package/CMakeLists.txt", "main.cpp"])
+    configure_and_build(args, project, os.path.join(work, "build"),
+                        [f"-DCMAKE_PREFIX_PATH={prefix}"], sanitized=True)
+    run_program(files, os.path.join(work, "build", "app"), "main.cpp.out",
+                os.path.join(work, "run"))
+
+
+def step_pkg_config(args, work, files):
+    prefix = os.path.join(os.path.dirname(work), "install", "prefix")
+    # A shared libquota in a prefix of the test's own is found through LD_LIBRARY_PATH.
+    libdir = os.path.dirname(find_one(f"{prefix}/lib*/pkgconfig"))
+    env = dict(os.environ, LD_LIBRARY_PATH=libdir)
+    if args.sanitize_flags:
+        wrappers = os.path.join(work, "wrappers")
+        compiler_wrappers(args, wrappers)
+        env["PATH"] = wrappers + os.pathsep + env["PATH"]
+    pkg_config_builds(args, files, work, prefix, env)
+
+
+def step_add_subdirectory(args, work, files):
+    project = os.path.join(work, "project")
+    write_project(files, project, ["add_subdirectory/CMakeLists.txt", "main.cpp"])
+    os.makedirs(os.path.join(project, "third_party"))
+    os.symlink(args.source, os.path.join(project, "third_party", "quota"))
+    build = os.path.join(work, "build")
+    configure_and_build(args, project, build, [], target="app")
+    run_program(files, os.path.join(build, "app"), "main.cpp.out", os.path.join(work, "run"))
+    # quota is not the top-level project here: no tests, no quotactl, no install rules.
+    subbuild = os.path.join(build, "third_party", "quota")
+    for absent in ["tests", "tools/quotactl", "examples"]:
+        if os.path.exists(os.path.join(subbuild, absent)):
+            raise Failure(f"quota as a subproject configured its {absent}")
+    prefix = os.path.join(work, "prefix")
+    run([args.cmake, "--install", build, "--prefix", prefix], capture=True)
+    if os.path.exists(os.path.join(prefix, "include", "quota")):
+        raise Failure("quota as a subproject installed its headers")
+
+
+def step_shared(args, work, files):
+    build = os.path.join(work, "build")
+    prefix = os.path.join(work, "prefix")
+    configure_and_build(args, args.source, build,
+                        ["-DBUILD_SHARED_LIBS=ON", "-DQUOTA_TESTS=OFF", "-DQUOTA_QUOTACTL=OFF",
+                         "-DQUOTA_EXAMPLES=OFF"])
+    run([args.cmake, "--install", build, "--prefix", prefix], capture=True)
+    check_installed(prefix, quotactl=False)
+    if glob.glob(f"{prefix}/lib*/libquota.a"):
+        raise Failure("a shared build installed a static library")
+    library = find_one(f"{prefix}/lib*/libquota.so.{args.version}")
+    find_one(f"{prefix}/lib*/libquota.so")
+    check_exports(library)
+
+    project = os.path.join(work, "project")
+    write_project(files, project, ["find_package/CMakeLists.txt", "main.cpp"])
+    consumer = os.path.join(work, "consumer")
+    configure_and_build(args, project, consumer, [f"-DCMAKE_PREFIX_PATH={prefix}"])
+    needed = run(["readelf", "-d", os.path.join(consumer, "app")], capture=True)
+    if "libquota.so" not in needed:
+        raise Failure("the find_package consumer does not link libquota.so")
+    run_program(files, os.path.join(consumer, "app"), "main.cpp.out", os.path.join(work, "run"))
+
+    env = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(library))
+    pkg_config_builds(args, files, os.path.join(work, "pkg-config"), prefix, env)
+
+
+def step_python_readme(args, work, files):
+    write_project(files, work, ["python/app.py"])
+    env = dict(os.environ, QUOTA_LIBRARY=args.library,
+               PYTHONPATH=os.path.join(args.source, "examples", "python"))
+    output = run([sys.executable, os.path.join(work, "app.py")], cwd=work, env=env, capture=True)
+    if output != files["python/app.py.out"]:
+        raise Failure(f"app.py printed\n{output}\ninstead of README's python/app.py.out")
+    print(output, end="")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("step")
+    for option in ["source", "build", "work", "cmake", "generator", "cc", "cxx", "version",
+                   "library"]:
+        parser.add_argument(f"--{option}", required=True)
+    parser.add_argument("--sanitize-flags", default="")
+    args = parser.parse_args()
+    work = os.path.join(args.work, args.step)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    files = readme_files(args.source)
+    try:
+        if args.step == "exports":
+            check_exports(args.library)
+        elif args.step == "install":
+            step_install(args, work)
+        elif args.step == "find_package":
+            step_find_package(args, work, files)
+        elif args.step == "pkg_config":
+            step_pkg_config(args, work, files)
+        elif args.step == "add_subdirectory":
+            step_add_subdirectory(args, work, files)
+        elif args.step == "shared":
+            step_shared(args, work, files)
+        elif args.step == "python_readme":
+            step_python_readme(args, work, files)
+        else:
+            raise Failure(f"unknown step {args.step}")
+    except Failure as failure:
+        print(f"FAILED ({args.step}): {failure}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
