@@ -1,0 +1,208 @@
+// An HTTP gateway that rate-limits every request per client address and per API key.
+//
+//   gateway --db PATH [--host 127.0.0.1] [--port 0] [--per-ip N] [--per-key N] [--window S]
+//
+// Each client address may make --per-ip requests (default 10) and each API key (the
+// X-API-Key header; requests without one are limited per address only) --per-key requests
+// (default 5) in any --window seconds (default 60), exactly: both limits are sliding logs.
+// A request within both limits is served (GET / answers a small JSON document); one over
+// either is answered 429 Too Many Requests with Retry-After. Every answer carries the header
+// fields of the IETF HTTP API working group's draft "RateLimit header fields for HTTP"
+// (draft-ietf-httpapi-ratelimit-headers, the structured-field syntax of revisions 08 and
+// later, checked against -10):
+//
+//   RateLimit-Policy: "per-ip";q=10;w=60, "per-key";q=5;w=60
+//   RateLimit: "per-ip";r=9;t=60, "per-key";r=4;t=60
+//
+// q is the quota and w the window in seconds; r the units remaining and t the seconds until
+// the quota is fully restored (quota's reset_at_ms, rounded up). Retry-After is quota's exact
+// retry_after_ms rounded up to whole seconds. --port 0 picks a free port; the gateway prints
+// "listening on http://HOST:PORT" once it accepts connections, and stops cleanly on SIGINT or
+// SIGTERM. The state lives in the --db file, so a restart (or several gateways on one file)
+// keeps counting.
+#include <httplib.h>
+#include <quota/engine.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct Settings {
+  std::string db;
+  std::string host = "127.0.0.1";
+  int port = 0;
+  std::int64_t per_ip = 10;
+  std::int64_t per_key = 5;
+  std::int64_t window_seconds = 60;
+};
+
+constexpr const char* kPerIp = "per-ip";
+constexpr const char* kPerKey = "per-key";
+
+std::int64_t seconds_rounded_up(std::int64_t ms) { return ms <= 0 ? 0 : (ms + 999) / 1000; }
+
+// One limit's answer for this request, as the draft's fields describe it.
+struct Verdict {
+  std::string policy;  // the limit's name, which is also the policy's name in the fields
+  std::int64_t quota;
+  quota::Result result;
+};
+
+class Gateway {
+ public:
+  explicit Gateway(const Settings& settings)
+      : settings_(settings), engine_(quota::Engine::open(settings.db)) {
+    const std::chrono::seconds window(settings.window_seconds);
+    engine_.define({kPerIp, quota::Algorithm::sliding_log, settings.per_ip, window, std::nullopt});
+    engine_.define(
+        {kPerKey, quota::Algorithm::sliding_log, settings.per_key, window, std::nullopt});
+  }
+
+  // Charges the request to its address, then to its API key. Two consumes, so a request that
+  // the key's limit refuses has still used a unit of the address's limit. Engine::consume_all
+  // (SPEC §4a, not built yet) will make both one atomic decision in which a denial changes
+  // neither limit; this is the place to switch to it.
+  std::vector<Verdict> admit(const std::string& address, const std::string& key) {
+    std::vector<Verdict> verdicts;
+    verdicts.push_back({kPerIp, settings_.per_ip, engine_.consume(kPerIp, address)});
+    if (verdicts.back().result.allowed && !key.empty()) {
+      verdicts.push_back({kPerKey, settings_.per_key, engine_.consume(kPerKey, key)});
+    }
+    return verdicts;
+  }
+
+  // RateLimit-Policy, RateLimit and, when refused, Retry-After. Returns whether allowed.
+  bool answer(const std::vector<Verdict>& verdicts, httplib::Response& response) const {
+    const std::int64_t now = quota::system_clock_ms();
+    std::string policies;
+    std::string limits;
+    const Verdict* refusal = nullptr;
+    for (const Verdict& verdict : verdicts) {
+      if (!policies.empty()) {
+        policies += ", ";
+        limits += ", ";
+      }
+      policies += "\"" + verdict.policy + "\";q=" + std::to_string(verdict.quota) +
+                  ";w=" + std::to_string(settings_.window_seconds);
+      limits += "\"" + verdict.policy + "\";r=" + std::to_string(verdict.result.remaining) +
+                ";t=" + std::to_string(seconds_rounded_up(verdict.result.reset_at_ms - now));
+      if (!verdict.result.allowed) refusal = &verdict;
+    }
+    response.set_header("RateLimit-Policy", policies);
+    response.set_header("RateLimit", limits);
+    if (refusal == nullptr) return true;
+
+    response.status = 429;
+    const std::int64_t retry_after_ms = refusal->result.retry_after_ms;
+    if (retry_after_ms >= 0) {  // -1: the request can never succeed; no time would help
+      response.set_header("Retry-After", std::to_string(seconds_rounded_up(retry_after_ms)));
+    }
+    response.set_content("{\"error\":\"too_many_requests\",\"policy\":\"" + refusal->policy +
+                             "\",\"retry_after_ms\":" + std::to_string(retry_after_ms) + "}\n",
+                         "application/json");
+    return false;
+  }
+
+ private:
+  Settings settings_;
+  quota::Engine engine_;
+};
+
+std::optional<Settings> parse(int argc, char** argv) {
+  Settings settings;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const char* value = argv[i + 1];
+    if (flag == "--db") {
+      settings.db = value;
+    } else if (flag == "--host") {
+      settings.host = value;
+    } else if (flag == "--port") {
+      settings.port = std::atoi(value);
+    } else if (flag == "--per-ip") {
+      settings.per_ip = std::atoll(value);
+    } else if (flag == "--per-key") {
+      settings.per_key = std::atoll(value);
+    } else if (flag == "--window") {
+      settings.window_seconds = std::atoll(value);
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (argc % 2 == 0 || settings.db.empty() || settings.window_seconds <= 0) return std::nullopt;
+  return settings;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::optional<Settings> settings = parse(argc, argv);
+  if (!settings) {
+    std::cerr << "usage: gateway --db PATH [--host 127.0.0.1] [--port 0] [--per-ip N] "
+                 "[--per-key N] [--window SECONDS]\n";
+    return 2;
+  }
+  // SIGINT and SIGTERM are taken by one thread with sigwait, which stops the server: the
+  // server's threads inherit the blocked mask, so no signal handler ever runs.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  try {
+    Gateway gateway(*settings);
+    httplib::Server server;
+    server.set_pre_routing_handler(
+        [&](const httplib::Request& request, httplib::Response& response) {
+          try {
+            const auto verdicts =
+                gateway.admit(request.remote_addr, request.get_header_value("X-API-Key"));
+            return gateway.answer(verdicts, response) ? httplib::Server::HandlerResponse::Unhandled
+                                                      : httplib::Server::HandlerResponse::Handled;
+          } catch (const quota::Error& error) {
+            // A bad key (not UTF-8, too long) is the client's fault; the rest is ours.
+            response.status = error.code() == quota::ErrorCode::invalid_argument ? 400 : 503;
+            response.set_content(std::string(error.what()) + "\n", "text/plain");
+            return httplib::Server::HandlerResponse::Handled;
+          }
+        });
+    server.Get("/", [](const httplib::Request& request, httplib::Response& response) {
+      response.set_content("{\"hello\":\"" + request.remote_addr + "\"}\n", "application/json");
+    });
+
+    const int port =
+        settings->port == 0
+            ? server.bind_to_any_port(settings->host)
+            : (server.bind_to_port(settings->host, settings->port) ? settings->port : -1);
+    if (port < 0) {
+      std::cerr << "gateway: cannot listen on " << settings->host << ":" << settings->port << "\n";
+      return 1;
+    }
+    std::atomic<bool> signalled{false};
+    std::thread stopper([&] {
+      int signal = 0;
+      sigwait(&stop_signals, &signal);
+      signalled = true;
+      server.stop();
+    });
+    std::cout << "listening on http://" << settings->host << ":" << port << std::endl;
+    server.listen_after_bind();
+    if (!signalled) kill(getpid(), SIGTERM);  // the server ended on its own: wake the stopper
+    stopper.join();
+    std::cout << "stopped" << std::endl;
+  } catch (const std::exception& error) {
+    std::cerr << "gateway: " << error.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
