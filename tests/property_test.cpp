@@ -5,7 +5,9 @@
 // or above the maximum; costs up to capacity + 1; time steps aimed at exact expiries, window
 // ends and whole tokens (and 1 ms either side), standing still, long idle gaps, and jumps
 // backwards, so that every boundary is hit many times; redefinitions of the maximum (and of
-// a bucket's burst) that keep the state.
+// a bucket's burst) that keep the state. A second kind of run takes numbers of every size up
+// to the largest configurations accepted (products of up to 2^62), costs near what remains,
+// and jumps of up to 2^40 ms, where the engine must avoid overflowing 64 bits.
 //
 // A failure prints the seed, the failing step and the history of that limit and owner.
 // QUOTA_PROPERTY_SEED=<n> runs only that seed (add QUOTA_PROPERTY_STEPS=<n> to change the
@@ -41,25 +43,60 @@ std::optional<std::uint64_t> environment_number(const char* name) {
   return std::strtoull(text, nullptr, 10);
 }
 
+// Small numbers (most rates fractional, boundaries hit often) or numbers of every size up to
+// the largest configurations accepted.
+enum class Scale { small, large };
+
+constexpr std::int64_t k2To62 = std::int64_t{1} << 62;
+
+// A number from 1 to `most`, of any order of magnitude (uniform in its bit length).
+std::int64_t any_size(Random& random, std::int64_t most) {
+  const std::int64_t bits = between(random, 0, 40);
+  return between(random, 1, std::max<std::int64_t>(1, std::min(most, std::int64_t{1} << bits)));
+}
+
 // A token bucket's capacity: the maximum (no burst), at most the maximum, or more.
-std::optional<std::int64_t> random_burst(Random& random, std::int64_t maximum) {
+std::optional<std::int64_t> random_burst(Random& random, Scale scale, std::int64_t maximum,
+                                         std::int64_t period_ms) {
+  const std::int64_t most =
+      scale == Scale::small ? 2 * maximum + 3 : std::min(kMaximumBound, k2To62 / period_ms);
   switch (between(random, 0, 2)) {
     case 0:
       return std::nullopt;
     case 1:
-      return between(random, 1, maximum);
+      return between(random, 1, std::min(maximum, most));
     default:
-      return between(random, maximum + 1, 2 * maximum + 3);
+      return between(random, std::min(maximum + 1, most), most);
   }
 }
 
-Limit random_limit(Random& random, const std::string& name, Algorithm algorithm) {
+// The largest period the engine accepts for `maximum` (SPEC §2, and the 2^62 products).
+std::int64_t longest_period(Algorithm algorithm, std::int64_t maximum) {
+  switch (algorithm) {
+    case Algorithm::sliding_window:
+      return std::min<std::int64_t>(2'592'000'000, k2To62 / maximum);
+    case Algorithm::token_bucket:
+      return std::min(kPeriodBound.count(), k2To62 / maximum);
+    default:
+      return kPeriodBound.count();
+  }
+}
+
+Limit random_limit(Random& random, Scale scale, const std::string& name, Algorithm algorithm) {
   Limit limit;
   limit.name = name;
   limit.algorithm = algorithm;
-  limit.maximum = between(random, 1, 7);
-  limit.period = std::chrono::milliseconds(between(random, 1, 60));
-  if (algorithm == Algorithm::token_bucket) limit.burst = random_burst(random, limit.maximum);
+  if (scale == Scale::small) {
+    limit.maximum = between(random, 1, 7);
+    limit.period = std::chrono::milliseconds(between(random, 1, 60));
+  } else {
+    limit.maximum = any_size(random, kMaximumBound);
+    limit.period =
+        std::chrono::milliseconds(any_size(random, longest_period(algorithm, limit.maximum)));
+  }
+  if (algorithm == Algorithm::token_bucket) {
+    limit.burst = random_burst(random, scale, limit.maximum, limit.period.count());
+  }
   return limit;
 }
 
@@ -81,15 +118,15 @@ struct Step {
 
 class Run {
  public:
-  Run(std::uint64_t seed, std::vector<Algorithm> algorithms)
-      : seed_(seed), random_(seed), algorithms_(std::move(algorithms)) {
+  Run(std::uint64_t seed, std::vector<Algorithm> algorithms, Scale scale)
+      : seed_(seed), random_(seed), algorithms_(std::move(algorithms)), scale_(scale) {
     base_ = 1'700'000'000'000 + between(random_, 0, 999);
     clock_.set(base_);
     engine_.emplace(Engine::open(":memory:", options_with(clock_)));
     for (std::size_t i = 0; i < algorithms_.size() * 2; ++i) {
       const Algorithm algorithm = algorithms_[i % algorithms_.size()];
-      define(random_limit(random_, std::string(to_string(algorithm)) + "." + std::to_string(i),
-                          algorithm));
+      define(random_limit(random_, scale_,
+                          std::string(to_string(algorithm)) + "." + std::to_string(i), algorithm));
       names_.push_back(history_.back().limit);
     }
   }
@@ -158,7 +195,32 @@ class Run {
     if (roll < 92) return clock_.advance(-between(random_, 1, 10));
     if (roll < 96) return clock_.advance(-between(random_, 30, 120));
     if (roll < 99) return clock_.advance(between(random_, 30, 120));
-    clock_.advance(between(random_, 500, 20'000));  // long idle: a bucket's debt is paid off
+    // Long idle: a bucket's debt is paid off, windows are forgotten.
+    clock_.advance(scale_ == Scale::small ? between(random_, 500, 20'000)
+                                          : any_size(random_, std::int64_t{1} << 40));
+  }
+
+  // Any cost up to capacity + 1; with large numbers, often one near what remains (where the
+  // decision is close) or a small one.
+  std::int64_t random_cost(const std::string& limit, const std::string& owner, const Limit& rule) {
+    const std::int64_t most = rule.capacity() + 1;
+    if (scale_ == Scale::small || between(random_, 0, 3) == 0) return between(random_, 1, most);
+    if (between(random_, 0, 2) == 0) return between(random_, 1, std::min<std::int64_t>(3, most));
+    const std::int64_t left = model_.check(limit, owner, 1, now()).remaining;
+    return std::clamp<std::int64_t>(left + between(random_, -2, 2), 1, most);
+  }
+
+  // The README: a bucket's debt saturates at 2^61 units of tokens x period_ms, and one record
+  // of a large configuration's capacity can reach that. The model keeps debts exactly, so
+  // large runs record no deeper than that: at most this cost (used = capacity - floor(level /
+  // P), so level >= (capacity - used) * P).
+  std::int64_t deepest_record(const std::string& limit, const std::string& owner,
+                              const Limit& rule) const {
+    std::int64_t used = 0;
+    for (const Usage& row : model_.usage(limit, now())) {
+      if (row.owner == owner) used = row.used;
+    }
+    return rule.capacity() - used + (k2To62 / 2) / rule.period.count();
   }
 
   void count_situation() {
@@ -174,7 +236,7 @@ class Run {
     const std::string& limit = limit_;
     const std::string& owner = owner_;
     const Limit& rule = model_.limit(limit);
-    const std::int64_t cost = between(random_, 1, rule.capacity() + 1);
+    std::int64_t cost = random_cost(limit, owner, rule);
     const std::int64_t roll = between(random_, 0, 999);
     count_situation();
     if (just_reset_ == std::make_pair(limit, owner)) ++coverage_.fresh_after_reset;
@@ -195,6 +257,10 @@ class Run {
       return compare("consume", limit, owner, cost, engine_->consume(limit, owner, cost), expected);
     }
     if (roll < 900) {
+      if (scale_ == Scale::large && rule.algorithm == Algorithm::token_bucket) {
+        cost = std::min(cost, deepest_record(limit, owner, rule));
+        if (cost < 1) return true;
+      }
       const Result expected = model_.record(limit, owner, cost, now());
       if (!expected.allowed) ++coverage_.overdrawn;
       return compare("record", limit, owner, cost, engine_->record(limit, owner, cost), expected);
@@ -209,9 +275,16 @@ class Run {
       // the new numbers apply, a bucket's level clamped to its new capacity. (Not the period:
       // windows and a bucket's level cannot be carried across a change of period exactly.)
       Limit changed = rule;
-      changed.maximum = between(random_, 1, 7);
+      const std::int64_t period = rule.period.count();
+      const bool multiplies =
+          rule.algorithm == Algorithm::sliding_window || rule.algorithm == Algorithm::token_bucket;
+      changed.maximum =
+          scale_ == Scale::small
+              ? between(random_, 1, 7)
+              : any_size(random_,
+                         multiplies ? std::min(kMaximumBound, k2To62 / period) : kMaximumBound);
       if (rule.algorithm == Algorithm::token_bucket && between(random_, 0, 1) == 1) {
-        changed.burst = random_burst(random_, changed.maximum);
+        changed.burst = random_burst(random_, scale_, changed.maximum, period);
       }
       define(changed);
       return true;
@@ -224,7 +297,7 @@ class Run {
         REQUIRE(model_.remove(limit));
         note(limit, "", "remove");
       }
-      define(random_limit(random_, limit, algorithm));
+      define(random_limit(random_, scale_, limit, algorithm));
       return true;
     }
     return compare_usage();
@@ -323,6 +396,7 @@ class Run {
   std::uint64_t seed_;
   Random random_;
   std::vector<Algorithm> algorithms_;
+  Scale scale_;
   std::int64_t base_ = 0;
   ManualClock clock_;
   std::optional<Engine> engine_;
@@ -336,7 +410,8 @@ class Run {
   Coverage coverage_;
 };
 
-void run_seeds(const std::vector<Algorithm>& algorithms, std::uint64_t first_seed) {
+void run_seeds(const std::vector<Algorithm>& algorithms, std::uint64_t first_seed,
+               Scale scale = Scale::small) {
   const int steps = static_cast<int>(environment_number("QUOTA_PROPERTY_STEPS").value_or(3000));
   std::vector<std::uint64_t> seeds;
   if (const auto only = environment_number("QUOTA_PROPERTY_SEED")) {
@@ -345,7 +420,7 @@ void run_seeds(const std::vector<Algorithm>& algorithms, std::uint64_t first_see
     for (std::uint64_t i = 0; i < 4; ++i) seeds.push_back(first_seed + i);
   }
   for (const std::uint64_t seed : seeds) {
-    Run run(seed, algorithms);
+    Run run(seed, algorithms, scale);
     const bool agreed = run.run(steps);
     CHECK(agreed);
     if (!agreed) break;
@@ -385,6 +460,13 @@ TEST_CASE("mixed limits, owners and algorithm changes: the engine matches the mo
   run_seeds({Algorithm::sliding_log, Algorithm::fixed_window, Algorithm::sliding_window,
              Algorithm::token_bucket},
             3000);
+}
+
+TEST_CASE("numbers of every size up to the largest accepted: the engine matches the model",
+          "[property]") {
+  run_seeds({Algorithm::sliding_log, Algorithm::fixed_window, Algorithm::sliding_window,
+             Algorithm::token_bucket},
+            6000, Scale::large);
 }
 
 }  // namespace
