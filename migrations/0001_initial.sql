@@ -23,7 +23,7 @@
 --   (1 ms .. 366 days); burst the token bucket's capacity (NULL for the other algorithms).
 --   Products that the decisions compute stay below 2^62: a sliding_window needs
 --   maximum * period_ms <= 2^62 and a period of at most 30 days (so that period_ms^2 fits);
---   a token_bucket needs maximum * period_ms and burst * period_ms <= 2^62.
+--   a token_bucket needs maximum * period_ms <= 2^62 and burst * period_ms <= 2^61.
 --
 -- How a request is decided. A consume or record is one statement,
 --   INSERT INTO <state table> (limit_name, owner, cost, seen_ms) VALUES (:limit, :owner, ...)
@@ -64,7 +64,7 @@
 -- quota_buckets (token_bucket): the owner's bucket. level is its tokens times period_ms, an
 --   integer, so that a refill of maximum tokens per period_ms adds exactly maximum units per
 --   millisecond: fractional rates lose nothing. A new owner's bucket is full
---   (burst * period_ms); record may take it below zero (a debt, floored at -2^61), which
+--   (burst * period_ms); record may take it below zero (a debt, floored at -2^62), which
 --   later requests wait out. The level was last computed at seen_ms; a limit redefined with
 --   another period is re-scaled to whole tokens, and every level is clamped to the capacity.
 --
@@ -92,7 +92,7 @@ CREATE TABLE quota_limits (
          OR (period_ms <= 2592000000 AND maximum <= 4611686018427387904 / period_ms)),
   CHECK (algorithm <> 'token_bucket'
          OR (maximum <= 4611686018427387904 / period_ms
-             AND burst <= 4611686018427387904 / period_ms))
+             AND burst <= 2305843009213693952 / period_ms))
 ) STRICT, WITHOUT ROWID;
 
 -- The state columns are declared without NOT NULL: the request row of VALUES leaves them NULL
@@ -151,7 +151,7 @@ CREATE TABLE quota_buckets (
   maximum             INTEGER CONSTRAINT "unknown limit" CHECK (maximum IS NOT NULL),
   period_ms           INTEGER CHECK (period_ms >= 1),
   burst               INTEGER CHECK (burst >= 1),
-  level               INTEGER CHECK (level >= -2305843009213693952),
+  level               INTEGER CHECK (level >= -4611686018427387904),
   denied              INTEGER CHECK (denied >= 0),
   seen_ms             INTEGER,
   cost                INTEGER,
@@ -329,7 +329,7 @@ FROM (
                   WHEN b.level / b.period_ms >= l.burst THEN l.burst * l.period_ms
                   ELSE max(CASE WHEN b.level >= 0 THEN b.level / b.period_ms
                                 ELSE -((b.period_ms - 1 - b.level) / b.period_ms) END,
-                           -(2305843009213693952 / l.period_ms)) * l.period_ms END AS start
+                           -(4611686018427387904 / l.period_ms)) * l.period_ms END AS start
       FROM quota_buckets AS b
       JOIN quota_limits AS l ON l.name = b.limit_name AND l.algorithm = 'token_bucket'
     )

@@ -92,13 +92,14 @@ bool is_valid_utf8(std::string_view text) {
 
 // The decisions of sliding_window and token_bucket multiply counts by the period; these
 // bounds keep every such product inside 64-bit integers (see src/statements.cpp).
-void require_product_fits(const Limit& limit, const char* what, std::int64_t value) {
+void require_product_fits(const Limit& limit, const char* what, std::int64_t value,
+                          std::int64_t bound, const char* bound_name) {
   const std::int64_t period = limit.period.count();
-  if (value > kProductBound / period) {
+  if (value > bound / period) {
     invalid(fmt::format("{} {} is too large for a {} limit with a period of {} ms: {} x period_ms "
-                        "must be at most 2^62 ({}), so use a {} of at most {} or a shorter period",
-                        what, value, to_string(limit.algorithm), period, what, kProductBound, what,
-                        kProductBound / period));
+                        "must be at most {} ({}), so use a {} of at most {} or a shorter period",
+                        what, value, to_string(limit.algorithm), period, what, bound_name, bound,
+                        what, bound / period));
   }
 }
 
@@ -109,10 +110,10 @@ void validate_products(const Limit& limit) {
                           "days ({} ms); use fixed_window or sliding_log for longer periods",
                           limit.period.count(), kSlidingWindowPeriodBound.count()));
     }
-    require_product_fits(limit, "maximum", limit.maximum);
+    require_product_fits(limit, "maximum", limit.maximum, kProductBound, "2^62");
   } else if (limit.algorithm == Algorithm::token_bucket) {
-    require_product_fits(limit, "maximum", limit.maximum);
-    require_product_fits(limit, "burst", limit.capacity());
+    require_product_fits(limit, "maximum", limit.maximum, kProductBound, "2^62");
+    require_product_fits(limit, "burst", limit.capacity(), kBucketBound, "2^61");
   }
 }
 

@@ -187,8 +187,9 @@ constexpr const char* kWindowUpdateInputs = R"(
 // maximum units per millisecond. `start` is the row's level under the limit as it is now:
 // clamped to the capacity, or re-scaled to whole tokens when the period has changed. The
 // refill compares the elapsed time with the time to fill instead of multiplying, so no
-// product exceeds capacity * period_ms (<= 2^62 by the limit's definition); a debt is
-// floored at -2^61.
+// product exceeds capacity * period_ms (<= 2^61 by the limit's definition); a debt is
+// floored at -2^62, two records of the whole capacity, so every sum of a level and a debt
+// stays below 2^63.
 constexpr const char* kBucketDecision = R"(
   SELECT *,
     max(level_after / period_ms, 0) AS remaining,
@@ -202,7 +203,7 @@ constexpr const char* kBucketDecision = R"(
   FROM (
     SELECT *,
       CASE WHEN NOT ({recorded}) THEN level
-           WHEN cost > (level + 2305843009213693952) / period_ms THEN -2305843009213693952
+           WHEN cost > (level + 4611686018427387904) / period_ms THEN -4611686018427387904
            ELSE level - cost * period_ms END AS level_after,
       denied_before + ({denied}) AS denied
     FROM (
@@ -233,7 +234,7 @@ constexpr const char* kBucketStart = R"(CASE
                  WHEN {level} / {row_period} >= {capacity} THEN {capacity} * {period}
                  ELSE max(CASE WHEN {level} >= 0 THEN {level} / {row_period}
                                ELSE -(({row_period} - 1 - {level}) / {row_period}) END,
-                          -(2305843009213693952 / {period})) * {period} END)";
+                          -(4611686018427387904 / {period})) * {period} END)";
 
 constexpr const char* kBucketCheckInputs = R"(
       SELECT l.maximum AS maximum, l.burst AS capacity, l.period_ms AS period_ms,

@@ -560,10 +560,11 @@ TEST_CASE("a token bucket whose period changes never overflows or exceeds its ca
   // are -1 or positive, and tight.
   Fixture f;
   const std::vector<Limit> shapes = {
-      make_bucket("tb", 1'000'000'000'000, 4'611'686),             // maximum x period <= 2^62
+      make_bucket("tb", 1'000'000'000'000, 2'305'843),             // burst x period <= 2^61
+      make_bucket("tb", 1'000'000'000'000, 4'611'686, 1),          // maximum x period <= 2^62
       make_bucket("tb", 1, 1),                                     // the smallest
-      make_bucket("tb", 145'836'053, 31'622'400'000),              // 366 days
-      make_bucket("tb", 3, 33'554'432, 137'438'953'472),           // burst x period = 2^62
+      make_bucket("tb", 72'918'026, 31'622'400'000),               // 366 days
+      make_bucket("tb", 3, 33'554'432, 68'719'476'736),            // burst x period = 2^61
       make_bucket("tb", 1'000'000'000'000, 1, 1'000'000'000'000),  // 1 ms, the largest numbers
       make_bucket("tb", 7, 60'000, 3),
   };
@@ -891,6 +892,27 @@ TEST_CASE("token_bucket: a long run at 7 per minute admits exactly what the rate
   }
   CHECK(admitted_varied == expected_varied);
   CHECK(engine.usage("tb").at(0).denied == (dense - admitted) + (varied - admitted_varied));
+}
+
+TEST_CASE("the largest token bucket keeps two records of its capacity as an exact debt",
+          "[engine]") {
+  // Regression: with burst x period allowed up to 2^62 and the debt floored at -2^61, one
+  // record of the capacity reached the floor and part of a second one was forgiven (a wait of
+  // 6,917,530 ms instead of 2 periods). Now burst x period <= 2^61 and the floor is -2^62.
+  Fixture f;
+  const Limit largest = make_bucket("tb", 1'000'000'000'000, 2'305'843);  // burst = maximum
+  f.engine.define(largest);
+  f.clock.set(T);
+  CHECK(f.engine.record("tb", "u", 1'000'000'000'000).allowed);
+  const Result second = f.engine.record("tb", "u", 1'000'000'000'000);
+  CHECK_FALSE(second.allowed);
+  CHECK(f.engine.check("tb", "u", 1'000'000'000'000).retry_after_ms == 2 * 2'305'843);
+  REQUIRE(f.engine.usage("tb").size() == 1);
+  CHECK(f.engine.usage("tb")[0].used == 2'000'000'000'000);
+  f.clock.set(T + 2 * 2'305'843 - 1);
+  CHECK_FALSE(f.engine.check("tb", "u", 1'000'000'000'000).allowed);
+  f.clock.set(T + 2 * 2'305'843);
+  CHECK(f.engine.check("tb", "u", 1'000'000'000'000).allowed);
 }
 
 }  // namespace

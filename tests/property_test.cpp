@@ -59,7 +59,7 @@ std::int64_t any_size(Random& random, std::int64_t most) {
 std::optional<std::int64_t> random_burst(Random& random, Scale scale, std::int64_t maximum,
                                          std::int64_t period_ms) {
   const std::int64_t most =
-      scale == Scale::small ? 2 * maximum + 3 : std::min(kMaximumBound, k2To62 / period_ms);
+      scale == Scale::small ? 2 * maximum + 3 : std::min(kMaximumBound, kBucketBound / period_ms);
   switch (between(random, 0, 2)) {
     case 0:
       return std::nullopt;
@@ -70,13 +70,14 @@ std::optional<std::int64_t> random_burst(Random& random, Scale scale, std::int64
   }
 }
 
-// The largest period the engine accepts for `maximum` (SPEC §2, and the 2^62 products).
+// The largest period the engine accepts for `maximum` (SPEC §2, and the 2^62 products; a
+// bucket's burst, which defaults to its maximum, times its period at most 2^61).
 std::int64_t longest_period(Algorithm algorithm, std::int64_t maximum) {
   switch (algorithm) {
     case Algorithm::sliding_window:
       return std::min<std::int64_t>(2'592'000'000, k2To62 / maximum);
     case Algorithm::token_bucket:
-      return std::min(kPeriodBound.count(), k2To62 / maximum);
+      return std::min(kPeriodBound.count(), kBucketBound / maximum);
     default:
       return kPeriodBound.count();
   }
@@ -210,7 +211,7 @@ class Run {
     return std::clamp<std::int64_t>(left + between(random_, -2, 2), 1, most);
   }
 
-  // The README: a bucket's debt saturates at 2^61 units of tokens x period_ms, and one record
+  // The README: a bucket's debt saturates at 2^62 units of tokens x period_ms, and three records
   // of a large configuration's capacity can reach that. The model keeps debts exactly, so
   // large runs record no deeper than that: at most this cost (used = capacity - floor(level /
   // P), so level >= (capacity - used) * P).
@@ -220,7 +221,7 @@ class Run {
     for (const Usage& row : model_.usage(limit, now())) {
       if (row.owner == owner) used = row.used;
     }
-    return rule.capacity() - used + (k2To62 / 2) / rule.period.count();
+    return rule.capacity() - used + k2To62 / rule.period.count();
   }
 
   void count_situation() {
@@ -282,7 +283,12 @@ class Run {
           scale_ == Scale::small
               ? between(random_, 1, 7)
               : any_size(random_,
-                         multiplies ? std::min(kMaximumBound, k2To62 / period) : kMaximumBound);
+                         multiplies ? std::min(kMaximumBound,
+                                               (rule.algorithm == Algorithm::token_bucket
+                                                    ? kBucketBound
+                                                    : k2To62) /
+                                                   period)
+                                    : kMaximumBound);
       if (rule.algorithm == Algorithm::token_bucket && between(random_, 0, 1) == 1) {
         changed.burst = random_burst(random_, scale_, changed.maximum, period);
       }

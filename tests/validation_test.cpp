@@ -218,6 +218,7 @@ TEST_CASE("sliding_window and token_bucket: configurations that could overflow a
   f.engine.consume("sw", "u");
   f.engine.consume("tb", "u");
   const std::string bound = std::to_string(k2To62);
+  const std::string bucket_bound = std::to_string(kBucketBound);
   for (const std::string& name : {"sw"s, "tb"s, "new"s}) {  // updates and a new limit
     CAPTURE(name);
     // sliding_window: at most 30 days, and maximum x period_ms at most 2^62.
@@ -234,17 +235,22 @@ TEST_CASE("sliding_window and token_bucket: configurations that could overflow a
           f.engine.define(make_limit(name, Algorithm::sliding_window, kMaximumBound, 4'611'687));
         },
         {"maximum", "1000000000000", bound});
-    // token_bucket: maximum x period_ms and burst x period_ms at most 2^62.
+    // token_bucket: maximum x period_ms at most 2^62, burst x period_ms at most 2^61 (the
+    // burst defaults to the maximum).
     f.expect_invalid([&] { f.engine.define(make_bucket(name, 145'836'054, k366Days)); },
                      {"145836054", bound});
     f.expect_invalid([&] { f.engine.define(make_bucket(name, 145'836'054, k366Days, 1)); },
                      {"maximum", "145836054", bound});
-    f.expect_invalid([&] { f.engine.define(make_bucket(name, 1, k366Days, 145'836'054)); },
-                     {"burst", "145836054", bound});
+    f.expect_invalid([&] { f.engine.define(make_bucket(name, 1, k366Days, 72'918'027)); },
+                     {"burst", "72918027", "2^61", bucket_bound});
+    f.expect_invalid([&] { f.engine.define(make_bucket(name, 72'918'027, k366Days)); },
+                     {"burst", "72918027", "2^61", bucket_bound});
+    f.expect_invalid([&] { f.engine.define(make_bucket(name, kMaximumBound, 2'305'844)); },
+                     {"burst", "1000000000000", "2^61", bucket_bound});
     f.expect_invalid([&] { f.engine.define(make_bucket(name, kMaximumBound, 4'611'687)); },
                      {"1000000000000", bound});
-    f.expect_invalid([&] { f.engine.define(make_bucket(name, 1, 33'554'432, 137'438'953'473)); },
-                     {"burst", "137438953473", bound});
+    f.expect_invalid([&] { f.engine.define(make_bucket(name, 1, 33'554'432, 68'719'476'737)); },
+                     {"burst", "68719476737", "2^61", bucket_bound});
   }
   CHECK(f.engine.get("sw") == make_limit("sw", Algorithm::sliding_window, 3, 1000));
   CHECK(f.engine.get("tb") == make_bucket("tb", 3, 1000, 5));
@@ -378,30 +384,33 @@ TEST_CASE("sliding_window: the largest accepted configurations work at their edg
 
 TEST_CASE("token_bucket: the largest accepted configurations work at their edges", "[validation]") {
   for (const Limit& limit : {
-           make_bucket("edge", 145'836'053, k366Days),
-           make_bucket("edge", 1, k366Days, 145'836'053),
-           make_bucket("edge", kMaximumBound, 4'611'686),
-           make_bucket("edge", 1, 33'554'432, 137'438'953'472),  // burst x period = 2^62
+           make_bucket("edge", 72'918'026, k366Days),
+           make_bucket("edge", 145'836'053, k366Days, 1),  // maximum x period <= 2^62
+           make_bucket("edge", 1, k366Days, 72'918'026),
+           make_bucket("edge", kMaximumBound, 2'305'843),
+           make_bucket("edge", kMaximumBound, 4'611'686, 1),
+           make_bucket("edge", 1, 33'554'432, 68'719'476'736),  // burst x period = 2^61
            make_bucket("edge", kMaximumBound, 1, 1),
            make_bucket("edge", 1, k366Days, 1),
        }) {
     Edge edge(limit);
-    // One overdraft from an empty bucket, as deep as the engine keeps a debt exactly (the
-    // README: a bucket's debt saturates at 2^61 units of tokens x period_ms).
-    work_at_the_edges(edge, std::min(limit.capacity(), (k2To62 / 2) / limit.period.count()), 1);
+    // Overdrafts of the whole capacity from an empty bucket, as deep as the engine keeps a
+    // debt exactly (the README: a debt is floored at 2^62 units of tokens x period_ms, two
+    // whole capacities of the largest bucket).
+    work_at_the_edges(edge, limit.capacity(), 2);
   }
 }
 
 TEST_CASE("token_bucket: debts beyond what 64 bits hold saturate and stay consistent",
           "[validation]") {
-  // A debt deeper than 2^61 units of tokens x period_ms is not kept exactly (the README), and
-  // with the largest configurations one record of the capacity goes that deep. Whatever the
+  // A debt deeper than 2^62 units of tokens x period_ms is not kept exactly (the README), and
+  // with the largest configurations three records of the capacity go that deep. Whatever the
   // engine keeps, its answers must stay in range and its waits tight.
   for (const Limit& limit : {
-           make_bucket("deep", 145'836'053, k366Days),
-           make_bucket("deep", 1, k366Days, 145'836'053),
-           make_bucket("deep", kMaximumBound, 4'611'686),
-           make_bucket("deep", 1, 33'554'432, 137'438'953'472),
+           make_bucket("deep", 72'918'026, k366Days),
+           make_bucket("deep", 1, k366Days, 72'918'026),
+           make_bucket("deep", kMaximumBound, 2'305'843),
+           make_bucket("deep", 1, 33'554'432, 68'719'476'736),
        }) {
     CAPTURE(limit.maximum, limit.period.count(), limit.capacity());
     TempDir dir;

@@ -50,9 +50,12 @@ inline constexpr std::int64_t kMaximumBound = 1'000'000'000'000;  // maximum, bu
 inline constexpr std::chrono::milliseconds kPeriodBound{366LL * 24 * 60 * 60 * 1000};
 inline constexpr std::size_t kNameBound = 64;    // characters of a limit's name
 inline constexpr std::size_t kOwnerBound = 1024; // bytes of an owner
-// sliding_window and token_bucket multiply by the period: maximum (and burst) x period_ms
-// must be at most this, and a sliding_window's period at most 30 days.
+// sliding_window and token_bucket multiply by the period: maximum x period_ms must be at most
+// kProductBound, a sliding_window's period at most 30 days, and a token bucket's
+// burst x period_ms at most kBucketBound (half, so that its debt can reach twice its capacity
+// and every sum of the two still fits).
 inline constexpr std::int64_t kProductBound = std::int64_t{1} << 62;
+inline constexpr std::int64_t kBucketBound = std::int64_t{1} << 61;
 inline constexpr std::chrono::milliseconds kSlidingWindowPeriodBound{30LL * 24 * 60 * 60 * 1000};
 
 }  // namespace quota
