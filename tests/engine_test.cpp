@@ -915,5 +915,13 @@ TEST_CASE("the largest token bucket keeps two records of its capacity as an exac
   CHECK(f.engine.check("tb", "u", 1'000'000'000'000).allowed);
 }
 
+TEST_CASE("the SPEC's example defines a limit with four braced values", "[engine]") {
+  // Regression: without a default for burst, this line of SPEC §7 warned under -Wextra
+  // (-Wmissing-field-initializers), an error in a build like this suite's.
+  Engine engine = Engine::open(":memory:");
+  engine.define({"send_message", quota::Algorithm::sliding_log, 10, std::chrono::minutes(1)});
+  CHECK(engine.get("send_message")->capacity() == 10);
+}
+
 }  // namespace
 }  // namespace quota::test

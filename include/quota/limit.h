@@ -36,7 +36,7 @@ struct Limit {
   std::chrono::milliseconds period{1000};
   // token_bucket only: the bucket's capacity (default: maximum). Must be empty for the other
   // algorithms.
-  std::optional<std::int64_t> burst;
+  std::optional<std::int64_t> burst = std::nullopt;
 
   // The most units one request can ever be granted: burst for a token bucket, else maximum.
   std::int64_t capacity() const { return burst.value_or(maximum); }
