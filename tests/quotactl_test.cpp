@@ -629,6 +629,17 @@ TEST_CASE("quotactl --help, help COMMAND and --version", "[quotactl]") {
   const Outcome version = run_quotactl({"--version"});
   CHECK(version.status == 0);
   CHECK(version.out == std::string("quotactl ") + quota::kVersion + "\n");
+
+  // With --json, exactly one JSON document holding the same text (SPEC §6).
+  const Outcome json_version = run_quotactl({"--version", "--json"});
+  CHECK(json_version.status == 0);
+  CHECK(json::parse(json_version.out) == json{{"version", quota::kVersion}});
+  const Outcome json_help = run_quotactl({"--json", "help", "limit", "set"});
+  CHECK(json_help.status == 0);
+  CHECK(json::parse(json_help.out)["help"] == run_quotactl({"help", "limit", "set"}).out);
+  const Outcome json_flag = run_quotactl({"consume", "--help", "--json"});
+  CHECK(json_flag.status == 0);
+  CHECK(json::parse(json_flag.out)["help"] == consume.out);
 }
 
 TEST_CASE("quotactl help COMMAND explains every command, as COMMAND --help does", "[quotactl]") {

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <nlohmann/json.hpp>
 #include <cctype>
 #include <map>
 #include <ostream>
@@ -263,8 +265,13 @@ int run_help(Session& session, const Arguments& arguments) {
     topic = next;
   }
   // Not topic->help(): that describes the command selected on this command line, `help`.
-  session.out << topic->get_formatter()->make_help(
+  const std::string text = topic->get_formatter()->make_help(
       topic, path.empty() ? "quotactl" : "quotactl " + path, CLI::AppFormatMode::Normal);
+  if (session.json) {
+    session.emit({{"help", text}});
+  } else {
+    session.out << text;
+  }
   return 0;
 }
 
@@ -290,6 +297,18 @@ Session make_session(const Parser& parser, std::ostream& out, std::ostream& err,
   return session;
 }
 
+// --help and --version end the parsing early: print their text, or with --json anywhere on
+// the command line, one JSON object holding it.
+int print_early(const std::vector<std::string>& args, std::ostream& out, const char* field,
+                const std::string& text) {
+  if (std::find(args.begin(), args.end(), "--json") != args.end()) {
+    out << nlohmann::ordered_json{{field, text}}.dump() << '\n';
+  } else {
+    out << text;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
@@ -300,14 +319,14 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     std::vector<std::string> reversed(args.rbegin(), args.rend());
     parser.app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
-    out << parser.app.help();
-    return 0;
+    return print_early(args, out, "help", parser.app.help());
   } catch (const CLI::CallForAllHelp&) {
-    out << parser.app.help("", CLI::AppFormatMode::All);
-    return 0;
-  } catch (const CLI::CallForVersion& version) {
-    out << version.what() << '\n';
-    return 0;
+    return print_early(args, out, "help", parser.app.help("", CLI::AppFormatMode::All));
+  } catch (const CLI::CallForVersion&) {
+    if (std::find(args.begin(), args.end(), "--json") != args.end()) {
+      return print_early(args, out, "version", quota::kVersion);
+    }
+    return print_early(args, out, "version", fmt::format("quotactl {}\n", quota::kVersion));
   } catch (const CLI::ParseError& error) {
     return fail(err, 2, describe_parse_error(parser, error));
   }
