@@ -25,23 +25,6 @@ namespace {
 constexpr std::int64_t T = 1'700'000'000'000;  // a multiple of every period used below
 constexpr std::int64_t T60 = T - 20;           // ... but of 60 ms: this is
 
-Limit make_limit(const std::string& name, Algorithm algorithm, std::int64_t maximum,
-                 std::int64_t period_ms) {
-  Limit limit;
-  limit.name = name;
-  limit.algorithm = algorithm;
-  limit.maximum = maximum;
-  limit.period = std::chrono::milliseconds(period_ms);
-  return limit;
-}
-
-Limit make_bucket(const std::string& name, std::int64_t maximum, std::int64_t period_ms,
-                  std::optional<std::int64_t> burst = std::nullopt) {
-  Limit limit = make_limit(name, Algorithm::token_bucket, maximum, period_ms);
-  limit.burst = burst;
-  return limit;
-}
-
 Result answer(bool allowed, Reason reason, std::int64_t remaining, std::int64_t retry_after_ms,
               std::int64_t reset_at_ms, std::int64_t denied) {
   return Result{allowed, reason, remaining, retry_after_ms, reset_at_ms, denied};

@@ -26,16 +26,6 @@ namespace {
 
 constexpr std::int64_t kBase = 1'700'000'000'000;  // a multiple of 1000: a 1 s window starts
 
-Limit limit_of(const std::string& name, Algorithm algorithm, std::int64_t maximum,
-               std::int64_t period_ms) {
-  Limit limit;
-  limit.name = name;
-  limit.algorithm = algorithm;
-  limit.maximum = maximum;
-  limit.period = std::chrono::milliseconds(period_ms);
-  return limit;
-}
-
 std::int64_t count(const std::string& path, const std::string& table) {
   return RawDb(path).integer("SELECT count(*) FROM " + table);
 }
@@ -66,8 +56,8 @@ TEST_CASE("gc: the examples of src/gc.cpp", "[gc]") {
   const std::string path = dir.file("quota.db");
   ManualClock clock;
   Engine engine = Engine::open(path, options_with(clock));
-  engine.define(limit_of("log", Algorithm::sliding_log, 5, 1000));
-  engine.define(limit_of("win", Algorithm::fixed_window, 5, 1000));
+  engine.define(make_limit("log", Algorithm::sliding_log, 5, 1000));
+  engine.define(make_limit("win", Algorithm::fixed_window, 5, 1000));
   const auto at = [&](std::int64_t ms) { clock.set(kBase + ms); };
 
   at(9400);
@@ -103,8 +93,8 @@ TEST_CASE("gc keeps what still counts and deletes what is left over", "[gc]") {
   ManualClock clock;
   clock.set(kBase);
   Engine engine = Engine::open(path, options_with(clock));
-  engine.define(limit_of("log", Algorithm::sliding_log, 5, 1000));
-  engine.define(limit_of("win", Algorithm::fixed_window, 5, 1000));
+  engine.define(make_limit("log", Algorithm::sliding_log, 5, 1000));
+  engine.define(make_limit("win", Algorithm::fixed_window, 5, 1000));
 
   SECTION("an event expires exactly period_ms after it: at now - period_ms it goes") {
     engine.consume("log", "u");
@@ -148,10 +138,10 @@ TEST_CASE("gc keeps what still counts and deletes what is left over", "[gc]") {
   SECTION("a window written under another period counts in the window that holds seen_ms") {
     // Written under a period of 1 minute, the row's window_key is that minute; under the new
     // period of 1 s it counts in the second that holds seen_ms, which is still now.
-    engine.define(limit_of("win", Algorithm::fixed_window, 5, 60'000));
+    engine.define(make_limit("win", Algorithm::fixed_window, 5, 60'000));
     clock.set(kBase + 10'400);
     engine.consume("win", "u");
-    engine.define(limit_of("win", Algorithm::fixed_window, 5, 1000));
+    engine.define(make_limit("win", Algorithm::fixed_window, 5, 1000));
     clock.set(kBase + 10'999);
     CHECK(engine.gc() == 0);
     CHECK(engine.check("win", "u").remaining == 4);
@@ -159,7 +149,7 @@ TEST_CASE("gc keeps what still counts and deletes what is left over", "[gc]") {
     CHECK(engine.gc() == 1);
   }
   SECTION("a sliding window's count weighs for two windows") {
-    engine.define(limit_of("weighted", Algorithm::sliding_window, 5, 1000));
+    engine.define(make_limit("weighted", Algorithm::sliding_window, 5, 1000));
     clock.set(kBase + 10'400);
     engine.consume("weighted", "u");
     clock.set(kBase + 11'999);  // window 11: u's count is the previous window's, still weighed
@@ -170,7 +160,7 @@ TEST_CASE("gc keeps what still counts and deletes what is left over", "[gc]") {
     CHECK(count(path, "quota_windows") == 0);
   }
   SECTION("a token bucket goes when it is full again") {
-    Limit bucket = limit_of("bucket", Algorithm::token_bucket, 2, 1000);
+    Limit bucket = make_limit("bucket", Algorithm::token_bucket, 2, 1000);
     bucket.burst = 3;
     engine.define(bucket);
     clock.set(kBase + 10'000);
@@ -189,7 +179,7 @@ TEST_CASE("gc on an empty database deletes nothing and reports no batch", "[gc]"
   int calls = 0;
   CHECK(engine.gc(1000, [&](const GcProgress&) { ++calls; }) == 0);
   CHECK(calls == 0);
-  engine.define(limit_of("log", Algorithm::sliding_log, 5, 1000));
+  engine.define(make_limit("log", Algorithm::sliding_log, 5, 1000));
   CHECK(engine.gc() == 0);
 }
 
@@ -209,7 +199,7 @@ TEST_CASE("gc: an operation dated before the gc is answered as at the gc's now",
   ManualClock clock;
   clock.set(kBase);
   Engine engine = Engine::open(":memory:", options_with(clock));
-  engine.define(limit_of("log", Algorithm::sliding_log, 1, 1000));
+  engine.define(make_limit("log", Algorithm::sliding_log, 1, 1000));
   engine.consume("log", "u");
   clock.set(kBase + 1000);
   CHECK(engine.check("log", "u").allowed);
@@ -231,8 +221,8 @@ void fill(const std::string& path, int dead, int live, int events) {
   ManualClock clock;
   clock.set(kBase);
   Engine engine = Engine::open(path, options_with(clock));
-  engine.define(limit_of("win", Algorithm::fixed_window, 5, 1000));
-  engine.define(limit_of("log", Algorithm::sliding_log, 1'000'000, 60'000));
+  engine.define(make_limit("win", Algorithm::fixed_window, 5, 1000));
+  engine.define(make_limit("log", Algorithm::sliding_log, 1'000'000, 60'000));
   for (int i = 0; i < dead; ++i) engine.consume("win", "dead" + std::to_string(i));
   for (int i = 0; i < events; ++i) {
     clock.set(kBase + i * (60'000 / events));
@@ -471,7 +461,7 @@ class TwinRun {
     kept_.emplace(Engine::open(kept_path_, options_with(clock_)));
     for (int i = 0; i < 8; ++i) {
       const Algorithm algorithm = kAlgorithms[i % kAlgorithms.size()];
-      Limit limit = limit_of("limit" + std::to_string(i), algorithm, between(random_, 1, 5),
+      Limit limit = make_limit("limit" + std::to_string(i), algorithm, between(random_, 1, 5),
                              between(random_, 1, 50));
       if (algorithm == Algorithm::token_bucket) limit.burst = between(random_, 1, 7);
       define(limit);

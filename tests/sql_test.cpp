@@ -26,16 +26,6 @@ constexpr std::int64_t T = 1'700'000'000'000;
 constexpr Algorithm kAlgorithms[] = {Algorithm::sliding_log, Algorithm::fixed_window,
                                      Algorithm::sliding_window, Algorithm::token_bucket};
 
-Limit make_limit(const std::string& name, Algorithm algorithm, std::int64_t maximum,
-                 std::int64_t period_ms) {
-  Limit limit;
-  limit.name = name;
-  limit.algorithm = algorithm;
-  limit.maximum = maximum;
-  limit.period = std::chrono::milliseconds(period_ms);
-  return limit;
-}
-
 // What one run of a statement gave: a row, no row, or an error.
 struct Answer {
   int status = SQLITE_OK;  // of the last step: SQLITE_ROW when there was a row

@@ -7,6 +7,23 @@
 
 namespace quota::test {
 
+Limit make_limit(const std::string& name, Algorithm algorithm, std::int64_t maximum,
+                 std::int64_t period_ms) {
+  Limit limit;
+  limit.name = name;
+  limit.algorithm = algorithm;
+  limit.maximum = maximum;
+  limit.period = std::chrono::milliseconds(period_ms);
+  return limit;
+}
+
+Limit make_bucket(const std::string& name, std::int64_t maximum, std::int64_t period_ms,
+                  std::optional<std::int64_t> burst) {
+  Limit limit = make_limit(name, Algorithm::token_bucket, maximum, period_ms);
+  limit.burst = burst;
+  return limit;
+}
+
 Options options_with(const ManualClock& clock) {
   Options options;
   options.clock = clock.clock();

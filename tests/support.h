@@ -28,6 +28,14 @@ struct ManualClock {
   std::int64_t get() const { return now->load(); }
 };
 
+// A limit of `algorithm`, `maximum` per `period_ms`.
+Limit make_limit(const std::string& name, Algorithm algorithm = Algorithm::sliding_log,
+                 std::int64_t maximum = 3, std::int64_t period_ms = 1000);
+
+// A token bucket; no `burst` means a capacity of `maximum`.
+Limit make_bucket(const std::string& name, std::int64_t maximum, std::int64_t period_ms,
+                  std::optional<std::int64_t> burst = std::nullopt);
+
 // Options with the manual clock installed.
 Options options_with(const ManualClock& clock);
 

@@ -23,16 +23,6 @@ constexpr std::int64_t k2To62 = std::int64_t{1} << 62;  // 4611686018427387904
 constexpr std::int64_t kThirtyDays = 2'592'000'000;
 constexpr std::int64_t k366Days = 31'622'400'000;
 
-Limit make_limit(const std::string& name, Algorithm algorithm = Algorithm::sliding_log,
-                 std::int64_t maximum = 3, std::int64_t period_ms = 1000) {
-  Limit limit;
-  limit.name = name;
-  limit.algorithm = algorithm;
-  limit.maximum = maximum;
-  limit.period = std::chrono::milliseconds(period_ms);
-  return limit;
-}
-
 struct Fixture {
   TempDir dir;
   std::string path = dir.file("quota.db");
@@ -201,13 +191,6 @@ TEST_CASE("limits: maximum, period and burst out of range are refused", "[valida
     CHECK(recorded.reset_at_ms > f.clock.get());
     CHECK(f.engine.consume("largest", "u").retry_after_ms > 0);
   }
-}
-
-Limit make_bucket(const std::string& name, std::int64_t maximum, std::int64_t period_ms,
-                  std::optional<std::int64_t> burst = std::nullopt) {
-  Limit limit = make_limit(name, Algorithm::token_bucket, maximum, period_ms);
-  limit.burst = burst;
-  return limit;
 }
 
 TEST_CASE("sliding_window and token_bucket: configurations that could overflow are refused",
