@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
-#include <unordered_map>
 
 #include "busy.h"
 #include "gc.h"
@@ -146,7 +145,8 @@ struct Engine::Impl {
   detail::BusyHandler busy;
   std::mutex mutex;  // one operation at a time on the connection
   std::map<std::pair<Operation, Algorithm>, std::unique_ptr<Prepared>> prepared;
-  std::unordered_map<std::string, Algorithm> algorithms;  // limit name -> algorithm
+  // limit name -> algorithm; std::less<> finds a string_view without building a string
+  std::map<std::string, Algorithm, std::less<>> algorithms;
 
   template <typename Function>
   auto guarded(Function&& function) -> decltype(function()) {
@@ -192,12 +192,12 @@ struct Engine::Impl {
 
   // The limit's algorithm, from the cache or the database; nullopt when there is no limit.
   std::optional<Algorithm> algorithm_of(std::string_view name, bool refresh) {
-    const std::string key(name);
-    if (!refresh) {
-      const auto found = algorithms.find(key);
-      if (found != algorithms.end()) return found->second;
+    const auto found = algorithms.find(name);
+    if (found != algorithms.end()) {
+      if (!refresh) return found->second;
+      algorithms.erase(found);
     }
-    algorithms.erase(key);
+    const std::string key(name);
     SQLite::Statement query(db, "SELECT algorithm FROM quota_limits WHERE name = ?");
     query.bind(1, key);
     if (!query.executeStep()) return std::nullopt;

@@ -20,6 +20,7 @@ enum class Operation { check, consume, record, reset };
 // "unknown limit".
 const std::string& statement(Operation operation, Algorithm algorithm);
 
+// "check", "consume", "record" or "reset".
 const char* operation_name(Operation operation);
 
 // The SQL expression of a token bucket's stored `level` (written under `row_period`) as the
