@@ -1,5 +1,7 @@
 # Writes OUTPUT, a C++ source holding every file of FILES (migrations/NNNN_name.sql) as a
-# raw string with its version, name and SHA-256. Run by the build (see CMakeLists.txt).
+# raw string with its version, name and SHA-256. Run by the build (see CMakeLists.txt), which
+# passes FILES joined by "|".
+string(REPLACE "|" ";" FILES "${FILES}")
 set(body "")
 foreach(file IN LISTS FILES)
   get_filename_component(base ${file} NAME_WE)

@@ -1,10 +1,11 @@
--- The complete current quota schema (schema version 1), readable on its own.
+-- The complete current quota schema (schema version 2), readable on its own.
 -- Migrating an empty database with the migrations in migrations/ yields exactly this schema
 -- (tests/schema_test.cpp proves it); apply this file only to inspect or document it, and use
 -- `quotactl migrate` (or Engine::open) to create real databases, so that quota_migrations
 -- records the version.
 --
--- quota schema, migration 0001: limits, per-owner state, the sliding log, resets, usage.
+-- quota schema: limits, per-owner state, the sliding log, resets, usage (migration 0001); new
+-- owners created through a request queue (migration 0002).
 --
 -- Every object is named quota_* so that it can live in an application's own database file.
 -- Times are milliseconds since the Unix epoch (64-bit integers) everywhere.
@@ -16,6 +17,7 @@
 --   CREATE TABLE quota_log(limit_name, owner, at_ms, cost, total);
 --   CREATE TABLE quota_buckets(limit_name, owner, level, ...);
 --   CREATE TABLE quota_resets(limit_name, owner, now_ms, remaining);
+--   CREATE TABLE quota_new_owners(state_table, limit_name, owner);
 --   CREATE VIEW  quota_usage(limit_name, owner, used, remaining, denied, reset_at_ms, reset_at);
 --
 -- quota_migrations: one row per applied migration. version is the number in the file name,
@@ -176,43 +178,75 @@ CREATE TABLE quota_resets (
   remaining  INTEGER CONSTRAINT "unknown limit" CHECK (remaining IS NOT NULL)
 ) STRICT;
 
--- A new owner: create its empty row, so that the request's upsert finds it and decides in
--- DO UPDATE. Only the request's own row (cost set) does this; the empty row (cost NULL) does
--- not fire it again. A limit that does not exist, or is of another algorithm, is refused.
+-- quota_new_owners: a request queue, like quota_resets. Inserting (state_table, limit_name,
+--   owner) creates the owner's empty row in state_table, or raises "unknown limit" when no
+--   limit of that name and table exists, and then deletes the request row itself. It is
+--   always empty between statements.
+
+CREATE TABLE quota_new_owners (
+  state_table TEXT NOT NULL
+    CHECK (state_table IN ('quota_windows', 'quota_log_owners', 'quota_buckets')),
+  limit_name  TEXT NOT NULL,
+  owner       TEXT NOT NULL
+) STRICT;
+
+-- A new owner: queue the creation of its empty row, so that the request's upsert finds it and
+-- decides in DO UPDATE. Only the request's own row (cost set) does this; the empty row (cost
+-- NULL) does not fire it again.
 CREATE TRIGGER quota_windows_new_owner BEFORE INSERT ON quota_windows
 WHEN NEW.cost IS NOT NULL AND NOT EXISTS (SELECT 1 FROM quota_windows
                                           WHERE limit_name = NEW.limit_name
                                             AND owner = NEW.owner) BEGIN
-  SELECT RAISE(ABORT, 'unknown limit')
-  WHERE NOT EXISTS (SELECT 1 FROM quota_limits WHERE name = NEW.limit_name
-                      AND algorithm IN ('fixed_window', 'sliding_window'));
-  INSERT INTO quota_windows (limit_name, owner, maximum, period_ms, used, previous_used, denied)
-  SELECT name, NEW.owner, maximum, period_ms, 0, 0, 0
-  FROM quota_limits WHERE name = NEW.limit_name;
+  INSERT INTO quota_new_owners VALUES ('quota_windows', NEW.limit_name, NEW.owner);
 END;
 
 CREATE TRIGGER quota_log_owners_new_owner BEFORE INSERT ON quota_log_owners
 WHEN NEW.cost IS NOT NULL AND NOT EXISTS (SELECT 1 FROM quota_log_owners
                                           WHERE limit_name = NEW.limit_name
                                             AND owner = NEW.owner) BEGIN
-  SELECT RAISE(ABORT, 'unknown limit')
-  WHERE NOT EXISTS (SELECT 1 FROM quota_limits WHERE name = NEW.limit_name
-                      AND algorithm = 'sliding_log');
-  INSERT INTO quota_log_owners (limit_name, owner, maximum, period_ms, total, recorded, denied)
-  SELECT name, NEW.owner, maximum, period_ms, 0, 0, 0
-  FROM quota_limits WHERE name = NEW.limit_name;
+  INSERT INTO quota_new_owners VALUES ('quota_log_owners', NEW.limit_name, NEW.owner);
 END;
 
 CREATE TRIGGER quota_buckets_new_owner BEFORE INSERT ON quota_buckets
 WHEN NEW.cost IS NOT NULL AND NOT EXISTS (SELECT 1 FROM quota_buckets
                                           WHERE limit_name = NEW.limit_name
                                             AND owner = NEW.owner) BEGIN
+  INSERT INTO quota_new_owners VALUES ('quota_buckets', NEW.limit_name, NEW.owner);
+END;
+
+-- The queued creation: the empty row, or "unknown limit" for a limit that does not exist or
+-- is of an algorithm stored in another table.
+CREATE TRIGGER quota_new_owners_windows AFTER INSERT ON quota_new_owners
+WHEN NEW.state_table = 'quota_windows' BEGIN
+  SELECT RAISE(ABORT, 'unknown limit')
+  WHERE NOT EXISTS (SELECT 1 FROM quota_limits WHERE name = NEW.limit_name
+                      AND algorithm IN ('fixed_window', 'sliding_window'));
+  INSERT INTO quota_windows (limit_name, owner, maximum, period_ms, used, previous_used, denied)
+  SELECT name, NEW.owner, maximum, period_ms, 0, 0, 0
+  FROM quota_limits WHERE name = NEW.limit_name;
+  DELETE FROM quota_new_owners WHERE rowid = NEW.rowid;
+END;
+
+CREATE TRIGGER quota_new_owners_log_owners AFTER INSERT ON quota_new_owners
+WHEN NEW.state_table = 'quota_log_owners' BEGIN
+  SELECT RAISE(ABORT, 'unknown limit')
+  WHERE NOT EXISTS (SELECT 1 FROM quota_limits WHERE name = NEW.limit_name
+                      AND algorithm = 'sliding_log');
+  INSERT INTO quota_log_owners (limit_name, owner, maximum, period_ms, total, recorded, denied)
+  SELECT name, NEW.owner, maximum, period_ms, 0, 0, 0
+  FROM quota_limits WHERE name = NEW.limit_name;
+  DELETE FROM quota_new_owners WHERE rowid = NEW.rowid;
+END;
+
+CREATE TRIGGER quota_new_owners_buckets AFTER INSERT ON quota_new_owners
+WHEN NEW.state_table = 'quota_buckets' BEGIN
   SELECT RAISE(ABORT, 'unknown limit')
   WHERE NOT EXISTS (SELECT 1 FROM quota_limits WHERE name = NEW.limit_name
                       AND algorithm = 'token_bucket');
   INSERT INTO quota_buckets (limit_name, owner, maximum, period_ms, burst, level, denied)
   SELECT name, NEW.owner, maximum, period_ms, burst, burst * period_ms, 0
   FROM quota_limits WHERE name = NEW.limit_name;
+  DELETE FROM quota_new_owners WHERE rowid = NEW.rowid;
 END;
 
 -- The log of a sliding_log owner: what the latest request recorded becomes a row at

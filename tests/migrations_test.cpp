@@ -216,6 +216,39 @@ TEST_CASE("an application's database keeps its own tables and rows", "[migration
   CHECK(after == before);
 }
 
+TEST_CASE("a database at version 1 is upgraded in place and keeps every owner's state",
+          "[migrations]") {
+  TempDir dir;
+  const std::string path = dir.file("quota.db");
+  const auto& built_in = detail::built_in_migrations();
+  REQUIRE(built_in.size() >= 2);
+  {
+    // What a build with only migration 0001 left behind, with owners of every table.
+    RawDb raw(path);
+    raw.exec(built_in[0].sql);
+    raw.exec("INSERT INTO quota_migrations VALUES (1, '" + std::string(built_in[0].name) +
+             "', '" + built_in[0].checksum + "', 0)");
+    raw.exec("INSERT INTO quota_limits VALUES ('log', 'sliding_log', 2, 1000, NULL),"
+             " ('window', 'fixed_window', 2, 1000, NULL), ('bucket', 'token_bucket', 2, 1000, 2)");
+    raw.exec(
+        "INSERT INTO quota_windows (limit_name, owner, maximum, period_ms, used, previous_used,"
+        " denied, window_key, seen_ms) VALUES ('window', 'old', 2, 1000, 2, 0, 0, 5000, 5000000)");
+  }
+  ManualClock clock;
+  clock.set(5'000'100);
+  Engine engine = Engine::open(path, options_with(clock));
+  CHECK(engine.schema_version() == detail::latest_version());
+  // The owner written under version 1 keeps its usage; new owners are created as before.
+  CHECK(engine.consume("window", "old").reason == Reason::rate_limited);
+  for (const char* limit : {"log", "window", "bucket"}) {
+    CAPTURE(limit);
+    CHECK(engine.consume(limit, "new", 2).remaining == 0);
+    CHECK(engine.consume(limit, "new").reason == Reason::rate_limited);
+  }
+  CHECK_THROWS_WITH(engine.consume("missing", "new"), Catch::Contains("unknown limit"));
+  CHECK(RawDb(path).integer("SELECT count(*) FROM quota_new_owners") == 0);
+}
+
 TEST_CASE("a migration that fails leaves the database as it was", "[migrations]") {
   TempDir dir;
   const std::string path = dir.file("app.db");
