@@ -43,6 +43,14 @@ Error translate(const SQLite::Exception& error, std::chrono::milliseconds busy_t
   const std::string what = error.what();
   switch (error.getErrorCode() & 0xFF) {
     case SQLITE_BUSY:
+      if (error.getExtendedErrorCode() == SQLITE_BUSY_SNAPSHOT) {
+        return Error(ErrorCode::busy,
+                     "another connection wrote to the database after this transaction first read "
+                     "it, so the transaction cannot write (SQLITE_BUSY_SNAPSHOT): roll it back "
+                     "and run it again; a transaction that consumes should begin with BEGIN "
+                     "IMMEDIATE");
+      }
+      [[fallthrough]];
     case SQLITE_LOCKED:
       return Error(ErrorCode::busy,
                    fmt::format("the database stayed locked by another connection for longer than "
@@ -66,6 +74,11 @@ Error translate(const SQLite::Exception& error, std::chrono::milliseconds busy_t
     default:
       return Error(ErrorCode::io, "database error: " + what);
   }
+}
+
+// A failure of the database itself rather than of the request: what fail_open answers.
+bool is_store_failure(ErrorCode code) {
+  return code == ErrorCode::busy || code == ErrorCode::io || code == ErrorCode::not_a_database;
 }
 
 // A prepared statement of the engine with its parameter positions looked up once. The hot
@@ -156,6 +169,32 @@ struct Engine::Impl {
     } catch (const SQLite::Exception& error) {
       throw translate(error, options.busy_timeout);
     }
+  }
+
+  // Runs one of the operations that answer whether a request may proceed (consume, check,
+  // record) under Options::failure_policy: the one place where a failure of the database
+  // may become an answer.
+  Result decide(Operation operation, std::string_view limit, std::string_view owner,
+                std::int64_t cost) {
+    std::optional<Error> failure;
+    {
+      std::lock_guard lock(mutex);
+      try {
+        return run(operation, limit, owner, cost);
+      } catch (const SQLite::Exception& error) {
+        failure = translate(error, options.busy_timeout);
+        const bool snapshot = error.getExtendedErrorCode() == SQLITE_BUSY_SNAPSHOT;
+        if (options.failure_policy == FailurePolicy::fail_closed || snapshot ||
+            !is_store_failure(failure->code())) {
+          throw *failure;
+        }
+      }
+    }
+    if (options.on_error) options.on_error(*failure);
+    Result answer;
+    answer.reason = Reason::store_unavailable;
+    answer.reset_at_ms = options.clock();
+    return answer;
   }
 
   void start(bool file_database) {
@@ -343,21 +382,21 @@ Result Engine::check(std::string_view limit, std::string_view owner, std::int64_
   validate_limit_name(limit);
   validate_owner(owner);
   validate_cost(cost);
-  return impl_->guarded([&] { return impl_->run(Operation::check, limit, owner, cost); });
+  return impl_->decide(Operation::check, limit, owner, cost);
 }
 
 Result Engine::consume(std::string_view limit, std::string_view owner, std::int64_t cost) {
   validate_limit_name(limit);
   validate_owner(owner);
   validate_cost(cost);
-  return impl_->guarded([&] { return impl_->run(Operation::consume, limit, owner, cost); });
+  return impl_->decide(Operation::consume, limit, owner, cost);
 }
 
 Result Engine::record(std::string_view limit, std::string_view owner, std::int64_t cost) {
   validate_limit_name(limit);
   validate_owner(owner);
   validate_cost(cost);
-  return impl_->guarded([&] { return impl_->run(Operation::record, limit, owner, cost); });
+  return impl_->decide(Operation::record, limit, owner, cost);
 }
 
 Result Engine::reset(std::string_view limit, std::string_view owner) {

@@ -29,7 +29,7 @@ TEST_CASE("c_api: status numbers and names mirror quota::ErrorCode", "[c_api]") 
 }
 
 TEST_CASE("c_api: reason and algorithm names mirror the C++ names", "[c_api]") {
-  for (int reason = QUOTA_REASON_OK; reason <= QUOTA_REASON_HOOK_DENIED; ++reason) {
+  for (int reason = QUOTA_REASON_OK; reason <= QUOTA_REASON_STORE_UNAVAILABLE; ++reason) {
     const auto parsed = quota::parse_reason(quota_reason_name(reason));
     REQUIRE(parsed);
     CHECK(static_cast<int>(*parsed) == reason);

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -79,5 +80,12 @@ std::string dump(const std::string& path);
 
 // The bytes of a file.
 std::string read_file(const std::string& path);
+
+// Runs `body` in a forked child process, which exits with what `body` returns (125 when it
+// throws). The child never returns into the test runner. Returns the child's pid.
+int fork_child(const std::function<int()>& body);
+
+// Waits for the child `pid` to end: its exit status, or 128 + the signal that killed it.
+int wait_child(int pid);
 
 }  // namespace quota::test
