@@ -67,10 +67,19 @@ Error translate(const SQLite::Exception& error, std::chrono::milliseconds busy_t
       return Error(ErrorCode::io, "the database file is corrupt (" + what +
                                       "): restore it from a backup");
     case SQLITE_READONLY:
-      return Error(ErrorCode::io, "the database cannot be written (" + what +
-                                      "): check the file's and its folder's permissions");
+      return Error(ErrorCode::io,
+                   "the database cannot be written (" + what +
+                       "): check the permissions of the file and of its folder (WAL mode keeps "
+                       "-wal and -shm files beside it)");
     case SQLITE_FULL:
       return Error(ErrorCode::io, "the disk is full (" + what + "): free space and retry");
+    case SQLITE_CANTOPEN:
+      return Error(ErrorCode::io, "a file of the database cannot be opened (" + what +
+                                      "): check that the file and its folder exist and can be "
+                                      "written (WAL mode keeps -wal and -shm files beside it)");
+    case SQLITE_IOERR:
+      return Error(ErrorCode::io, "the disk failed to read or write the database (" + what +
+                                      "): check the disk and its free space, then retry");
     default:
       return Error(ErrorCode::io, "database error: " + what);
   }
@@ -264,17 +273,19 @@ struct Engine::Impl {
       bind_text(raw, prepared_statement.owner, owner);
       bind_integer(raw, prepared_statement.cost, cost);
       bind_integer(raw, prepared_statement.now, now);
-      const int status = sqlite3_step(raw);
+      int status = sqlite3_step(raw);
+      std::optional<Result> result;
       if (status == SQLITE_ROW) {
-        Result result = read_result(raw);
-        while (sqlite3_step(raw) == SQLITE_ROW) {
+        // The answer is read from the first row, but it stands only once the statement is
+        // done: a write (and, outside a transaction, its commit) that fails at the end, on a
+        // full disk say, must be an error and not an answer.
+        result = read_result(raw);
+        while ((status = sqlite3_step(raw)) == SQLITE_ROW) {
         }
-        sqlite3_reset(raw);
-        sqlite3_clear_bindings(raw);
-        return result;
       }
       const int reset_status = sqlite3_reset(raw);
       sqlite3_clear_bindings(raw);
+      if (result && status == SQLITE_DONE && reset_status == SQLITE_OK) return *result;
       if (status != SQLITE_DONE || reset_status != SQLITE_OK) {
         SQLite::Exception error(db.getHandle(), reset_status != SQLITE_OK ? reset_status : status);
         if (!mentions_unknown_limit(error)) throw error;

@@ -85,6 +85,15 @@ std::string read_file(const std::string& path);
 // throws). The child never returns into the test runner. Returns the child's pid.
 int fork_child(const std::function<int()>& body);
 
+// Runs `body` in a forked child and returns the text it returned, or a line saying how the
+// child failed.
+std::string text_of_child(const std::function<std::string()>& body);
+
+// When the tests run as root, makes this process user and group 65534 (nobody), so that file
+// permissions bind it as they bind an ordinary user; for a forked child only. False when that
+// failed.
+bool become_unprivileged();
+
 // Waits for the child `pid` to end: its exit status, or 128 + the signal that killed it.
 int wait_child(int pid);
 

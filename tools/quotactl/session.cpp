@@ -61,6 +61,16 @@ quota::Error database_error(const SQLite::Exception& error, const std::string& p
                                                 "the busy timeout: retry when it is less busy, "
                                                 "or raise --busy-timeout",
                                                 path));
+    case SQLITE_READONLY:
+    case SQLITE_CANTOPEN:
+      return Error(ErrorCode::io,
+                   fmt::format("'{}' cannot be written ({}): check the permissions of the file "
+                               "and of its folder (WAL mode keeps -wal and -shm files beside it)",
+                               path, error.what()));
+    case SQLITE_FULL:
+      return Error(ErrorCode::io, fmt::format("the disk holding '{}' is full ({}): free space and "
+                                              "retry",
+                                              path, error.what()));
     case SQLITE_CORRUPT:
       return Error(ErrorCode::io, fmt::format("'{}' is corrupt ({}): restore it from a backup",
                                               path, error.what()));
