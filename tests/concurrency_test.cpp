@@ -21,7 +21,7 @@
 namespace quota::test {
 namespace {
 
-constexpr std::int64_t T = 1'700'000'000'000;  // a multiple of one day: no window ends
+constexpr std::int64_t T = 1'700'000'000'000;  // the clock stands still: no window ends
 constexpr std::int64_t kDay = 86'400'000;
 
 // One limit per algorithm, each allowing kMaximum per day (a token bucket of that burst):
