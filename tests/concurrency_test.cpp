@@ -46,6 +46,13 @@ constexpr int kOwners = 12;
 struct Tally {
   std::array<std::array<std::int64_t, kOwners>, 4> allowed{};
   std::int64_t errors = 0;
+
+  void add(const Tally& other) {
+    errors += other.errors;
+    for (std::size_t a = 0; a < allowed.size(); ++a) {
+      for (int owner = 0; owner < kOwners; ++owner) allowed[a][owner] += other.allowed[a][owner];
+    }
+  }
 };
 
 // The work of one process: kThreads threads, the first two sharing one Engine, every other
@@ -79,12 +86,7 @@ Tally hammer(const std::string& path, int owners, int attempts) {
   }
   for (auto& thread : threads) thread.join();
   Tally total;
-  for (const Tally& tally : tallies) {
-    total.errors += tally.errors;
-    for (std::size_t a = 0; a < kAlgorithms.size(); ++a) {
-      for (int owner = 0; owner < kOwners; ++owner) total.allowed[a][owner] += tally.allowed[a][owner];
-    }
-  }
+  for (const Tally& tally : tallies) total.add(tally);
   return total;
 }
 
@@ -115,10 +117,7 @@ Tally hammer_in_processes(const std::string& path, int processes, int owners, in
     close(from);
     CHECK(wait_child(pid) == 0);
     REQUIRE(got == sizeof tally);
-    total.errors += tally.errors;
-    for (std::size_t a = 0; a < kAlgorithms.size(); ++a) {
-      for (int owner = 0; owner < kOwners; ++owner) total.allowed[a][owner] += tally.allowed[a][owner];
-    }
+    total.add(tally);
   }
   return total;
 }
