@@ -71,7 +71,7 @@ TEST_CASE("a clock that goes back is answered as at the latest time seen, for ev
   }
 }
 
-TEST_CASE("check never moves the remembered time; a denied consume does", "[clock]") {
+TEST_CASE("check never moves the remembered time, a denied consume does", "[clock]") {
   const Algorithm algorithm = GENERATE(Algorithm::sliding_log, Algorithm::fixed_window,
                                        Algorithm::sliding_window, Algorithm::token_bucket);
   CAPTURE(to_string(algorithm));

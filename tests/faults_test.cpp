@@ -215,7 +215,7 @@ std::string fill_the_disk(const std::string& path, Options options, std::size_t 
   });
 }
 
-TEST_CASE("a full disk is an io error; what was consumed before it is intact", "[faults]") {
+TEST_CASE("a full disk is an io error, and what was consumed before it is intact", "[faults]") {
   TempDir dir;
   const std::string path = dir.file("quota.db");
   make_database(path);
