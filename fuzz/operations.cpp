@@ -35,8 +35,7 @@ constexpr std::int64_t kPeriods[] = {1, 3, 7, 10, 60, 1000};
 constexpr Algorithm kAlgorithms[] = {Algorithm::sliding_log, Algorithm::fixed_window,
                                      Algorithm::sliding_window, Algorithm::token_bucket};
 
-Limit limit_of(Algorithm algorithm, std::int64_t maximum, std::int64_t period,
-               std::uint8_t burst) {
+Limit limit_of(Algorithm algorithm, std::int64_t maximum, std::int64_t period, std::uint8_t burst) {
   Limit limit = quota::test::make_limit("l", algorithm, maximum, period);
   if (algorithm == Algorithm::token_bucket && burst % 11 != 0) limit.burst = burst % 11;
   return limit;

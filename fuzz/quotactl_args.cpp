@@ -15,8 +15,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -58,8 +58,8 @@ int run(const std::vector<std::string>& args) {
   const int status = quotactl::run(args, out, err);
   require(status >= 0 && status <= 3);
   const std::string error = err.str();
-  require(error.empty() || (error.rfind("quotactl: error: ", 0) == 0 &&
-                            error.find('\n') == error.size() - 1));
+  require(error.empty() ||
+          (error.rfind("quotactl: error: ", 0) == 0 && error.find('\n') == error.size() - 1));
   const bool json = std::find(args.begin(), args.end(), "--json") != args.end();
   if (json && status <= 1) {
     // Throws (and so fails the run) on anything but exactly one JSON document.

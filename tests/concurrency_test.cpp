@@ -193,9 +193,10 @@ TEST_CASE("the busy handler yields first, then backs off to at most 1 ms a pause
   CHECK(previous == BusyHandler::kLongestPause);
 }
 
-TEST_CASE("a lock held past the busy timeout is a busy error that says what to do, and "
-          "changes nothing",
-          "[concurrency][busy]") {
+TEST_CASE(
+    "a lock held past the busy timeout is a busy error that says what to do, and "
+    "changes nothing",
+    "[concurrency][busy]") {
   TempDir dir;
   const std::string path = dir.file("quota.db");
   define_all(path);
@@ -254,9 +255,10 @@ TEST_CASE("a lock released within the busy timeout is waited out", "[concurrency
 
 // --- transactions ------------------------------------------------------------------------------
 
-TEST_CASE("a consume in a deferred transaction whose snapshot went stale is refused with what "
-          "to do, and a retry succeeds",
-          "[concurrency][transactions]") {
+TEST_CASE(
+    "a consume in a deferred transaction whose snapshot went stale is refused with what "
+    "to do, and a retry succeeds",
+    "[concurrency][transactions]") {
   TempDir dir;
   const std::string path = dir.file("app.db");
   define_all(path);  // WAL mode
@@ -274,8 +276,8 @@ TEST_CASE("a consume in a deferred transaction whose snapshot went stale is refu
     options.failure_policy = policy;
     Engine on_app(db, options);
     {
-      SQLite::Transaction transaction(db);  // BEGIN (deferred)
-      CHECK(on_app.check(limit, "u").allowed);  // the transaction reads: its snapshot begins
+      SQLite::Transaction transaction(db);       // BEGIN (deferred)
+      CHECK(on_app.check(limit, "u").allowed);   // the transaction reads: its snapshot begins
       CHECK(other.consume(limit, "u").allowed);  // another connection writes meanwhile
       try {
         on_app.consume(limit, "u");
@@ -301,9 +303,10 @@ TEST_CASE("a consume in a deferred transaction whose snapshot went stale is refu
   }
 }
 
-TEST_CASE("a consume in the application's transaction on a file commits or rolls back with it, "
-          "as other connections see",
-          "[concurrency][transactions]") {
+TEST_CASE(
+    "a consume in the application's transaction on a file commits or rolls back with it, "
+    "as other connections see",
+    "[concurrency][transactions]") {
   TempDir dir;
   const std::string path = dir.file("app.db");
   define_all(path);

@@ -22,7 +22,7 @@ namespace quota::test {
 namespace {
 
 constexpr std::int64_t kDay = 86'400'000;
-constexpr std::int64_t T = 19'675 * kDay;  // 2023-11-14T00:00:00Z, the start of a window
+constexpr std::int64_t T = 19'675 * kDay;      // 2023-11-14T00:00:00Z, the start of a window
 constexpr std::int64_t kHuge = 1'000'000'000;  // never reached: every consume is allowed
 
 const std::array<Algorithm, 4> kAlgorithms = {Algorithm::sliding_log, Algorithm::fixed_window,
@@ -85,8 +85,8 @@ TEST_CASE("SIGKILL at random moments: the file stays intact and every reported c
     char index = 0;
     REQUIRE(read(ends[0], &index, 1) == 1);
     ++reported[static_cast<std::size_t>(index)];
-    std::this_thread::sleep_for(std::chrono::microseconds(
-        std::uniform_int_distribution<int>(0, 20'000)(random)));
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(std::uniform_int_distribution<int>(0, 20'000)(random)));
     REQUIRE(kill(pid, SIGKILL) == 0);
     CHECK(wait_child(pid) == 128 + SIGKILL);  // killed, never failed by itself
     for (ssize_t size; (size = read(ends[0], &index, 1)) == 1;) {
@@ -120,7 +120,12 @@ TEST_CASE("SIGKILL at random moments: the file stays intact and every reported c
     db.exec(wal ? "PRAGMA journal_mode = WAL" : "PRAGMA journal_mode = DELETE");
     db.exec("PRAGMA synchronous = FULL");
     sqlite3_progress_handler(
-        db.getHandle(), steps, [](void*) -> int { raise(SIGKILL); return 0; }, nullptr);
+        db.getHandle(), steps,
+        [](void*) -> int {
+          raise(SIGKILL);
+          return 0;
+        },
+        nullptr);
     Options options;
     options.clock = [] { return T; };
     Engine engine(db, options);
@@ -130,17 +135,19 @@ TEST_CASE("SIGKILL at random moments: the file stays intact and every reported c
   }
 }
 
-TEST_CASE("SIGKILL inside a migration leaves the previous schema, and the next migrate completes "
-          "it",
-          "[crash][migrations]") {
+TEST_CASE(
+    "SIGKILL inside a migration leaves the previous schema, and the next migrate completes "
+    "it",
+    "[crash][migrations]") {
   const bool wal = GENERATE(true, false);
   CAPTURE(wal);
   TempDir dir;
   const std::string path = dir.file("app.db");
   {
     RawDb db(path);
-    db.exec("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); "
-            "INSERT INTO notes (body) VALUES ('mine')");
+    db.exec(
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); "
+        "INSERT INTO notes (body) VALUES ('mine')");
   }
   const std::string application = dump(path);
   std::int64_t quota_objects = 0;

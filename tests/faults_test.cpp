@@ -74,10 +74,15 @@ void overwrite(const std::string& path, std::size_t offset, const std::string& b
   file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-const std::vector<std::vector<std::string>> kQuotactlCommands = {
-    {"consume", "log", "u1"}, {"check", "log", "u1"}, {"record", "win", "u1"},
-    {"reset", "sw", "u1"},    {"limit", "list"},      {"usage", "tb"},
-    {"migrate"},              {"status"},             {"gc"}};
+const std::vector<std::vector<std::string>> kQuotactlCommands = {{"consume", "log", "u1"},
+                                                                 {"check", "log", "u1"},
+                                                                 {"record", "win", "u1"},
+                                                                 {"reset", "sw", "u1"},
+                                                                 {"limit", "list"},
+                                                                 {"usage", "tb"},
+                                                                 {"migrate"},
+                                                                 {"status"},
+                                                                 {"gc"}};
 
 // The library and every quotactl command refuse the damaged file at `path` as corrupt, and
 // leave its bytes as they were.
@@ -148,9 +153,10 @@ TEST_CASE("a read-only database file is an error that changes nothing", "[faults
   CHECK(read_file(path) == bytes);
 }
 
-TEST_CASE("a database in a read-only folder (no -wal file can be made) is an error that changes "
-          "nothing",
-          "[faults]") {
+TEST_CASE(
+    "a database in a read-only folder (no -wal file can be made) is an error that changes "
+    "nothing",
+    "[faults]") {
   TempDir dir;
   const std::string folder = dir.file("data");
   std::filesystem::create_directory(folder);
@@ -159,10 +165,9 @@ TEST_CASE("a database in a read-only folder (no -wal file can be made) is an err
   REQUIRE_FALSE(std::filesystem::exists(path + "-wal"));
   std::filesystem::permissions(path, std::filesystem::perms::all);
   std::filesystem::permissions(dir.path(), std::filesystem::perms::all);
-  std::filesystem::permissions(folder, std::filesystem::perms::owner_read |
-                                           std::filesystem::perms::owner_exec |
-                                           std::filesystem::perms::others_read |
-                                           std::filesystem::perms::others_exec);
+  std::filesystem::permissions(
+      folder, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec |
+                  std::filesystem::perms::others_read | std::filesystem::perms::others_exec);
   const std::string bytes = read_file(path);
 
   const std::string outcome = text_of_child([&] {
@@ -328,7 +333,8 @@ TEST_CASE("quotactl --busy-timeout takes a DURATION, checked before the database
   const std::string path = dir.file("missing.db");
   for (const char* bad : {"0ms", "-1s", "abc", "1.5s", ""}) {
     INFO(bad);
-    const std::string outcome = quotactl_outcome(path, {"consume", "log", "u", "--busy-timeout", bad});
+    const std::string outcome =
+        quotactl_outcome(path, {"consume", "log", "u", "--busy-timeout", bad});
     CHECK_THAT(outcome, Catch::StartsWith("2|quotactl: error: invalid duration"));
     CHECK_THAT(outcome, Catch::Contains("--busy-timeout"));
   }
@@ -357,9 +363,10 @@ TEST_CASE("fail_closed (the default): a failing store is an error for every oper
   CHECK(reported == 0);
 }
 
-TEST_CASE("fail_open: consume, check and record answer allowed with store_unavailable and report "
-          "the error",
-          "[faults][policy]") {
+TEST_CASE(
+    "fail_open: consume, check and record answer allowed with store_unavailable and report "
+    "the error",
+    "[faults][policy]") {
   TempDir dir;
   const std::string path = dir.file("quota.db");
   make_database(path);

@@ -130,9 +130,7 @@ int fork_child(const std::function<int()>& body) {
   _exit(status);  // no atexit handlers, no flushing of the parent's buffers a second time
 }
 
-bool become_unprivileged() {
-  return geteuid() != 0 || (setgid(65534) == 0 && setuid(65534) == 0);
-}
+bool become_unprivileged() { return geteuid() != 0 || (setgid(65534) == 0 && setuid(65534) == 0); }
 
 std::string text_of_child(const std::function<std::string()>& body) {
   int ends[2];
