@@ -5,6 +5,7 @@
 // what to do.
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Transaction.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <array>
@@ -229,6 +230,30 @@ TEST_CASE(
   holder.exec("ROLLBACK");
   CHECK(dump(path) == before);
   CHECK(engine.consume("sliding_log", "u").remaining == kMaximum - 2);
+}
+
+TEST_CASE("the busy handler outlives its Engine on the application's connection",
+          "[concurrency][busy]") {
+  // Regression: the handler pointed into the Engine, so a connection that outlived its
+  // Engine called into freed memory at its next wait (AddressSanitizer: heap-use-after-free).
+  TempDir dir;
+  const std::string path = dir.file("app.db");
+  define_all(path);
+  SQLite::Database db(path, SQLite::OPEN_READWRITE);
+  {
+    Options options;
+    options.busy_timeout = std::chrono::milliseconds(50);
+    Engine engine(db, options);
+  }
+  RawDb holder(path);
+  holder.exec("BEGIN IMMEDIATE");
+  try {
+    db.exec("DELETE FROM quota_limits");
+    FAIL("a write succeeded while another connection held the write lock");
+  } catch (const SQLite::Exception& error) {
+    CHECK(error.getErrorCode() == SQLITE_BUSY);
+  }
+  holder.exec("ROLLBACK");
 }
 
 TEST_CASE("a lock released within the busy timeout is waited out", "[concurrency][busy]") {

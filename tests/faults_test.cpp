@@ -221,6 +221,9 @@ std::string fill_the_disk(const std::string& path, Options options, std::size_t 
 }
 
 TEST_CASE("a full disk is an io error, and what was consumed before it is intact", "[faults]") {
+  // Regression: the answer was read from RETURNING's first row and the statement's final
+  // status ignored, so a commit that failed on a full disk answered allowed with nothing
+  // stored (100,000 consumes allowed, 28 in the file).
   TempDir dir;
   const std::string path = dir.file("quota.db");
   make_database(path);
