@@ -1,23 +1,36 @@
 #include "busy.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <thread>
 
 namespace quota::detail {
 
-void BusyHandler::install(sqlite3* db) { sqlite3_busy_handler(db, &BusyHandler::on_busy, this); }
+namespace {
+thread_local std::chrono::steady_clock::time_point wait_started;
+}  // namespace
 
-int BusyHandler::on_busy(void* self, int attempt) {
-  auto* handler = static_cast<BusyHandler*>(self);
+void BusyHandler::install(sqlite3* db) const {
+  const auto timeout_ms = static_cast<std::uintptr_t>(std::max<std::int64_t>(timeout_.count(), 0));
+  sqlite3_busy_handler(db, &BusyHandler::on_busy, reinterpret_cast<void*>(timeout_ms));
+}
+
+std::chrono::microseconds BusyHandler::pause(int attempt) {
+  if (attempt < kYields) return std::chrono::microseconds(0);
+  const int doublings = std::min(attempt - kYields, 6);
+  return std::chrono::microseconds(16 << doublings);  // 16 us .. 1024 us
+}
+
+int BusyHandler::on_busy(void* timeout_ms, int attempt) {
+  const std::chrono::milliseconds timeout(reinterpret_cast<std::uintptr_t>(timeout_ms));
   const auto now = std::chrono::steady_clock::now();
-  if (attempt == 0) handler->started_ = now;
-  if (now - handler->started_ >= handler->timeout_) return 0;  // give up: SQLITE_BUSY
-  constexpr int kYields = 16;
-  if (attempt < kYields) {
+  if (attempt == 0) wait_started = now;
+  if (now - wait_started >= timeout) return 0;  // give up: SQLITE_BUSY
+  const std::chrono::microseconds wait = pause(attempt);
+  if (wait.count() == 0) {
     std::this_thread::yield();
   } else {
-    const int doublings = std::min(attempt - kYields, 6);
-    std::this_thread::sleep_for(std::chrono::microseconds(16 << doublings));  // 16 us .. 1 ms
+    std::this_thread::sleep_for(wait);
   }
   return 1;
 }

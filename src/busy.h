@@ -11,18 +11,28 @@ namespace quota::detail {
 // 50 us can cost a waiter a millisecond or more. This handler yields the processor for the
 // first retries, then sleeps with a doubling backoff capped at 1 ms, until `timeout` has
 // passed since the first retry of the current wait.
+//
+// The handler keeps no object alive: the timeout travels in SQLite's context pointer and the
+// start of the current wait is per thread (a thread waits on one statement at a time). So a
+// connection may outlive the Engine that installed the handler on it, as an application's
+// own connection does.
 class BusyHandler {
  public:
   explicit BusyHandler(std::chrono::milliseconds timeout) : timeout_(timeout) {}
 
-  // Installs this handler on `db`; the handler must outlive the connection's use of it.
-  void install(sqlite3* db);
+  // Installs the handler on `db`, replacing any other busy handler or timeout.
+  void install(sqlite3* db) const;
+
+  // How long the `attempt`th retry (0, 1, ...) of one wait pauses: zero (a yield of the
+  // processor) for the first kYields, then 16 us doubling up to kLongestPause.
+  static std::chrono::microseconds pause(int attempt);
+  static constexpr int kYields = 16;
+  static constexpr std::chrono::microseconds kLongestPause{1024};
 
  private:
-  static int on_busy(void* self, int attempt);
+  static int on_busy(void* timeout_ms, int attempt);
 
   std::chrono::milliseconds timeout_;
-  std::chrono::steady_clock::time_point started_{};
 };
 
 }  // namespace quota::detail

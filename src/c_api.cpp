@@ -67,6 +67,8 @@ int reason_of(quota::Reason reason) noexcept {
       return QUOTA_REASON_OWNER_DENIED;
     case quota::Reason::hook_denied:
       return QUOTA_REASON_HOOK_DENIED;
+    case quota::Reason::store_unavailable:
+      return QUOTA_REASON_STORE_UNAVAILABLE;
   }
   return -1;
 }
@@ -176,6 +178,14 @@ quota::Options options_of(const quota_options* given) {
       return clock(context);
     };
   }
+  result.failure_policy =
+      options.fail_open != 0 ? quota::FailurePolicy::fail_open : quota::FailurePolicy::fail_closed;
+  if (options.on_error != nullptr) {
+    result.on_error = [on_error = options.on_error,
+                       context = options.on_error_context](const quota::Error& error) {
+      on_error(context, status_of(error.code()), error.what());
+    };
+  }
   return result;
 }
 
@@ -210,6 +220,9 @@ void quota_options_init(quota_options* options) {
   options->busy_timeout_ms = defaults.busy_timeout.count();
   options->clock = nullptr;
   options->clock_context = nullptr;
+  options->fail_open = defaults.failure_policy == quota::FailurePolicy::fail_open ? 1 : 0;
+  options->on_error = nullptr;
+  options->on_error_context = nullptr;
 }
 
 int quota_open(const char* path, size_t path_length, const quota_options* options,
@@ -324,6 +337,8 @@ const char* quota_reason_name(int reason) {
       return "owner_denied";
     case QUOTA_REASON_HOOK_DENIED:
       return "hook_denied";
+    case QUOTA_REASON_STORE_UNAVAILABLE:
+      return "store_unavailable";
     default:
       return "?";
   }

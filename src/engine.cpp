@@ -43,6 +43,14 @@ Error translate(const SQLite::Exception& error, std::chrono::milliseconds busy_t
   const std::string what = error.what();
   switch (error.getErrorCode() & 0xFF) {
     case SQLITE_BUSY:
+      if (error.getExtendedErrorCode() == SQLITE_BUSY_SNAPSHOT) {
+        return Error(ErrorCode::busy,
+                     "another connection wrote to the database after this transaction first read "
+                     "it, so the transaction cannot write (SQLITE_BUSY_SNAPSHOT): roll it back "
+                     "and run it again; a transaction that consumes should begin with BEGIN "
+                     "IMMEDIATE");
+      }
+      [[fallthrough]];
     case SQLITE_LOCKED:
       return Error(ErrorCode::busy,
                    fmt::format("the database stayed locked by another connection for longer than "
@@ -59,13 +67,27 @@ Error translate(const SQLite::Exception& error, std::chrono::milliseconds busy_t
       return Error(ErrorCode::io, "the database file is corrupt (" + what +
                                       "): restore it from a backup");
     case SQLITE_READONLY:
-      return Error(ErrorCode::io, "the database cannot be written (" + what +
-                                      "): check the file's and its folder's permissions");
+      return Error(ErrorCode::io,
+                   "the database cannot be written (" + what +
+                       "): check the permissions of the file and of its folder (WAL mode keeps "
+                       "-wal and -shm files beside it)");
     case SQLITE_FULL:
       return Error(ErrorCode::io, "the disk is full (" + what + "): free space and retry");
+    case SQLITE_CANTOPEN:
+      return Error(ErrorCode::io, "a file of the database cannot be opened (" + what +
+                                      "): check that the file and its folder exist and can be "
+                                      "written (WAL mode keeps -wal and -shm files beside it)");
+    case SQLITE_IOERR:
+      return Error(ErrorCode::io, "the disk failed to read or write the database (" + what +
+                                      "): check the disk and its free space, then retry");
     default:
       return Error(ErrorCode::io, "database error: " + what);
   }
+}
+
+// A failure of the database itself rather than of the request: what fail_open answers.
+bool is_store_failure(ErrorCode code) {
+  return code == ErrorCode::busy || code == ErrorCode::io || code == ErrorCode::not_a_database;
 }
 
 // A prepared statement of the engine with its parameter positions looked up once. The hot
@@ -158,6 +180,32 @@ struct Engine::Impl {
     }
   }
 
+  // Runs one of the operations that answer whether a request may proceed (consume, check,
+  // record) under Options::failure_policy: the one place where a failure of the database
+  // may become an answer.
+  Result decide(Operation operation, std::string_view limit, std::string_view owner,
+                std::int64_t cost) {
+    std::optional<Error> failure;
+    {
+      std::lock_guard lock(mutex);
+      try {
+        return run(operation, limit, owner, cost);
+      } catch (const SQLite::Exception& error) {
+        failure = translate(error, options.busy_timeout);
+        const bool snapshot = error.getExtendedErrorCode() == SQLITE_BUSY_SNAPSHOT;
+        if (options.failure_policy == FailurePolicy::fail_closed || snapshot ||
+            !is_store_failure(failure->code())) {
+          throw *failure;
+        }
+      }
+    }
+    if (options.on_error) options.on_error(*failure);
+    Result answer;
+    answer.reason = Reason::store_unavailable;
+    answer.reset_at_ms = options.clock();
+    return answer;
+  }
+
   void start(bool file_database) {
     busy.install(db.getHandle());
     try {
@@ -225,17 +273,19 @@ struct Engine::Impl {
       bind_text(raw, prepared_statement.owner, owner);
       bind_integer(raw, prepared_statement.cost, cost);
       bind_integer(raw, prepared_statement.now, now);
-      const int status = sqlite3_step(raw);
+      int status = sqlite3_step(raw);
+      std::optional<Result> result;
       if (status == SQLITE_ROW) {
-        Result result = read_result(raw);
-        while (sqlite3_step(raw) == SQLITE_ROW) {
+        // The answer is read from the first row, but it stands only once the statement is
+        // done: a write (and, outside a transaction, its commit) that fails at the end, on a
+        // full disk say, must be an error and not an answer.
+        result = read_result(raw);
+        while ((status = sqlite3_step(raw)) == SQLITE_ROW) {
         }
-        sqlite3_reset(raw);
-        sqlite3_clear_bindings(raw);
-        return result;
       }
       const int reset_status = sqlite3_reset(raw);
       sqlite3_clear_bindings(raw);
+      if (result && status == SQLITE_DONE && reset_status == SQLITE_OK) return *result;
       if (status != SQLITE_DONE || reset_status != SQLITE_OK) {
         SQLite::Exception error(db.getHandle(), reset_status != SQLITE_OK ? reset_status : status);
         if (!mentions_unknown_limit(error)) throw error;
@@ -343,21 +393,21 @@ Result Engine::check(std::string_view limit, std::string_view owner, std::int64_
   validate_limit_name(limit);
   validate_owner(owner);
   validate_cost(cost);
-  return impl_->guarded([&] { return impl_->run(Operation::check, limit, owner, cost); });
+  return impl_->decide(Operation::check, limit, owner, cost);
 }
 
 Result Engine::consume(std::string_view limit, std::string_view owner, std::int64_t cost) {
   validate_limit_name(limit);
   validate_owner(owner);
   validate_cost(cost);
-  return impl_->guarded([&] { return impl_->run(Operation::consume, limit, owner, cost); });
+  return impl_->decide(Operation::consume, limit, owner, cost);
 }
 
 Result Engine::record(std::string_view limit, std::string_view owner, std::int64_t cost) {
   validate_limit_name(limit);
   validate_owner(owner);
   validate_cost(cost);
-  return impl_->guarded([&] { return impl_->run(Operation::record, limit, owner, cost); });
+  return impl_->decide(Operation::record, limit, owner, cost);
 }
 
 Result Engine::reset(std::string_view limit, std::string_view owner) {

@@ -18,12 +18,13 @@ constexpr std::array<std::pair<Algorithm, std::string_view>, 4> kAlgorithms{{
     {Algorithm::token_bucket, "token_bucket"},
 }};
 
-constexpr std::array<std::pair<Reason, std::string_view>, 5> kReasons{{
+constexpr std::array<std::pair<Reason, std::string_view>, 6> kReasons{{
     {Reason::ok, "ok"},
     {Reason::rate_limited, "rate_limited"},
     {Reason::cost_exceeds_capacity, "cost_exceeds_capacity"},
     {Reason::owner_denied, "owner_denied"},
     {Reason::hook_denied, "hook_denied"},
+    {Reason::store_unavailable, "store_unavailable"},
 }};
 
 template <typename Enum, std::size_t N>

@@ -7,6 +7,7 @@
 
 #include "quota/engine.h"
 #include "quota/quota.h"
+#include "support.h"
 
 using quota::ErrorCode;
 
@@ -29,7 +30,7 @@ TEST_CASE("c_api: status numbers and names mirror quota::ErrorCode", "[c_api]") 
 }
 
 TEST_CASE("c_api: reason and algorithm names mirror the C++ names", "[c_api]") {
-  for (int reason = QUOTA_REASON_OK; reason <= QUOTA_REASON_HOOK_DENIED; ++reason) {
+  for (int reason = QUOTA_REASON_OK; reason <= QUOTA_REASON_STORE_UNAVAILABLE; ++reason) {
     const auto parsed = quota::parse_reason(quota_reason_name(reason));
     REQUIRE(parsed);
     CHECK(static_cast<int>(*parsed) == reason);
@@ -95,4 +96,65 @@ TEST_CASE("c_api: no exception crosses the boundary", "[c_api]") {
   engine = reinterpret_cast<quota_engine*>(&mode);
   CHECK(quota_open(":memory:", 8, &options, &engine) == QUOTA_ERROR_OUT_OF_MEMORY);
   CHECK(engine == nullptr);
+}
+
+namespace {
+
+struct Reported {
+  int calls = 0;
+  int status = QUOTA_OK;
+  std::string message;
+};
+
+void report_error(void* context, int status, const char* message) {
+  auto* reported = static_cast<Reported*>(context);
+  ++reported->calls;
+  reported->status = status;
+  reported->message = message;
+}
+
+}  // namespace
+
+TEST_CASE("c_api: fail_open answers allowed, store_unavailable, and reports the error",
+          "[c_api][policy]") {
+  quota::test::TempDir dir;
+  const std::string path = dir.file("quota.db");
+  Reported reported;
+  for (const int fail_open : {0, 1}) {
+    CAPTURE(fail_open);
+    quota_options options;
+    quota_options_init(&options);
+    CHECK(options.fail_open == 0);
+    CHECK(options.on_error == nullptr);
+    options.fail_open = fail_open;
+    options.on_error = report_error;
+    options.on_error_context = &reported;
+    options.busy_timeout_ms = 20;
+    quota_engine* engine = nullptr;
+    REQUIRE(quota_open(path.data(), path.size(), &options, &engine) == QUOTA_OK);
+    if (fail_open == 0) {
+      REQUIRE(quota_define(engine, "send", 4, QUOTA_FIXED_WINDOW, 5, 1000, QUOTA_NO_BURST) ==
+              QUOTA_OK);
+    }
+    quota::test::RawDb holder(path);
+    holder.exec("BEGIN IMMEDIATE");
+    quota_result result{};
+    const int status = quota_consume(engine, "send", 4, "u", 1, 1, &result);
+    if (fail_open == 0) {
+      CHECK(status == QUOTA_ERROR_BUSY);
+      CHECK(reported.calls == 0);
+    } else {
+      CHECK(status == QUOTA_OK);
+      CHECK(result.allowed == 1);
+      CHECK(result.reason == QUOTA_REASON_STORE_UNAVAILABLE);
+      CHECK(std::string(quota_reason_name(result.reason)) == "store_unavailable");
+      CHECK(reported.calls == 1);
+      CHECK(reported.status == QUOTA_ERROR_BUSY);
+      CHECK(reported.message.find("locked by another connection") != std::string::npos);
+      // Bad input is an error under either policy.
+      CHECK(quota_consume(engine, "send", 4, "u", 1, 0, &result) == QUOTA_ERROR_INVALID_ARGUMENT);
+    }
+    holder.exec("ROLLBACK");
+    quota_close(engine);
+  }
 }

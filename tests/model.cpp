@@ -359,6 +359,18 @@ std::int64_t Model::evaluation_time(const std::string& limit, const std::string&
   return time_of(find(limit, owner), now);
 }
 
+bool same_usage(const std::vector<Usage>& actual, const std::vector<Usage>& expected) {
+  if (actual.size() != expected.size()) return false;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    if (actual[i].owner != expected[i].owner || actual[i].used != expected[i].used ||
+        actual[i].remaining != expected[i].remaining || actual[i].denied != expected[i].denied ||
+        actual[i].reset_at_ms != expected[i].reset_at_ms) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace quota::test
 
 namespace quota {

@@ -174,6 +174,9 @@ class Model {
   std::map<std::pair<std::string, std::string>, OwnerState> owners_;
 };
 
+// Whether two usage listings (Engine::usage, Model::usage) agree in every field.
+bool same_usage(const std::vector<Usage>& actual, const std::vector<Usage>& expected);
+
 }  // namespace quota::test
 
 namespace quota {

@@ -338,14 +338,7 @@ class Run {
     const std::string& limit = pick(random_, names_);
     const auto actual = engine_->usage(limit);
     const auto expected = model_.usage(limit, now());
-    bool same = actual.size() == expected.size();
-    for (std::size_t i = 0; same && i < actual.size(); ++i) {
-      same = actual[i].owner == expected[i].owner && actual[i].used == expected[i].used &&
-             actual[i].remaining == expected[i].remaining &&
-             actual[i].denied == expected[i].denied &&
-             actual[i].reset_at_ms == expected[i].reset_at_ms;
-    }
-    if (same) return true;
+    if (same_usage(actual, expected)) return true;
     std::ostringstream message;
     message << "usage(" << limit << ") at now=" << now() - base_ << " disagrees (seed " << seed_
             << ", step " << step_ << ")\n";

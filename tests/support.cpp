@@ -1,5 +1,9 @@
 #include "support.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -112,6 +116,56 @@ std::string read_file(const std::string& path) {
   std::ostringstream out;
   out << in.rdbuf();
   return out.str();
+}
+
+int fork_child(const std::function<int()>& body) {
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid > 0) return pid;
+  int status = 125;
+  try {
+    status = body();
+  } catch (...) {
+  }
+  _exit(status);  // no atexit handlers, no flushing of the parent's buffers a second time
+}
+
+bool become_unprivileged() { return geteuid() != 0 || (setgid(65534) == 0 && setuid(65534) == 0); }
+
+std::string text_of_child(const std::function<std::string()>& body) {
+  int ends[2];
+  if (pipe(ends) != 0) throw std::runtime_error("pipe failed");
+  const int pid = fork_child([&] {
+    close(ends[0]);
+    const std::string text = body();
+    std::size_t written = 0;
+    while (written < text.size()) {
+      const ssize_t size = write(ends[1], text.data() + written, text.size() - written);
+      if (size <= 0) return 123;
+      written += static_cast<std::size_t>(size);
+    }
+    return 0;
+  });
+  close(ends[1]);
+  std::string text;
+  char buffer[4096];
+  for (ssize_t size; (size = read(ends[0], buffer, sizeof buffer)) != 0;) {
+    if (size < 0 && errno == EINTR) continue;
+    if (size < 0) break;
+    text.append(buffer, static_cast<std::size_t>(size));
+  }
+  close(ends[0]);
+  const int status = wait_child(pid);
+  if (status != 0) return "the child failed with status " + std::to_string(status);
+  return text;
+}
+
+int wait_child(int pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw std::runtime_error("waitpid failed");
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 }  // namespace quota::test

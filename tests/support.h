@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -79,5 +80,21 @@ std::string dump(const std::string& path);
 
 // The bytes of a file.
 std::string read_file(const std::string& path);
+
+// Runs `body` in a forked child process, which exits with what `body` returns (125 when it
+// throws). The child never returns into the test runner. Returns the child's pid.
+int fork_child(const std::function<int()>& body);
+
+// Runs `body` in a forked child and returns the text it returned, or a line saying how the
+// child failed.
+std::string text_of_child(const std::function<std::string()>& body);
+
+// When the tests run as root, makes this process user and group 65534 (nobody), so that file
+// permissions bind it as they bind an ordinary user; for a forked child only. False when that
+// failed.
+bool become_unprivileged();
+
+// Waits for the child `pid` to end: its exit status, or 128 + the signal that killed it.
+int wait_child(int pid);
 
 }  // namespace quota::test

@@ -21,6 +21,7 @@ SLIDING_LOG, FIXED_WINDOW, SLIDING_WINDOW, TOKEN_BUCKET = 0, 1, 2, 3
 NO_BURST = 0
 
 _CLOCK = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
+_ON_ERROR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
 
 
 class _Options(ctypes.Structure):
@@ -32,6 +33,9 @@ class _Options(ctypes.Structure):
         ("busy_timeout_ms", ctypes.c_int64),
         ("clock", _CLOCK),
         ("clock_context", ctypes.c_void_p),
+        ("fail_open", ctypes.c_int),
+        ("on_error", _ON_ERROR),
+        ("on_error_context", ctypes.c_void_p),
     ]
 
 

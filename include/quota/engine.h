@@ -36,6 +36,16 @@ using Clock = std::function<std::int64_t()>;
 // The system clock (std::chrono::system_clock) in Unix milliseconds.
 QUOTA_API std::int64_t system_clock_ms();
 
+// What consume, check and record answer when the database itself fails.
+enum class FailurePolicy {
+  // The error reaches the caller as a quota::Error (the default).
+  fail_closed,
+  // The request is allowed with Reason::store_unavailable, and Options::on_error receives the
+  // error. For services where refusing every request while the store is down is worse than
+  // admitting some without counting them.
+  fail_open,
+};
+
 struct Options {
   // Engine::open: create the file when it does not exist. Off: a missing file is an io error.
   bool create = true;
@@ -53,6 +63,19 @@ struct Options {
   // consistent after any crash and durable after a process crash; FULL also survives a power
   // loss, at the cost of an fsync per consume.
   bool synchronous_full = false;
+  // What consume, check and record answer when the database fails: an I/O error, a full
+  // disk, a corrupt file, or a lock held past busy_timeout (ErrorCode io, not_a_database,
+  // busy). Bad input (invalid_argument, unknown_limit) is an error under either policy, and
+  // so is the one busy error that asks for a retry rather than a verdict: a write refused to
+  // a snapshot that another connection has moved past (see README "Transactions"). The other
+  // operations (define, get, list, remove, reset, usage, gc, opening) always fail closed.
+  // A fail-open answer is allowed, reason store_unavailable, remaining 0, retry_after_ms 0,
+  // denied 0, reset_at_ms the clock's now; nothing was recorded. Default: fail_closed.
+  FailurePolicy failure_policy = FailurePolicy::fail_closed;
+  // Called with the error that a fail_open answer replaced (never under fail_closed, where the
+  // caller gets it), on the calling thread with no lock held, so it may log or use the Engine.
+  // An exception it throws reaches the caller instead of the answer. Default: none.
+  std::function<void(const Error&)> on_error;
 };
 
 // The current configuration and state of an owner for a limit.

@@ -64,7 +64,9 @@ enum {
   QUOTA_REASON_RATE_LIMITED = 1,          /* denied now; allowed after retry_after_ms */
   QUOTA_REASON_COST_EXCEEDS_CAPACITY = 2, /* the cost can never fit; retry_after_ms is -1 */
   QUOTA_REASON_OWNER_DENIED = 3,          /* an override denies this owner */
-  QUOTA_REASON_HOOK_DENIED = 4            /* a before_consume hook said no */
+  QUOTA_REASON_HOOK_DENIED = 4,           /* a before_consume hook said no */
+  QUOTA_REASON_STORE_UNAVAILABLE = 5      /* allowed undecided: the database failed and
+                                           * options.fail_open is 1 */
 };
 
 /* How usage is counted (quota::Algorithm). */
@@ -86,6 +88,11 @@ typedef struct quota_engine quota_engine;
  * operation: it must not call back into quota, and must not unwind (longjmp, exceptions). */
 typedef int64_t (*quota_clock_fn)(void* context);
 
+/* Receives the error that a fail-open answer replaced: its QUOTA_ERROR_* status and message
+ * (valid during the call). Called on the calling thread with no lock held; it must not
+ * unwind (longjmp, exceptions). */
+typedef void (*quota_error_fn)(void* context, int status, const char* message);
+
 /* How quota_open opens a database. Fill with quota_options_init, then change fields. */
 typedef struct quota_options {
   /* sizeof(quota_options) as the caller knows it (quota_options_init sets it): lets later
@@ -106,6 +113,14 @@ typedef struct quota_options {
    * clock. `clock_context` is passed to every call. */
   quota_clock_fn clock;
   void* clock_context;
+  /* What quota_consume, quota_check and quota_record answer when the database itself fails
+   * (I/O, full disk, corrupt file, busy past the timeout). 0 (default): the QUOTA_ERROR_*
+   * status. 1: QUOTA_OK, allowed, reason QUOTA_REASON_STORE_UNAVAILABLE, nothing recorded,
+   * and `on_error` (if not NULL) receives the status and message it replaced. Bad input is
+   * an error either way. */
+  int fail_open;
+  quota_error_fn on_error;
+  void* on_error_context;
 } quota_options;
 
 /* What an operation decided (quota::Result). */

@@ -17,6 +17,8 @@ enum class Reason {
   cost_exceeds_capacity,  // the cost is above the limit's capacity: it can never succeed
   owner_denied,           // an override denies this owner
   hook_denied,            // a before_consume hook returned false
+  store_unavailable,      // allowed without a decision: the database failed and
+                          // Options::failure_policy is fail_open
 };
 
 QUOTA_API std::string_view to_string(Reason reason);

@@ -133,13 +133,15 @@ constexpr std::string_view kRootFooter =
     "Run `quotactl help COMMAND` for a command's arguments.";
 
 constexpr std::string_view kCommandFooter =
-    "Global options (before or after the command): --db PATH, --json, --now MS; see "
+    "Global options (before or after the command): --db PATH, --json, --now MS, "
+    "--busy-timeout DURATION; see "
     "`quotactl --help`.";
 
 struct GlobalOptions {
   std::optional<std::string> db;
   bool json = false;
   std::optional<std::string> now;
+  std::optional<std::string> busy_timeout;
 };
 
 // The parser built from kCommands; `runners` maps each command's CLI11 app to its entry.
@@ -164,6 +166,9 @@ struct Parser {
     app.add_flag("--json", globals.json, "print exactly one JSON document");
     app.add_option("--now", globals.now, "the time to run at, in Unix ms (default: the clock)")
         ->type_name("MS");
+    app.add_option("--busy-timeout", globals.busy_timeout,
+                   "how long to wait for another connection's lock before exit 3 (default 5s)")
+        ->type_name("DURATION");
     for (const Command& command : kCommands) add(command);
   }
 
@@ -293,6 +298,9 @@ Session make_session(const Parser& parser, std::ostream& out, std::ostream& err,
   constexpr std::int64_t kLatestTime = 253'402'300'799'999;
   session.now =
       globals.now ? parse_whole(*globals.now, "--now", 0, kLatestTime) : quota::system_clock_ms();
+  if (globals.busy_timeout) {
+    session.busy_timeout = parse_duration(*globals.busy_timeout, "--busy-timeout");
+  }
   session.root = &parser.app;
   return session;
 }

@@ -37,8 +37,8 @@ void require_not_directory(const std::string& path) {
 }
 
 // The schema status of an existing database, refused (exit 3) when this build cannot use it.
-SchemaStatus usable_status(const std::string& path) {
-  SQLite::Database db = open_read_only(path);
+SchemaStatus usable_status(const std::string& path, std::chrono::milliseconds busy_timeout) {
+  SQLite::Database db = open_read_only(path, busy_timeout);
   try {
     SchemaStatus status = quota::detail::read_schema_status(db);
     quota::detail::require_usable(status);
@@ -70,10 +70,11 @@ int print_dry_run(Session& session, const std::vector<const Migration*>& pending
   return 0;
 }
 
-std::vector<int> apply(const std::string& path, std::int64_t now) {
+std::vector<int> apply(const std::string& path, std::int64_t now,
+                       std::chrono::milliseconds busy_timeout) {
   try {
     SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-    quota::detail::BusyHandler busy(std::chrono::milliseconds(5000));
+    quota::detail::BusyHandler busy(busy_timeout);
     busy.install(db.getHandle());
     db.exec("PRAGMA journal_mode = WAL");
     return quota::detail::apply_pending(db, now);
@@ -93,7 +94,7 @@ int run_migrate(Session& session, const Arguments& arguments) {
   // schema this build cannot use, is refused before anything is written to it.
   SchemaStatus status;
   if (exists) {
-    status = usable_status(path);
+    status = usable_status(path, session.busy_timeout);
   } else {
     for (const Migration& migration : quota::detail::built_in_migrations()) {
       status.pending.push_back(&migration);
@@ -101,7 +102,7 @@ int run_migrate(Session& session, const Arguments& arguments) {
   }
   if (arguments.dry_run) return print_dry_run(session, status.pending, status.version);
 
-  const std::vector<int> applied = apply(path, session.now);
+  const std::vector<int> applied = apply(path, session.now, session.busy_timeout);
   const int version = applied.empty() ? status.version : applied.back();
   if (session.json) {
     session.emit({{"applied", applied}, {"schema_version", version}});
@@ -143,7 +144,7 @@ Counts count(SQLite::Database& db) {
 }  // namespace
 
 int run_status(Session& session, const Arguments&) {
-  SQLite::Database db = open_read_only(session.db_path);
+  SQLite::Database db = open_read_only(session.db_path, session.busy_timeout);
   SchemaStatus status;
   Counts counts;
   try {

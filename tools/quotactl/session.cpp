@@ -57,9 +57,20 @@ quota::Error database_error(const SQLite::Exception& error, const std::string& p
                                path));
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-      return Error(ErrorCode::busy, fmt::format("'{}' stayed locked by another connection: "
-                                                "retry when it is less busy",
+      return Error(ErrorCode::busy, fmt::format("'{}' stayed locked by another connection past "
+                                                "the busy timeout: retry when it is less busy, "
+                                                "or raise --busy-timeout",
                                                 path));
+    case SQLITE_READONLY:
+    case SQLITE_CANTOPEN:
+      return Error(ErrorCode::io,
+                   fmt::format("'{}' cannot be written ({}): check the permissions of the file "
+                               "and of its folder (WAL mode keeps -wal and -shm files beside it)",
+                               path, error.what()));
+    case SQLITE_FULL:
+      return Error(ErrorCode::io, fmt::format("the disk holding '{}' is full ({}): free space and "
+                                              "retry",
+                                              path, error.what()));
     case SQLITE_CORRUPT:
       return Error(ErrorCode::io, fmt::format("'{}' is corrupt ({}): restore it from a backup",
                                               path, error.what()));
@@ -70,7 +81,7 @@ quota::Error database_error(const SQLite::Exception& error, const std::string& p
   }
 }
 
-SQLite::Database open_read_only(const std::string& path) {
+SQLite::Database open_read_only(const std::string& path, std::chrono::milliseconds busy_timeout) {
   std::error_code ignored;
   const auto kind = std::filesystem::status(path, ignored).type();
   if (kind == std::filesystem::file_type::not_found) {
@@ -83,7 +94,7 @@ SQLite::Database open_read_only(const std::string& path) {
   }
   try {
     SQLite::Database db(path, SQLite::OPEN_READONLY);
-    db.setBusyTimeout(5000);
+    db.setBusyTimeout(static_cast<int>(busy_timeout.count()));
     // SQLite reads the file's header only now: a file that is not a database fails here.
     db.exec("SELECT count(*) FROM sqlite_schema");
     return db;
@@ -97,7 +108,7 @@ quota::Engine Session::open_engine() const {
   // never opened for writing at all (the engine, too, refuses before it writes), and so that
   // the message names the exact `quotactl migrate --db PATH` to run.
   {
-    SQLite::Database db = open_read_only(db_path);
+    SQLite::Database db = open_read_only(db_path, busy_timeout);
     try {
       const quota::detail::SchemaStatus status = quota::detail::read_schema_status(db);
       quota::detail::require_usable(status);
@@ -116,6 +127,7 @@ quota::Engine Session::open_engine() const {
   options.create = false;
   options.migrate = false;
   options.clock = [now = now] { return now; };
+  options.busy_timeout = busy_timeout;
   return quota::Engine::open(db_path, std::move(options));
 }
 

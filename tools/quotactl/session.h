@@ -4,6 +4,7 @@
 
 #include <SQLiteCpp/Database.h>
 
+#include <chrono>
 #include <cstdint>
 #include <iosfwd>
 #include <nlohmann/json.hpp>
@@ -48,6 +49,8 @@ struct Session {
   bool use_colour = false;         // ANSI colour on `out`
   bool show_progress = false;      // progress bars on `out`: a terminal, and not --json
   std::int64_t now = 0;            // the one instant this invocation runs at (Unix ms)
+  // How long to wait for another connection's lock before giving up (--busy-timeout).
+  std::chrono::milliseconds busy_timeout{5000};
   const CLI::App* root = nullptr;  // for `help`
 
   // Writes `document` as the invocation's one JSON document.
@@ -64,7 +67,8 @@ struct Session {
 // Opens `path` read-only after checking that it is an existing file that SQLite recognises.
 // Nothing is written (SQLite may create the -wal and -shm files of a WAL database beside it).
 // Throws quota::Error: io for a missing file or a directory, not_a_database.
-SQLite::Database open_read_only(const std::string& path);
+// Waits up to `busy_timeout` for a lock held by another connection.
+SQLite::Database open_read_only(const std::string& path, std::chrono::milliseconds busy_timeout);
 
 // quota::Error for a failure of SQLite itself, with what to do about it.
 quota::Error database_error(const SQLite::Exception& error, const std::string& path);
