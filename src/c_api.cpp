@@ -209,20 +209,22 @@ extern "C" {
 
 const char* quota_version(void) { return QUOTA_VERSION_STRING; }
 
-void quota_options_init(quota_options* options) {
-  if (options == nullptr) return;
+void quota_options_init_sized(quota_options* options, size_t size) {
+  if (options == nullptr || size < sizeof(options->size)) return;
   const quota::Options defaults;
-  *options = quota_options{};
-  options->size = sizeof(quota_options);
-  options->create = defaults.create ? 1 : 0;
-  options->migrate = defaults.migrate ? 1 : 0;
-  options->synchronous_full = defaults.synchronous_full ? 1 : 0;
-  options->busy_timeout_ms = defaults.busy_timeout.count();
-  options->clock = nullptr;
-  options->clock_context = nullptr;
-  options->fail_open = defaults.failure_policy == quota::FailurePolicy::fail_open ? 1 : 0;
-  options->on_error = nullptr;
-  options->on_error_context = nullptr;
+  quota_options full{};
+  full.create = defaults.create ? 1 : 0;
+  full.migrate = defaults.migrate ? 1 : 0;
+  full.synchronous_full = defaults.synchronous_full ? 1 : 0;
+  full.busy_timeout_ms = defaults.busy_timeout.count();
+  full.clock = nullptr;
+  full.clock_context = nullptr;
+  full.fail_open = defaults.failure_policy == quota::FailurePolicy::fail_open ? 1 : 0;
+  full.on_error = nullptr;
+  full.on_error_context = nullptr;
+  // Only the caller's bytes: a caller built against an older, shorter struct has no more.
+  full.size = std::min(size, sizeof(quota_options));
+  std::memcpy(options, &full, full.size);
 }
 
 int quota_open(const char* path, size_t path_length, const quota_options* options,

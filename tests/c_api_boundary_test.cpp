@@ -1,6 +1,8 @@
 // The C API's boundary, from C++: its numbers and names mirror the C++ enums, and no exception
 // crosses it, whatever a callback throws. (Its behaviour from C is tests/c_api_test.c.)
 #include <catch2/catch.hpp>
+#include <cstddef>
+#include <cstring>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -157,4 +159,36 @@ TEST_CASE("c_api: fail_open answers allowed, store_unavailable, and reports the 
     holder.exec("ROLLBACK");
     quota_close(engine);
   }
+}
+
+TEST_CASE("c_api: quota_options_init writes no byte past the caller's struct", "[c_api]") {
+  // A caller built against an older quota_options that ended after busy_timeout_ms, placed
+  // right before bytes that it owns.
+  constexpr std::size_t older = offsetof(quota_options, busy_timeout_ms) + sizeof(int64_t);
+  static_assert(older < sizeof(quota_options));
+  alignas(quota_options) unsigned char memory[sizeof(quota_options)];
+  std::memset(memory, 0xAB, sizeof memory);
+  auto* options = reinterpret_cast<quota_options*>(memory);
+  quota_options_init_sized(options, older);
+  CHECK(options->size == older);
+  CHECK(options->create == 1);
+  CHECK(options->busy_timeout_ms == 5000);
+  for (std::size_t i = older; i < sizeof memory; ++i) {
+    CAPTURE(i);
+    REQUIRE(memory[i] == 0xAB);
+  }
+  // quota_open reads only those bytes, and the defaults for the fields the caller lacks.
+  quota_engine* engine = nullptr;
+  REQUIRE(quota_open(":memory:", 8, options, &engine) == QUOTA_OK);
+  CHECK(quota_define(engine, "send", 4, QUOTA_SLIDING_LOG, 1, 1000, QUOTA_NO_BURST) == QUOTA_OK);
+  quota_close(engine);
+
+  // The macro passes the size this caller was compiled with.
+  quota_options current;
+  quota_options_init(&current);
+  CHECK(current.size == sizeof(quota_options));
+  // Too small to hold even the size: nothing is written.
+  std::memset(memory, 0xAB, sizeof memory);
+  quota_options_init_sized(options, sizeof(options->size) - 1);
+  CHECK(memory[0] == 0xAB);
 }

@@ -82,7 +82,7 @@ def load(path=None):
     result = ctypes.POINTER(Result)
     signatures = {
         "quota_version": (ctypes.c_char_p, []),
-        "quota_options_init": (None, [ctypes.POINTER(_Options)]),
+        "quota_options_init_sized": (None, [ctypes.POINTER(_Options), ctypes.c_size_t]),
         "quota_open": (ctypes.c_int, text + [ctypes.POINTER(_Options),
                                              ctypes.POINTER(ctypes.c_void_p)]),
         "quota_close": (None, [engine]),
@@ -126,7 +126,8 @@ class Engine:
     def __init__(self, path, clock=None, create=True, busy_timeout_ms=5000):
         lib = load()
         options = _Options()
-        lib.quota_options_init(ctypes.byref(options))
+        # The size of this module's copy of the struct: the library writes no byte past it.
+        lib.quota_options_init_sized(ctypes.byref(options), ctypes.sizeof(options))
         options.create = int(create)
         options.busy_timeout_ms = busy_timeout_ms
         if clock is not None:

@@ -144,8 +144,16 @@ typedef struct quota_result {
 /* The library's version, e.g. "0.1.0" (QUOTA_VERSION_STRING of the build). */
 QUOTA_API const char* quota_version(void);
 
-/* Sets every field of *options to its default. */
-QUOTA_API void quota_options_init(quota_options* options);
+/* Sets every field of *options to its default. A macro, so that the library learns the size
+ * of quota_options that the caller was compiled with and writes no byte past it: a program
+ * built against an older, shorter quota_options keeps working with a newer library. */
+#define quota_options_init(options) quota_options_init_sized((options), sizeof(quota_options))
+
+/* What quota_options_init calls: writes the defaults into the first `size` bytes of
+ * *options (at most sizeof(quota_options) of this library), and `size` into options->size.
+ * A `size` smaller than options->size's own field writes nothing. Bindings that cannot use
+ * the macro call this with the size of their own copy of the struct. */
+QUOTA_API void quota_options_init_sized(quota_options* options, size_t size);
 
 /* Opens (and by default creates and migrates) the database file at `path` in WAL mode, and
  * stores a new engine in *engine (NULL on failure). ":memory:" is a private in-memory
