@@ -1,0 +1,141 @@
+// quota-bench: the cases, how each is measured, and the report. main.cpp lists the workloads.
+#pragma once
+
+#include <array>
+#include <bit>
+#include <chrono>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "quota/limit.h"
+
+namespace quota_bench {
+
+// Per-operation latencies in constant memory (no allocation while measuring, so that a
+// case's peak RSS does not grow with its speed): exact below 128 ns, then 64 buckets per power
+// of two, so a percentile is off by at most 1/64 of its value.
+class Histogram {
+ public:
+  void add(std::uint64_t ns) {
+    ++counts_[index(ns)];
+    ++count_;
+    if (ns > max_) max_ = ns;
+  }
+  void merge(const Histogram& other);
+  // The value below which a fraction `q` of the samples lie, in ns (0 when empty).
+  std::uint64_t percentile(double q) const;
+  std::uint64_t max() const { return max_; }
+  std::uint64_t count() const { return count_; }
+
+ private:
+  static constexpr int kSubBuckets = 64;
+  static constexpr int kBuckets = 2 * kSubBuckets + 40 * kSubBuckets;  // up to 2^47 ns
+  static int index(std::uint64_t ns) {
+    if (ns < 2 * kSubBuckets) return static_cast<int>(ns);
+    const int shift = std::bit_width(ns) - 7;  // ns >> shift is in [64, 128)
+    const int at =
+        2 * kSubBuckets + (shift - 1) * kSubBuckets + static_cast<int>((ns >> shift) - kSubBuckets);
+    return at < kBuckets ? at : kBuckets - 1;
+  }
+  static std::uint64_t middle(int index);
+
+  std::array<std::uint64_t, kBuckets> counts_{};
+  std::uint64_t count_ = 0;
+  std::uint64_t max_ = 0;
+};
+
+// What one process measured. Trivially copyable: a forked child writes it to a pipe.
+struct Measurement {
+  std::int64_t operations = 0;
+  std::int64_t admitted = 0;  // operations whose answer was "allowed"
+  std::int64_t failures = 0;  // operations that failed (contention: busy after the timeout)
+  std::int64_t elapsed_ns = 0;
+  Histogram latency;
+  char error[512] = {};  // non-empty: the case failed with this message
+};
+
+enum class Setting { memory, wal_normal, wal_full };
+
+enum class Subject {
+  upsert_int,   // bare INSERT ... ON CONFLICT DO UPDATE ... RETURNING, integer key
+  upsert_text,  // the same with a text key (WITHOUT ROWID)
+  select_int,   // bare point SELECT, integer key
+  select_text,  // bare point SELECT, text key
+  article,      // the SQL-only design of "SQLite-only Rate Limiting"
+  consume,      // quota::Engine
+  check,
+  record,
+};
+
+struct Case {
+  Subject subject = Subject::upsert_int;
+  Setting setting = Setting::wal_normal;
+  quota::Algorithm algorithm = quota::Algorithm::fixed_window;  // engine subjects only
+  std::int64_t owners = 1000;
+  // 0: the general workload (random owners, limits rarely reached). Otherwise the sliding log
+  // held at capacity: `owners` owners in turn, `log_limit` events live per owner.
+  std::int64_t log_limit = 0;
+
+  bool engine() const {
+    return subject == Subject::consume || subject == Subject::check || subject == Subject::record;
+  }
+  std::string name() const;
+};
+
+const char* setting_name(Setting setting);
+const char* subject_name(Subject subject);
+
+// How long each case runs: until `duration` has passed or `max_operations` are done, after
+// `warmup` of unmeasured operations.
+struct Budget {
+  std::chrono::nanoseconds duration{std::chrono::seconds(1)};
+  std::chrono::nanoseconds warmup{std::chrono::milliseconds(100)};
+  std::int64_t max_operations = 50'000'000;
+};
+
+// The databases the cases start from. Each is built once, in `work_dir`, the first time a
+// case needs it; a case then works on a copy (or, for the 1,000,000-owner databases, on the
+// file itself: see workloads.cpp).
+class Templates {
+ public:
+  explicit Templates(std::string work_dir) : work_dir_(std::move(work_dir)) {}
+  // The template's path; builds it first when it does not exist yet.
+  std::string prepare(const Case& c) const;
+  const std::string& work_dir() const { return work_dir_; }
+
+ private:
+  std::string work_dir_;
+};
+
+// Runs one case in this process: sets up its database from the template, warms up, then
+// measures. `repetition` shifts the simulated clock so that repetitions on one file never
+// go back in time.
+Measurement run_case(const Case& c, const Templates& templates, const Budget& budget,
+                     int repetition);
+
+// Runs `operations` operations of the case with no timing, inside quota_bench_run_ops
+// (callgrind: --toggle-collect='quota_bench_run_ops*' counts exactly those instructions).
+void count_case(const Case& c, const Templates& templates, std::int64_t operations);
+
+// Two processes consuming on one owner of one WAL/NORMAL file (see contention.cpp).
+enum class BusyWait { sqlite_busy_timeout, engine };
+const char* busy_wait_name(BusyWait wait);
+struct ContentionRun {
+  Measurement process[2];
+  long peak_rss_kib[2] = {0, 0};
+  std::int64_t maximum = 0;  // what the limit admits in total
+};
+ContentionRun run_contention(BusyWait wait, const std::string& work_dir, const Budget& budget,
+                             std::int64_t maximum);
+
+// The report: the machine, targets and tables, from the JSON of a run.
+nlohmann::json describe_machine(const std::string& build_type);
+nlohmann::json evaluate_targets(const nlohmann::json& run);
+std::string render_text(const nlohmann::json& run);
+std::string render_markdown(const nlohmann::json& run);
+
+}  // namespace quota_bench
+
+#include "child.h"

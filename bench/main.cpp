@@ -1,0 +1,539 @@
+// quota-bench: what a decision costs, against SQLite's own floor, in one run.
+//
+// Workloads (each case a forked process; its name is subject[/algorithm]/setting/owners):
+//   upsert_int, upsert_text  the floor: a bare INSERT ... ON CONFLICT DO UPDATE ... RETURNING
+//                            on a one-table counter, integer and text key
+//   select_int, select_text  a bare point SELECT on the same tables (the floor of check)
+//   article                  the SQL-only design of "SQLite-only Rate Limiting" (verbatim)
+//   consume, check, record   quota::Engine, each algorithm
+// in the settings memory (":memory:"), wal_normal and wal_full (WAL, synchronous NORMAL or
+// FULL), with 1,000 owners; consume and the upserts also with 1,000,000 owners (wal_normal);
+// the sliding log held at capacity with limit 10 and limit 100,000 (10 owners, memory and
+// wal_normal); and two processes consuming on one owner (contention/...), with SQLite's busy
+// timeout and with the engine's busy handler.
+//
+// Each case runs for --duration after a warm-up, --repetitions times; the repetitions run
+// every case in turn, in reverse order every other time, so that drift on a noisy machine
+// hits the baselines and the product alike. A figure is the median of the repetitions; a
+// ratio is the median of the ratios within each repetition. Ratios are of time per operation
+// (2.0 = half the operations per second).
+//
+//   quota-bench                 the full run and a table      (about 6 minutes)
+//   quota-bench --json          the same as one JSON document
+//   quota-bench --quick --json  tiny counts (the test suite checks the document's shape)
+//   quota-bench --help          every option
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+
+#include "bench.h"
+
+namespace quota_bench {
+namespace {
+
+constexpr const char* kUsage = R"(usage: quota-bench [OPTIONS]
+
+Measures quota::Engine's operations against SQLite's floor (a bare upsert, a bare point
+SELECT) and the article's SQL-only design, in one run, and evaluates the targets.
+
+  --json                 print the run as one JSON document instead of tables
+  --markdown             print the tables as Markdown (for the README)
+  --out FILE             also write the run's JSON to FILE
+  --report FILE          print the tables (or --markdown) of a saved JSON run; measure nothing
+  --filter TEXT          only the cases whose name contains TEXT (repeatable); the baselines
+                         their ratios need are added
+  --duration SECONDS     measured time per case and repetition (default 1)
+  --repetitions N        runs of every case (default 3)
+  --quick                tiny counts, for the test suite: 10 ms per case, one repetition,
+                         2,000 owners instead of 1,000,000, log limit 1,000 instead of 100,000
+  --list                 print the case names and exit
+  --work-dir DIR         keep the template databases in DIR and reuse them (default: a new
+                         temporary directory, removed at the end)
+  --prepare              build the templates the selected cases need (in --work-dir), then exit
+  --count-instructions CASE --operations N
+                         run N operations of CASE in this process with no timing, inside the
+                         function quota_bench_run_ops (for callgrind; see
+                         tools/bench-instructions.sh)
+)";
+
+struct Config {
+  bool json = false;
+  bool markdown = false;
+  bool quick = false;
+  bool list = false;
+  bool prepare = false;
+  std::optional<std::string> out, report, work_dir, count_case;
+  std::vector<std::string> filters;
+  double duration_s = 1.0;
+  int repetitions = 3;
+  std::int64_t operations = 0;
+};
+
+[[noreturn]] void usage_error(const std::string& message) {
+  std::cerr << "quota-bench: error: " << message << " (quota-bench --help lists the options)\n";
+  std::exit(2);
+}
+
+double parse_number(const std::string& option, const char* text, double low, double high) {
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(value >= low && value <= high)) {
+    usage_error(option + " takes a number from " + std::to_string(low) + " to " +
+                std::to_string(high) + ", not '" + text + "'");
+  }
+  return value;
+}
+
+Config parse(int argc, char** argv) {
+  Config config;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) usage_error(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (arg == "--json") {
+      config.json = true;
+    } else if (arg == "--markdown") {
+      config.markdown = true;
+    } else if (arg == "--quick") {
+      config.quick = true;
+    } else if (arg == "--list") {
+      config.list = true;
+    } else if (arg == "--prepare") {
+      config.prepare = true;
+    } else if (arg == "--out") {
+      config.out = value();
+    } else if (arg == "--report") {
+      config.report = value();
+    } else if (arg == "--work-dir") {
+      config.work_dir = value();
+    } else if (arg == "--filter") {
+      config.filters.emplace_back(value());
+    } else if (arg == "--duration") {
+      config.duration_s = parse_number(arg, value(), 0.001, 600);
+    } else if (arg == "--repetitions") {
+      config.repetitions = static_cast<int>(parse_number(arg, value(), 1, 100));
+    } else if (arg == "--count-instructions") {
+      config.count_case = value();
+    } else if (arg == "--operations") {
+      config.operations = static_cast<std::int64_t>(parse_number(arg, value(), 1, 1e9));
+    } else {
+      usage_error("unknown option '" + arg + "'");
+    }
+  }
+  if (config.count_case && config.operations == 0) {
+    usage_error("--count-instructions needs --operations N");
+  }
+  if (config.prepare && !config.work_dir) usage_error("--prepare needs --work-dir DIR");
+  return config;
+}
+
+// ---------------------------------------------------------------------------------------
+// The cases.
+
+struct Scale {
+  std::int64_t owners = 1000;
+  std::int64_t large_owners = 1'000'000;
+  std::int64_t long_log = 100'000;
+  std::int64_t short_log = 10;
+  std::int64_t log_owners = 10;
+  std::int64_t contention_maximum = 20'000;
+};
+
+constexpr quota::Algorithm kAlgorithms[] = {
+    quota::Algorithm::sliding_log, quota::Algorithm::fixed_window, quota::Algorithm::sliding_window,
+    quota::Algorithm::token_bucket};
+
+std::vector<Case> all_cases(const Scale& scale) {
+  std::vector<Case> cases;
+  auto add = [&](Subject subject, Setting setting, std::int64_t owners,
+                 quota::Algorithm algorithm = quota::Algorithm::fixed_window,
+                 std::int64_t log_limit = 0) {
+    cases.push_back({subject, setting, algorithm, owners, log_limit});
+  };
+  // Baselines between the engine's cases, so that neither side runs all in one stretch.
+  for (Setting setting : {Setting::memory, Setting::wal_normal, Setting::wal_full}) {
+    add(Subject::upsert_int, setting, scale.owners);
+    for (auto algorithm : kAlgorithms) add(Subject::consume, setting, scale.owners, algorithm);
+    add(Subject::select_int, setting, scale.owners);
+    for (auto algorithm : kAlgorithms) add(Subject::check, setting, scale.owners, algorithm);
+    add(Subject::upsert_text, setting, scale.owners);
+    for (auto algorithm : kAlgorithms) add(Subject::record, setting, scale.owners, algorithm);
+    add(Subject::select_text, setting, scale.owners);
+    add(Subject::article, setting, scale.owners);
+  }
+  add(Subject::upsert_int, Setting::wal_normal, scale.large_owners);
+  for (auto algorithm : kAlgorithms) {
+    add(Subject::consume, Setting::wal_normal, scale.large_owners, algorithm);
+  }
+  add(Subject::upsert_text, Setting::wal_normal, scale.large_owners);
+  for (Setting setting : {Setting::memory, Setting::wal_normal}) {
+    for (std::int64_t limit : {scale.short_log, scale.long_log}) {
+      add(Subject::consume, setting, scale.log_owners, quota::Algorithm::sliding_log, limit);
+    }
+  }
+  return cases;
+}
+
+// The baselines a case's ratios are taken against (by name).
+struct References {
+  std::string upsert, upsert_text, select, select_text, short_log;
+};
+
+References references_of(const Case& c, const Scale& scale) {
+  const std::int64_t owners = c.log_limit > 0 ? scale.owners : c.owners;
+  auto name = [&](Subject subject) { return Case{subject, c.setting, {}, owners, 0}.name(); };
+  References references{name(Subject::upsert_int), name(Subject::upsert_text), "", "", ""};
+  if (c.subject == Subject::check) {
+    references.select = name(Subject::select_int);
+    references.select_text = name(Subject::select_text);
+  }
+  if (c.log_limit > 0 && c.log_limit != scale.short_log) {
+    Case short_log = c;
+    short_log.log_limit = scale.short_log;
+    references.short_log = short_log.name();
+  }
+  return references;
+}
+
+bool selected(const std::string& name, const std::vector<std::string>& filters) {
+  if (filters.empty()) return true;
+  return std::any_of(filters.begin(), filters.end(), [&](const std::string& filter) {
+    return name.find(filter) != std::string::npos;
+  });
+}
+
+// The selected cases and the baselines they need, in the order of all_cases.
+std::vector<Case> select_cases(const std::vector<Case>& cases, const Scale& scale,
+                               const std::vector<std::string>& filters) {
+  std::vector<std::string> wanted;
+  for (const Case& c : cases) {
+    if (!selected(c.name(), filters)) continue;
+    const References r = references_of(c, scale);
+    for (const std::string& name :
+         {c.name(), r.upsert, r.upsert_text, r.select, r.select_text, r.short_log}) {
+      if (!name.empty()) wanted.push_back(name);
+    }
+  }
+  std::vector<Case> chosen;
+  for (const Case& c : cases) {
+    if (std::find(wanted.begin(), wanted.end(), c.name()) != wanted.end()) chosen.push_back(c);
+  }
+  return chosen;
+}
+
+// ---------------------------------------------------------------------------------------
+// Figures.
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t middle = values.size() / 2;
+  return values.size() % 2 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+}
+
+double ops_per_second(const Measurement& m) {
+  return m.elapsed_ns > 0 ? static_cast<double>(m.operations) * 1e9 / m.elapsed_ns : 0;
+}
+
+double microseconds(std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+nlohmann::json latency_figures(const Histogram& latency) {
+  return {{"p50_us", microseconds(latency.percentile(0.50))},
+          {"p99_us", microseconds(latency.percentile(0.99))},
+          {"p999_us", microseconds(latency.percentile(0.999))},
+          {"max_us", microseconds(latency.max())}};
+}
+
+struct CaseRun {
+  Measurement measurement;
+  long peak_rss_kib = 0;
+};
+
+// The median over the repetitions of each figure of `runs` (JSON objects of numbers), and
+// the largest max_us.
+nlohmann::json medians(const std::vector<nlohmann::json>& runs) {
+  nlohmann::json summary = nlohmann::json::object();
+  for (const auto& [key, first] : runs.front().items()) {
+    if (!first.is_number()) continue;
+    std::vector<double> values;
+    for (const auto& run : runs) values.push_back(run.at(key).get<double>());
+    summary[key] =
+        key == "max_us" ? *std::max_element(values.begin(), values.end()) : median(values);
+  }
+  return summary;
+}
+
+nlohmann::json case_json(const Case& c, const std::vector<CaseRun>& runs,
+                         const std::map<std::string, std::vector<CaseRun>>& by_name,
+                         const Scale& scale) {
+  nlohmann::json json = {{"name", c.name()},
+                         {"subject", subject_name(c.subject)},
+                         {"setting", setting_name(c.setting)},
+                         {"owners", c.owners}};
+  if (c.engine()) json["algorithm"] = quota::to_string(c.algorithm);
+  if (c.log_limit > 0) json["log_limit"] = c.log_limit;
+  std::vector<nlohmann::json> repetitions;
+  std::int64_t operations = 0, admitted = 0;
+  for (const CaseRun& run : runs) {
+    nlohmann::json figures = latency_figures(run.measurement.latency);
+    figures["ops_per_s"] = ops_per_second(run.measurement);
+    figures["peak_rss_kib"] = run.peak_rss_kib;
+    repetitions.push_back(figures);
+    operations += run.measurement.operations;
+    admitted += run.measurement.admitted;
+  }
+  json.update(medians(repetitions));
+  json["operations"] = operations;
+  json["allowed_share"] = operations ? static_cast<double>(admitted) / operations : 0.0;
+
+  // Ratios of time per operation, repetition by repetition.
+  const References references = references_of(c, scale);
+  nlohmann::json ratios = nlohmann::json::object();
+  auto ratio = [&](const char* key, const std::string& reference, bool rss = false) {
+    const auto found = by_name.find(reference);
+    if (reference.empty() || found == by_name.end()) return;
+    std::vector<double> values;
+    for (std::size_t i = 0; i < runs.size() && i < found->second.size(); ++i) {
+      const CaseRun& base = found->second[i];
+      values.push_back(rss ? static_cast<double>(runs[i].peak_rss_kib) / base.peak_rss_kib
+                           : ops_per_second(base.measurement) /
+                                 ops_per_second(runs[i].measurement));
+    }
+    ratios[key] = median(values);
+  };
+  ratio("upsert", references.upsert);
+  ratio("upsert_text", references.upsert_text);
+  ratio("point_select", references.select);
+  ratio("point_select_text", references.select_text);
+  ratio("short_log", references.short_log);
+  ratio("rss", references.upsert, true);
+  json["ratios"] = ratios;
+  json["reference"] = references.upsert;
+  json["repetitions"] = repetitions;
+  return json;
+}
+
+nlohmann::json contention_json(BusyWait wait, const std::vector<ContentionRun>& runs) {
+  std::vector<nlohmann::json> repetitions;
+  bool exact = true;
+  std::int64_t failures = 0;
+  for (const ContentionRun& run : runs) {
+    Histogram both = run.process[0].latency;
+    both.merge(run.process[1].latency);
+    const std::int64_t operations = run.process[0].operations + run.process[1].operations;
+    const std::int64_t failed = run.process[0].failures + run.process[1].failures;
+    const std::int64_t admitted = run.process[0].admitted + run.process[1].admitted;
+    const std::int64_t expected = std::min(operations - failed, run.maximum);
+    nlohmann::json figures = latency_figures(both);
+    const double seconds = std::max(run.process[0].elapsed_ns, run.process[1].elapsed_ns) / 1e9;
+    figures["ops_per_s"] = seconds > 0 ? operations / seconds : 0.0;
+    nlohmann::json processes = nlohmann::json::array();
+    double smallest_share = 1;
+    for (int i = 0; i < 2; ++i) {
+      const Measurement& m = run.process[i];
+      const double share = operations ? static_cast<double>(m.operations) / operations : 0;
+      smallest_share = std::min(smallest_share, share);
+      nlohmann::json process = latency_figures(m.latency);
+      process["operations"] = m.operations;
+      process["share"] = share;
+      process["admitted"] = m.admitted;
+      process["failures"] = m.failures;
+      process["peak_rss_kib"] = run.peak_rss_kib[i];
+      processes.push_back(process);
+    }
+    figures["smallest_share"] = smallest_share;
+    figures["operations"] = operations;
+    figures["admitted"] = admitted;
+    figures["expected_admitted"] = expected;
+    figures["failures"] = failed;
+    figures["peak_rss_kib"] = std::max(run.peak_rss_kib[0], run.peak_rss_kib[1]);
+    figures["processes"] = processes;
+    exact = exact && admitted == expected;
+    failures += failed;
+    repetitions.push_back(figures);
+  }
+  nlohmann::json json = {{"name", std::string("contention/") + busy_wait_name(wait)},
+                         {"busy_wait", busy_wait_name(wait)},
+                         {"limit_maximum", runs.front().maximum}};
+  json.update(medians(repetitions));
+  json["exact"] = exact;
+  json["failures"] = failures;
+  json["repetitions"] = repetitions;
+  return json;
+}
+
+// ---------------------------------------------------------------------------------------
+
+class WorkDir {
+ public:
+  explicit WorkDir(const std::optional<std::string>& given) {
+    if (given) {
+      path_ = *given;
+      std::filesystem::create_directories(path_);
+      return;
+    }
+    std::string pattern = (std::filesystem::temp_directory_path() / "quota-bench-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("cannot create a temporary directory");
+    path_ = pattern;
+    temporary_ = true;
+  }
+  ~WorkDir() {
+    std::error_code ignored;
+    if (temporary_) std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  bool temporary_ = false;
+};
+
+std::string load_average() {
+  std::ifstream file("/proc/loadavg");
+  std::string one, five, fifteen;
+  file >> one >> five >> fifteen;
+  return one + " " + five + " " + fifteen;
+}
+
+int run(const Config& config) {
+  if (config.report) {
+    std::ifstream file(*config.report);
+    if (!file) usage_error("cannot read " + *config.report);
+    const nlohmann::json saved = nlohmann::json::parse(file);
+    std::cout << (config.markdown ? render_markdown(saved) : render_text(saved));
+    return 0;
+  }
+  Scale scale;
+  Budget budget;
+  budget.duration = std::chrono::nanoseconds(static_cast<std::int64_t>(config.duration_s * 1e9));
+  int repetitions = config.repetitions;
+  if (config.quick) {
+    scale = {1000, 2000, 1000, 10, 10, 200};
+    budget.duration = std::chrono::milliseconds(10);
+    budget.warmup = std::chrono::milliseconds(2);
+    repetitions = 1;
+  }
+  const std::vector<Case> everything = all_cases(scale);
+  const std::vector<Case> cases = select_cases(everything, scale, config.filters);
+  const std::vector<BusyWait> contention = [&] {
+    std::vector<BusyWait> waits;
+    for (BusyWait wait : {BusyWait::sqlite_busy_timeout, BusyWait::engine}) {
+      if (selected(std::string("contention/") + busy_wait_name(wait), config.filters)) {
+        waits.push_back(wait);
+      }
+    }
+    return waits;
+  }();
+  if (config.list) {
+    for (const Case& c : everything) std::cout << c.name() << "\n";
+    for (BusyWait wait : {BusyWait::sqlite_busy_timeout, BusyWait::engine}) {
+      std::cout << "contention/" << busy_wait_name(wait) << "\n";
+    }
+    return 0;
+  }
+  const WorkDir work_dir(config.work_dir);
+  const Templates templates(work_dir.path());
+
+  if (config.count_case) {
+    const auto found = std::find_if(everything.begin(), everything.end(),
+                                    [&](const Case& c) { return c.name() == *config.count_case; });
+    if (found == everything.end()) usage_error("no case '" + *config.count_case + "' (see --list)");
+    count_case(*found, templates, config.operations);
+    return 0;
+  }
+
+  // Templates first, each built in a child so that the parent stays small.
+  const std::string load_before = load_average();
+  const auto started = std::chrono::steady_clock::now();
+  for (const Case& c : cases) {
+    const Measurement built = in_child(
+        [&] {
+          templates.prepare(c);
+          return Measurement{};
+        },
+        nullptr);
+    if (built.error[0]) throw std::runtime_error(c.name() + ": " + built.error);
+  }
+  if (config.prepare) return 0;
+
+  std::map<std::string, std::vector<CaseRun>> by_name;
+  std::map<BusyWait, std::vector<ContentionRun>> contended;
+  for (int repetition = 0; repetition < repetitions; ++repetition) {
+    std::vector<Case> order = cases;
+    if (repetition % 2) std::reverse(order.begin(), order.end());
+    for (const Case& c : order) {
+      CaseRun run;
+      run.measurement =
+          in_child([&] { return run_case(c, templates, budget, repetition); }, &run.peak_rss_kib);
+      if (run.measurement.error[0])
+        throw std::runtime_error(c.name() + ": " + run.measurement.error);
+      std::cerr << "[" << repetition + 1 << "/" << repetitions << "] " << c.name() << ": "
+                << static_cast<long>(ops_per_second(run.measurement)) << " ops/s\n";
+      by_name[c.name()].push_back(run);
+    }
+    for (BusyWait wait : contention) {
+      Budget contended_budget = budget;
+      contended_budget.duration *= 2;
+      contended[wait].push_back(
+          run_contention(wait, work_dir.path(), contended_budget, scale.contention_maximum));
+      std::cerr << "[" << repetition + 1 << "/" << repetitions << "] contention/"
+                << busy_wait_name(wait) << "\n";
+    }
+  }
+
+  nlohmann::json result;
+  result["machine"] = describe_machine(QUOTA_BENCH_BUILD_TYPE);
+  result["machine"]["load_average_before"] = load_before;
+  result["machine"]["load_average_after"] = load_average();
+  result["run"] = {
+      {"quick", config.quick},
+      {"duration_s", std::chrono::duration<double>(budget.duration).count()},
+      {"repetitions", repetitions},
+      {"filters", config.filters},
+      {"wall_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()},
+      {"scale",
+       {{"owners", scale.owners},
+        {"large_owners", scale.large_owners},
+        {"log_limits", {scale.short_log, scale.long_log}},
+        {"log_owners", scale.log_owners}}}};
+  result["cases"] = nlohmann::json::array();
+  for (const Case& c : cases) {
+    result["cases"].push_back(case_json(c, by_name.at(c.name()), by_name, scale));
+  }
+  result["contention"] = nlohmann::json::array();
+  for (BusyWait wait : contention)
+    result["contention"].push_back(contention_json(wait, contended[wait]));
+  result["targets"] = evaluate_targets(result);
+
+  if (config.out) std::ofstream(*config.out) << result.dump(2) << "\n";
+  if (config.json) {
+    std::cout << result.dump(2) << "\n";
+  } else {
+    std::cout << (config.markdown ? render_markdown(result) : render_text(result));
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace quota_bench
+
+int main(int argc, char** argv) {
+  try {
+    return quota_bench::run(quota_bench::parse(argc, argv));
+  } catch (const std::exception& error) {
+    std::cerr << "quota-bench: error: " << error.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,514 @@
+// The databases the cases start from and the operation each case repeats.
+//
+// Every case opens its connection the same way, with SQLiteCpp and the flags of
+// quota::Engine::open (read-write, create, no mutex), then for a file `PRAGMA journal_mode =
+// WAL` and `PRAGMA synchronous = NORMAL` or `FULL`, as Engine::open does; the engine cases
+// then build `quota::Engine{db}` on that connection, the baselines use its sqlite3 handle
+// with statements prepared once (sqlite3_prepare_v3, SQLITE_PREPARE_PERSISTENT, as the
+// engine prepares its own). Page size, cache size and every other setting are SQLite's
+// defaults for all of them.
+//
+// Time is simulated: the engine's clock (Options::clock) advances 1 ms per operation, so
+// that runs are reproducible and every sliding_log event has a millisecond of its own (the
+// log keeps one row per millisecond with usage, so this is its most expensive case).
+#include <SQLiteCpp/Database.h>
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+
+#include "bench.h"
+#include "quota/engine.h"
+
+// The loop callgrind counts (tools/bench-instructions.sh: --toggle-collect='quota_bench_run_ops*',
+// with the star because GCC may clone it);
+// a C name, so that the option does not depend on C++ name mangling.
+extern "C" __attribute__((noinline)) void quota_bench_run_ops(int (*operation)(void*),
+                                                              void* context, std::int64_t count) {
+  for (std::int64_t i = 0; i < count; ++i) operation(context);
+}
+
+namespace quota_bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::int64_t kStartMs = 1'700'000'000'000;  // 2023-11-14, a realistic Unix ms time
+// The general workload's limit: 100 per 10 s. With random owners at 1 ms per operation an
+// owner of 1,000 sees about 10 requests per period, so nearly every consume is allowed and
+// records, the path a limit in front of an action takes most often.
+constexpr std::int64_t kMaximum = 100;
+constexpr std::int64_t kPeriodMs = 10'000;
+// The sliding log held at capacity: this many owners in turn, period = limit x owners ms.
+constexpr std::int64_t kLogOwners = 10;
+// Above this many owners a template is used in place rather than copied (see open_database).
+constexpr std::int64_t kCopiedOwners = 1000;
+
+const int kOpenFlags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+
+// ---------------------------------------------------------------------------------------
+// The baselines: a one-table counter, as small as an upsert counter can be.
+constexpr const char* kBareSchema = R"(
+CREATE TABLE counters (id INTEGER PRIMARY KEY, count INTEGER NOT NULL);
+CREATE TABLE text_counters (key TEXT PRIMARY KEY, count INTEGER NOT NULL) WITHOUT ROWID;)";
+constexpr const char* kUpsertInt =
+    "INSERT INTO counters (id, count) VALUES (?1, 1) "
+    "ON CONFLICT (id) DO UPDATE SET count = count + 1 RETURNING count";
+constexpr const char* kUpsertText =
+    "INSERT INTO text_counters (key, count) VALUES (?1, 1) "
+    "ON CONFLICT (key) DO UPDATE SET count = count + 1 RETURNING count";
+constexpr const char* kSelectInt = "SELECT count FROM counters WHERE id = ?1";
+constexpr const char* kSelectText = "SELECT count FROM text_counters WHERE key = ?1";
+
+// ---------------------------------------------------------------------------------------
+// The SQL-only design of the article "SQLite-only Rate Limiting": its two tables, its two
+// triggers, its example limit and its interface statement, copied verbatim from the article's
+// text. One change: the interface statement's visitor id is a parameter (?1) instead of the
+// literal 1 of the article's example, so that one prepared statement serves every visitor.
+// visitor_limits references a table `visitors` that the article leaves to the application;
+// SQLite does not enforce foreign keys unless asked (PRAGMA foreign_keys), so it is not
+// created here, as in the article.
+constexpr const char* kArticleSchema = R"(
+CREATE TABLE IF NOT EXISTS limits (
+  id INTEGER PRIMARY KEY ASC
+  ,name TEXT UNIQUE NOT NULL
+  ,maximum INTEGER NOT NULL CHECK ( maximum > 0 )
+  ,period_minutes INTEGER NOT NULL CHECK ( period_minutes >= 1 )
+
+  ,UNIQUE (name, maximum)
+) STRICT;
+
+CREATE TABLE IF NOT EXISTS visitor_limits (
+  id INTEGER PRIMARY KEY ASC
+  ,visitor_id INTEGER NOT NULL REFERENCES visitors(id)
+  ,limit_id INTEGER NOT NULL REFERENCES limits(id)
+
+  ,denied INTEGER NOT NULL DEFAULT 0 CHECK ( denied IN (0, 1) )
+
+  -- set by trigger
+  ,count INTEGER CHECK ( count >= 0 )
+  ,resets_at INTEGER CHECK ( resets_at > 1680373723 )
+
+  ,UNIQUE (visitor_id, limit_id)
+) STRICT;
+
+CREATE TRIGGER IF NOT EXISTS init_visitor_limit_counter
+AFTER INSERT
+ON visitor_limits
+WHEN (NEW.count IS NULL OR NEW.resets_at IS NULL)
+BEGIN
+  UPDATE visitor_limits
+    SET
+      count = 1
+      ,resets_at = (unixepoch() + (60 * (SELECT period_minutes FROM limits l WHERE l.id = NEW.limit_id)))
+      ,denied = 0
+  WHERE id = NEW.id;
+END;
+
+CREATE TRIGGER IF NOT EXISTS update_visitor_limit_counter_breaker
+BEFORE INSERT
+ON visitor_limits
+BEGIN
+  -- trip breaker for non-expired
+  UPDATE visitor_limits
+    SET denied = visitor_limits.count >= (SELECT maximum FROM limits l WHERE l.id = NEW.limit_id)
+  WHERE visitor_limits.visitor_id = NEW.visitor_id
+    AND visitor_limits.limit_id = NEW.limit_id;
+
+  -- or reset if expired
+  UPDATE visitor_limits
+    SET
+      count = 0
+      ,resets_at = unixepoch() + (60 * (SELECT period_minutes FROM limits l WHERE l.id = NEW.limit_id))
+      ,denied = 0
+  WHERE visitor_limits.visitor_id = NEW.visitor_id
+    AND visitor_limits.limit_id = NEW.limit_id
+    AND unixepoch() > visitor_limits.resets_at;
+END;
+
+-- allow 5 messages per 2 minutes
+INSERT INTO limits(name, maximum, period_minutes)
+VALUES ('send_message', 5, 2);
+)";
+constexpr const char* kArticleStatement = R"(INSERT INTO visitor_limits(visitor_id, limit_id)
+VALUES (?1, 1)
+ON CONFLICT DO UPDATE SET count = count + 1
+RETURNING denied, resets_at;)";
+
+// ---------------------------------------------------------------------------------------
+
+std::string limit_name(quota::Algorithm algorithm) {
+  return "bench_" + std::string(quota::to_string(algorithm));
+}
+
+void execute(sqlite3* db, const std::string& sql) {
+  char* message = nullptr;
+  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
+    const std::string what = message ? message : sqlite3_errmsg(db);
+    sqlite3_free(message);
+    throw std::runtime_error("SQL failed: " + what);
+  }
+}
+
+// The owners of a case: "user:<n>" (or n for an integer key), picked at random (the same
+// sequence for every case) or in turn.
+class Owners {
+ public:
+  Owners(std::int64_t count, bool in_turn, std::int64_t position)
+      : count_(count), in_turn_(in_turn), position_(position) {}
+
+  std::int64_t next() {
+    if (in_turn_) return position_++ % count_;
+    random_ ^= random_ >> 12;  // xorshift64*
+    random_ ^= random_ << 25;
+    random_ ^= random_ >> 27;
+    return static_cast<std::int64_t>((random_ * 0x2545F4914F6CDD1DULL) >> 1) % count_;
+  }
+
+  std::string_view text(std::int64_t owner) {
+    char* end = std::to_chars(buffer_ + 5, buffer_ + sizeof buffer_, owner).ptr;
+    return {buffer_, static_cast<std::size_t>(end - buffer_)};
+  }
+
+ private:
+  std::int64_t count_;
+  bool in_turn_;
+  std::int64_t position_;
+  std::uint64_t random_ = 0x9E3779B97F4A7C15ULL;
+  char buffer_[32] = {'u', 's', 'e', 'r', ':'};
+};
+
+// ---------------------------------------------------------------------------------------
+// Templates.
+
+std::string template_file(const Case& c) {
+  if (c.log_limit > 0) return fmt::format("log_{}.db", c.log_limit);
+  switch (c.subject) {
+    case Subject::upsert_int:
+    case Subject::upsert_text:
+    case Subject::select_int:
+    case Subject::select_text:
+      return fmt::format("bare_{}.db", c.owners);
+    case Subject::article:
+      return fmt::format("article_{}.db", c.owners);
+    default:
+      return fmt::format("engine_{}.db", c.owners);
+  }
+}
+
+// Every owner with one counter row, written by one INSERT ... SELECT per table.
+void build_bare(sqlite3* db, std::int64_t owners) {
+  execute(db, kBareSchema);
+  const std::string numbers = fmt::format(
+      "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < {}) ", owners);
+  execute(db, "BEGIN");
+  execute(db, numbers + "INSERT INTO counters (id, count) SELECT i, 1 FROM n");
+  execute(db, numbers + "INSERT INTO text_counters (key, count) SELECT 'user:' || i, 1 FROM n");
+  execute(db, "COMMIT");
+}
+
+sqlite3_stmt* prepare(sqlite3* db, const char* sql) {
+  sqlite3_stmt* statement = nullptr;
+  if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &statement, nullptr) !=
+      SQLITE_OK) {
+    throw std::runtime_error(fmt::format("cannot prepare {}: {}", sql, sqlite3_errmsg(db)));
+  }
+  return statement;
+}
+
+// The article's schema and limit; every visitor's row made by the article's own statement.
+void build_article(sqlite3* db, std::int64_t owners) {
+  execute(db, kArticleSchema);
+  sqlite3_stmt* statement = prepare(db, kArticleStatement);
+  execute(db, "BEGIN");
+  for (std::int64_t visitor = 1; visitor <= owners; ++visitor) {
+    sqlite3_bind_int64(statement, 1, visitor);
+    while (sqlite3_step(statement) == SQLITE_ROW) {
+    }
+    if (sqlite3_reset(statement) != SQLITE_OK) {
+      sqlite3_finalize(statement);
+      throw std::runtime_error(std::string("article: ") + sqlite3_errmsg(db));
+    }
+  }
+  sqlite3_finalize(statement);
+  execute(db, "COMMIT");
+}
+
+// The quota schema, a limit per algorithm and one consume per owner and limit (the library's
+// own statements, in one transaction), at times kStartMs + owner.
+void build_engine(SQLite::Database& db, std::int64_t owners) {
+  std::int64_t now = kStartMs;
+  quota::Options options;
+  options.clock = [&now] { return now; };
+  quota::Engine engine{db, options};
+  Owners names(owners, true, 0);
+  db.exec("BEGIN");
+  for (quota::Algorithm algorithm :
+       {quota::Algorithm::sliding_log, quota::Algorithm::fixed_window,
+        quota::Algorithm::sliding_window, quota::Algorithm::token_bucket}) {
+    const std::string limit = limit_name(algorithm);
+    engine.define({limit, algorithm, kMaximum, std::chrono::milliseconds(kPeriodMs), {}});
+    for (std::int64_t owner = 0; owner < owners; ++owner) {
+      now = kStartMs + owner;
+      engine.consume(limit, names.text(owner));
+    }
+  }
+  db.exec("COMMIT");
+}
+
+// A sliding log at capacity: kLogOwners owners in turn, one consume per ms, period = limit x
+// owners ms, so each owner holds `limit` - 1 live events before its next consume.
+void build_log(SQLite::Database& db, std::int64_t limit) {
+  std::int64_t now = kStartMs;
+  quota::Options options;
+  options.clock = [&now] { return now; };
+  quota::Engine engine{db, options};
+  const std::string name = limit_name(quota::Algorithm::sliding_log);
+  engine.define({name,
+                 quota::Algorithm::sliding_log,
+                 limit,
+                 std::chrono::milliseconds(limit * kLogOwners),
+                 {}});
+  Owners names(kLogOwners, true, 0);
+  db.exec("BEGIN");
+  for (std::int64_t i = 0; i < limit * kLogOwners; ++i) {
+    now = kStartMs + i;
+    engine.consume(name, names.text(names.next()));
+  }
+  db.exec("COMMIT");
+}
+
+void copy_database(const std::string& from, sqlite3* to) {
+  sqlite3* source = nullptr;
+  if (sqlite3_open_v2(from.c_str(), &source, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    sqlite3_close(source);
+    throw std::runtime_error("cannot open template " + from);
+  }
+  sqlite3_backup* backup = sqlite3_backup_init(to, "main", source, "main");
+  const int status = backup ? sqlite3_backup_step(backup, -1) : SQLITE_ERROR;
+  sqlite3_backup_finish(backup);
+  sqlite3_close(source);
+  if (status != SQLITE_DONE) throw std::runtime_error("cannot copy template " + from);
+}
+
+void remove_database(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(path + suffix);
+}
+
+// The case's connection, on a copy of its template: in memory (SQLite's backup API), or a
+// file. A template of more than kCopiedOwners owners is used in place: copying a database of
+// hundreds of megabytes per case would cost more than the case, and what the cases change in
+// it (a few percent of its owners' rows) does not change its shape.
+std::unique_ptr<SQLite::Database> open_database(const Case& c, const Templates& templates) {
+  const std::string from = templates.prepare(c);
+  if (c.setting == Setting::memory) {
+    auto db = std::make_unique<SQLite::Database>(":memory:", kOpenFlags);
+    copy_database(from, db->getHandle());
+    return db;
+  }
+  std::string path = from;
+  if (c.log_limit > 0 || c.owners <= kCopiedOwners) {
+    path = templates.work_dir() + "/case.db";
+    remove_database(path);
+    fs::copy_file(from, path);
+  }
+  auto db = std::make_unique<SQLite::Database>(path, kOpenFlags);
+  db->exec("PRAGMA journal_mode = WAL");
+  db->exec(c.setting == Setting::wal_full ? "PRAGMA synchronous = FULL"
+                                          : "PRAGMA synchronous = NORMAL");
+  return db;
+}
+
+// ---------------------------------------------------------------------------------------
+// Operations: each returns 1 when its answer is "allowed" (a baseline: always), else 0.
+
+struct StatementOperation {
+  sqlite3* db;
+  sqlite3_stmt* statement;
+  Subject subject;
+  Owners owners;
+
+  int operator()() {
+    const std::int64_t owner = owners.next();
+    if (subject == Subject::upsert_text || subject == Subject::select_text) {
+      const std::string_view key = owners.text(owner);
+      sqlite3_bind_text(statement, 1, key.data(), static_cast<int>(key.size()), SQLITE_STATIC);
+    } else {
+      sqlite3_bind_int64(statement, 1, subject == Subject::article ? owner + 1 : owner);
+    }
+    if (sqlite3_step(statement) != SQLITE_ROW) {
+      sqlite3_reset(statement);
+      throw std::runtime_error(fmt::format("{}: {}", subject_name(subject), sqlite3_errmsg(db)));
+    }
+    // The article's row: denied, resets_at.
+    const int allowed = subject == Subject::article ? sqlite3_column_int64(statement, 0) == 0 : 1;
+    sqlite3_reset(statement);
+    return allowed;
+  }
+};
+
+struct EngineOperation {
+  quota::Engine* engine;
+  Subject subject;
+  std::string limit;
+  Owners owners;
+
+  int operator()() {
+    const std::string_view owner = owners.text(owners.next());
+    switch (subject) {
+      case Subject::check:
+        return engine->check(limit, owner).allowed;
+      case Subject::record:
+        return engine->record(limit, owner).allowed;
+      default:
+        return engine->consume(limit, owner).allowed;
+    }
+  }
+};
+
+const char* statement_of(Subject subject) {
+  switch (subject) {
+    case Subject::upsert_int:
+      return kUpsertInt;
+    case Subject::upsert_text:
+      return kUpsertText;
+    case Subject::select_int:
+      return kSelectInt;
+    case Subject::select_text:
+      return kSelectText;
+    default:
+      return kArticleStatement;
+  }
+}
+
+// Sets the case up and calls `use(operation)` with its operation.
+template <typename Use>
+void with_operation(const Case& c, const Templates& templates, int repetition, Use&& use) {
+  std::unique_ptr<SQLite::Database> db = open_database(c, templates);
+  if (!c.engine()) {
+    sqlite3_stmt* statement = prepare(db->getHandle(), statement_of(c.subject));
+    StatementOperation operation{db->getHandle(), statement, c.subject, Owners(c.owners, false, 0)};
+    try {
+      use(operation);
+    } catch (...) {
+      sqlite3_finalize(statement);
+      throw;
+    }
+    sqlite3_finalize(statement);
+    return;
+  }
+  const bool log_at_capacity = c.log_limit > 0;
+  const std::int64_t populated = log_at_capacity ? c.log_limit * kLogOwners : c.owners;
+  // A file used in place keeps what earlier repetitions wrote: each starts far later.
+  std::int64_t now = kStartMs + populated + (log_at_capacity ? 0 : repetition * 10'000'000'000);
+  quota::Options options;
+  options.clock = [&now] { return now++; };
+  quota::Engine engine{*db, options};
+  EngineOperation operation{&engine, c.subject, limit_name(c.algorithm),
+                            Owners(c.owners, log_at_capacity, populated)};
+  use(operation);
+}
+
+}  // namespace
+
+std::string Templates::prepare(const Case& c) const {
+  const std::string path = work_dir_ + "/" + template_file(c);
+  if (fs::exists(path)) return path;
+  const std::string building = path + ".building";
+  remove_database(building);
+  {
+    SQLite::Database db(building, kOpenFlags);
+    if (c.log_limit > 0) {
+      build_log(db, c.log_limit);
+    } else if (c.engine()) {
+      build_engine(db, c.owners);
+    } else if (c.subject == Subject::article) {
+      build_article(db.getHandle(), c.owners);
+    } else {
+      build_bare(db.getHandle(), c.owners);
+    }
+  }
+  fs::rename(building, path);
+  return path;
+}
+
+Measurement run_case(const Case& c, const Templates& templates, const Budget& budget,
+                     int repetition) {
+  Measurement measurement;
+  with_operation(c, templates, repetition, [&](auto& operation) {
+    using clock = std::chrono::steady_clock;
+    const auto warm_until = clock::now() + budget.warmup;
+    while (clock::now() < warm_until) operation();
+    // One clock read per operation: the time since the previous read is the latency.
+    const auto start = clock::now();
+    const auto stop = start + budget.duration;
+    auto last = start;
+    while (measurement.operations < budget.max_operations) {
+      measurement.admitted += operation();
+      const auto now = clock::now();
+      measurement.latency.add(static_cast<std::uint64_t>((now - last).count()));
+      last = now;
+      ++measurement.operations;
+      if (now >= stop) break;
+    }
+    measurement.elapsed_ns = (last - start).count();
+  });
+  return measurement;
+}
+
+void count_case(const Case& c, const Templates& templates, std::int64_t operations) {
+  with_operation(c, templates, 0, [&](auto& operation) {
+    using Operation = std::remove_reference_t<decltype(operation)>;
+    for (int i = 0; i < 1000; ++i) operation();  // prepares the statements, warms the cache
+    quota_bench_run_ops([](void* context) { return (*static_cast<Operation*>(context))(); },
+                        &operation, operations);
+  });
+}
+
+std::string Case::name() const {
+  std::string name = subject_name(subject);
+  if (engine()) name += "/" + std::string(quota::to_string(algorithm));
+  name += fmt::format("/{}/{}", setting_name(setting), owners);
+  if (log_limit > 0) name += fmt::format("/limit_{}", log_limit);
+  return name;
+}
+
+const char* setting_name(Setting setting) {
+  switch (setting) {
+    case Setting::memory:
+      return "memory";
+    case Setting::wal_normal:
+      return "wal_normal";
+    case Setting::wal_full:
+      return "wal_full";
+  }
+  return "?";
+}
+
+const char* subject_name(Subject subject) {
+  switch (subject) {
+    case Subject::upsert_int:
+      return "upsert_int";
+    case Subject::upsert_text:
+      return "upsert_text";
+    case Subject::select_int:
+      return "select_int";
+    case Subject::select_text:
+      return "select_text";
+    case Subject::article:
+      return "article";
+    case Subject::consume:
+      return "consume";
+    case Subject::check:
+      return "check";
+    case Subject::record:
+      return "record";
+  }
+  return "?";
+}
+
+}  // namespace quota_bench
