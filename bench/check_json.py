@@ -69,7 +69,7 @@ for name in ("contention/sqlite_busy_timeout", "contention/engine"):
            f"{name}: a process did no operation")
 
 measures = [row["measure"] for row in document["targets"]]
-expect(len(measures) == 13, f"expected 13 targets, got {len(measures)}")
+expect(len(measures) == 12, f"expected 12 targets, got {len(measures)}")
 for row in document["targets"]:
     expect(row["met"] in (True, False), f"target {row['measure']}: not evaluated ({row['figures']})")
 

@@ -125,7 +125,8 @@ std::size_t width(const std::string& text) {
   return columns;
 }
 
-std::string aligned(const Table& table) {
+// Columns after the first are right-aligned (numbers) unless `left` is set.
+std::string aligned(const Table& table, bool left = false) {
   std::vector<std::size_t> widths(table.front().size(), 0);
   for (const auto& row : table) {
     for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], width(row[i]));
@@ -135,7 +136,7 @@ std::string aligned(const Table& table) {
     std::string line;
     for (std::size_t i = 0; i < row.size(); ++i) {
       const std::string pad(widths[i] - width(row[i]), ' ');
-      line += i == 0 ? row[i] + pad : "  " + pad + row[i];
+      line += i == 0 ? row[i] + pad : left ? "  " + row[i] + pad : "  " + pad + row[i];
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";
@@ -143,7 +144,7 @@ std::string aligned(const Table& table) {
   return out;
 }
 
-std::string markdown(const Table& table) {
+std::string markdown(const Table& table, bool left = false) {
   std::string out;
   for (std::size_t r = 0; r < table.size(); ++r) {
     out += "|";
@@ -151,7 +152,7 @@ std::string markdown(const Table& table) {
     out += "\n";
     if (r == 0) {
       out += "|";
-      for (std::size_t i = 0; i < table[r].size(); ++i) out += i == 0 ? "---|" : "---:|";
+      for (std::size_t i = 0; i < table[r].size(); ++i) out += i == 0 || left ? "---|" : "---:|";
       out += "\n";
     }
   }
@@ -285,11 +286,11 @@ json evaluate_targets(const json& run) {
 
 std::string render_text(const json& run) {
   return "quota-bench: " + machine_line(run) + "\n\n" + aligned(cases_table(run)) + "\n" +
-         aligned(contention_table(run)) + "\n" + aligned(targets_table(run));
+         aligned(contention_table(run)) + "\n" + aligned(targets_table(run), true);
 }
 
 std::string render_markdown(const json& run) {
-  return "Machine: " + machine_line(run) + ".\n\n" + markdown(targets_table(run)) + "\n" +
+  return "Machine: " + machine_line(run) + ".\n\n" + markdown(targets_table(run), true) + "\n" +
          markdown(cases_table(run)) + "\n" + markdown(contention_table(run));
 }
 
