@@ -10,8 +10,9 @@
 # up and 1,000 operations warm it (preparing the statements), then callgrind counts only the
 # function quota_bench_run_ops, which runs --operations operations (default 20,000) with no
 # timing. Prints instructions (Ir) per operation; --annotate also prints the functions that
-# take them (inclusive), and --keep DIR keeps the callgrind files there. Builds quota-bench in
-# build/release (Release) first, or in --build DIR.
+# take them (inclusive), and --keep DIR keeps the callgrind files there. --work-dir DIR keeps
+# the template databases there for the next call (the 1,000,000-owner ones take minutes to
+# build). Builds quota-bench in build/release (Release) first, or in --build DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +20,7 @@ build=build/release
 operations=20000
 annotate=0
 keep=""
+work=""
 cases=()
 while (($#)); do
   case "$1" in
@@ -26,6 +28,7 @@ while (($#)); do
     --operations) operations=$2; shift 2 ;;
     --annotate) annotate=1; shift ;;
     --keep) keep=$2; shift 2 ;;
+    --work-dir) work=$2; shift 2 ;;
     -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "bench-instructions: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) cases+=("$1"); shift ;;
@@ -43,8 +46,11 @@ fi
 cmake --build "$build" -j 2 --target quota-bench >/dev/null
 bench="$build/bench/quota-bench"
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+if [ -z "$work" ]; then
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+fi
+mkdir -p "$work"
 [ -n "$keep" ] && mkdir -p "$keep"
 for name in "${cases[@]}"; do
   "$bench" --list | grep -qx -- "$name" || { echo "bench-instructions: no case '$name' (see quota-bench --list)" >&2; exit 2; }
