@@ -29,7 +29,7 @@ while (($#)); do
     --annotate) annotate=1; shift ;;
     --keep) keep=$2; shift 2 ;;
     --work-dir) work=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "bench-instructions: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) cases+=("$1"); shift ;;
   esac
