@@ -46,7 +46,8 @@ SELECT) and the article's SQL-only design, in one run, and evaluates the targets
   --json                 print the run as one JSON document instead of tables
   --markdown             print the tables as Markdown (for the README)
   --out FILE             also write the run's JSON to FILE
-  --report FILE          print the tables (or --markdown) of a saved JSON run; measure nothing
+  --report FILE          print the tables (or --markdown) of a saved JSON run, its targets
+                         evaluated again; measure nothing
   --filter TEXT          only the cases whose name contains TEXT (repeatable); the baselines
                          their ratios need are added
   --duration SECONDS     measured time per case and repetition (default 1)
@@ -411,7 +412,8 @@ int run(const Config& config) {
   if (config.report) {
     std::ifstream file(*config.report);
     if (!file) usage_error("cannot read " + *config.report);
-    const nlohmann::json saved = nlohmann::json::parse(file);
+    nlohmann::json saved = nlohmann::json::parse(file);
+    saved["targets"] = evaluate_targets(saved);  // as this build evaluates them
     std::cout << (config.markdown ? render_markdown(saved) : render_text(saved));
     return 0;
   }

@@ -39,7 +39,9 @@ json target(const std::string& measure, const std::string& goal,
     }
     const double v = value(*item);
     met = met && (at_most ? v <= bound : v >= bound);
-    shown += label + " " + fmt::format(fmt::runtime(format), v);
+    shown += label + " " +
+             (std::string_view(format) == "yes/no" ? (v != 0 ? "yes" : "no")
+                                                   : fmt::format(fmt::runtime(format), v));
   }
   json row = {{"measure", measure}, {"target", goal}, {"figures", shown}};
   row["met"] = measured ? json(met) : json(nullptr);
@@ -87,21 +89,16 @@ Table cases_table(const json& run) {
 }
 
 Table contention_table(const json& run) {
-  Table table = {{"two processes, one owner", "ops/s", "shares", "p50 µs", "p99 µs", "p99.9 µs",
-                  "max µs", "admitted", "exact"}};
+  Table table = {{"two processes, one owner", "ops/s", "smaller share", "p50 µs", "p99 µs",
+                  "p99.9 µs", "max µs", "admitted (last run)", "exact (every run)"}};
   for (const json& item : run.at("contention")) {
-    // The shares and admissions of the last repetition; the other figures are medians.
     const json& last = item.at("repetitions").back();
-    std::string shares;
-    for (const json& process : last.at("processes")) {
-      shares += (shares.empty() ? "" : " / ") +
-                fmt::format("{:.0f} %", 100 * process.value("share", 0.0));
-    }
     table.push_back(
-        {item.at("busy_wait").get<std::string>(), ops(item), shares,
+        {item.at("busy_wait").get<std::string>(), ops(item),
+         fmt::format("{:.1f} %", 100 * item.value("smallest_share", 0.0)),
          number(item, "p50_us", "{:.1f}"), number(item, "p99_us", "{:.1f}"),
          number(item, "p999_us", "{:.1f}"), number(item, "max_us", "{:.0f}"),
-         fmt::format("{} of {}", last.value("admitted", 0), last.value("operations", 0)),
+         fmt::format("{} of {} operations", last.value("admitted", 0), last.value("operations", 0)),
          item.value("exact", false) ? "yes" : "NO"});
   }
   return table;
@@ -258,10 +255,11 @@ json evaluate_targets(const json& run) {
     return [key](const json& item) { return item.value(key, 0.0); };
   };
   const std::string two = "two processes, one owner, WAL/NORMAL";
+  const std::vector<std::pair<std::string, const json*>> every_run = {
+      {"engine handler, exact in every run:", engine}};
   targets.push_back(target(
-      two + ": admission", "exact", contended,
-      [](const json& item) { return item.value("exact", false) ? 1.0 : 0.0; }, 1, false,
-      "{:.0f} (1 = exact)"));
+      two + ": admission", "exact", every_run,
+      [](const json& item) { return item.value("exact", false) ? 1.0 : 0.0; }, 1, false, "yes/no"));
   targets.push_back(
       target(two + ": p99", "≤ 300 µs", contended, figure("p99_us"), 300, true, "{:.0f} µs"));
   targets.push_back(
@@ -271,14 +269,22 @@ json evaluate_targets(const json& run) {
       [](const json& item) { return 100 * item.value("smallest_share", 0.0); }, 35, false,
       "{:.1f} % (the smaller)"));
 
-  // Memory: the engine's worst case against the bare upsert of its setting and size.
+  // Memory: the engine's worst case against the bare upsert of its setting and size. The
+  // sliding log held at capacity is left out: its database holds `limit` events per owner (a
+  // million at limit 100,000, all in RSS in memory), data that the 1,000-owner upsert has not.
   const json* worst = nullptr;
   for (const json& item : cases) {
-    if (!item.contains("algorithm") || !item.at("ratios").contains("rss")) continue;
+    if (!item.contains("algorithm") || item.contains("log_limit") ||
+        !item.at("ratios").contains("rss")) {
+      continue;
+    }
     if (!worst || item.at("ratios").at("rss") > worst->at("ratios").at("rss")) worst = &item;
   }
   std::vector<std::pair<std::string, const json*>> memory;
-  if (worst) memory.emplace_back(worst->at("name").get<std::string>() + " (the largest)", worst);
+  if (worst) {
+    memory.emplace_back(worst->at("name").get<std::string>() + " (the largest but the long logs)",
+                        worst);
+  }
   targets.push_back(target("memory: peak RSS of a case", "≤ 2× the bare upsert case's", memory,
                            ratio_of("rss"), 2, true, "{:.2f}×"));
   return targets;
