@@ -117,7 +117,17 @@ Measurement run_case(const Case& c, const Templates& templates, const Budget& bu
 
 // Runs `operations` operations of the case with no timing, inside quota_bench_run_ops
 // (callgrind: --toggle-collect='quota_bench_run_ops*' counts exactly those instructions).
-void count_case(const Case& c, const Templates& templates, std::int64_t operations);
+//
+// With `replacement`, its SQL `setup` runs once on the case's database and its `statement`
+// replaces the case's operation, bound as the engine binds its own (:limit the case's limit,
+// :owner, :cost 1, :now the simulated clock) and run through the C API: a statement variant
+// is counted on the case's own data without rebuilding anything.
+struct Replacement {
+  std::string setup;
+  std::string statement;
+};
+void count_case(const Case& c, const Templates& templates, std::int64_t operations,
+                const Replacement* replacement = nullptr);
 
 // Two processes consuming on one owner of one WAL/NORMAL file (see contention.cpp).
 enum class BusyWait { sqlite_busy_timeout, engine };

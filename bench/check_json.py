@@ -9,16 +9,35 @@ import subprocess
 import sys
 
 bench = sys.argv[1]
-listed = subprocess.run([bench, "--list"], check=True, capture_output=True, text=True)
-names = listed.stdout.split()
-run = subprocess.run([bench, "--quick", "--json"], check=True, capture_output=True, text=True)
-document = json.loads(run.stdout)
 failures = []
 
 
 def expect(condition, message):
     if not condition:
         failures.append(message)
+
+
+# Bad input: exit status 2 and one line that says what to do, before anything runs.
+for arguments, said in (
+    (["--frobnicate"], "unknown option '--frobnicate'"),
+    (["--duration", "soon"], "--duration takes a number"),
+    (["--repetitions", "0"], "--repetitions takes a number"),
+    (["--filter"], "--filter needs a value"),
+    (["--count-instructions", "no/such/case", "--operations", "1"], "no case 'no/such/case'"),
+    (["--count-instructions", "upsert_int/memory/1000"], "--count-instructions needs --operations"),
+    (["--statement", "x.sql"], "--statement needs --count-instructions"),
+    (["--prepare"], "--prepare needs --work-dir"),
+    (["--report", "/nonexistent/run.json"], "cannot read /nonexistent/run.json"),
+):
+    refused = subprocess.run([bench, *arguments], capture_output=True, text=True)
+    expect(refused.returncode == 2 and refused.stderr.startswith("quota-bench: error: ")
+           and said in refused.stderr and refused.stdout == "",
+           f"{arguments}: exit {refused.returncode}, stderr {refused.stderr!r}")
+
+listed = subprocess.run([bench, "--list"], check=True, capture_output=True, text=True)
+names = listed.stdout.split()
+run = subprocess.run([bench, "--quick", "--json"], check=True, capture_output=True, text=True)
+document = json.loads(run.stdout)
 
 
 def number(item, key, where):

@@ -62,6 +62,10 @@ SELECT) and the article's SQL-only design, in one run, and evaluates the targets
                          run N operations of CASE in this process with no timing, inside the
                          function quota_bench_run_ops (for callgrind; see
                          tools/bench-instructions.sh)
+  --statement FILE       with --count-instructions: run the SQL statement in FILE instead of
+                         the case's operation, on the case's database, with :limit, :owner,
+                         :cost and :now bound as the engine binds them
+  --setup FILE           with --statement: SQL to run once first (e.g. DROP TRIGGER ...)
 )";
 
 struct Config {
@@ -70,7 +74,7 @@ struct Config {
   bool quick = false;
   bool list = false;
   bool prepare = false;
-  std::optional<std::string> out, report, work_dir, count_case;
+  std::optional<std::string> out, report, work_dir, count_case, statement, setup;
   std::vector<std::string> filters;
   double duration_s = 1.0;
   int repetitions = 3;
@@ -127,6 +131,10 @@ Config parse(int argc, char** argv) {
       config.repetitions = static_cast<int>(parse_number(arg, value(), 1, 100));
     } else if (arg == "--count-instructions") {
       config.count_case = value();
+    } else if (arg == "--statement") {
+      config.statement = value();
+    } else if (arg == "--setup") {
+      config.setup = value();
     } else if (arg == "--operations") {
       config.operations = static_cast<std::int64_t>(parse_number(arg, value(), 1, 1e9));
     } else {
@@ -137,6 +145,8 @@ Config parse(int argc, char** argv) {
     usage_error("--count-instructions needs --operations N");
   }
   if (config.prepare && !config.work_dir) usage_error("--prepare needs --work-dir DIR");
+  if (config.statement && !config.count_case) usage_error("--statement needs --count-instructions");
+  if (config.setup && !config.statement) usage_error("--setup needs --statement FILE");
   return config;
 }
 
@@ -408,6 +418,12 @@ std::string load_average() {
   return one + " " + five + " " + fifteen;
 }
 
+std::string read_text(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) usage_error("cannot read " + path);
+  return {std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>()};
+}
+
 int run(const Config& config) {
   if (config.report) {
     std::ifstream file(*config.report);
@@ -452,7 +468,13 @@ int run(const Config& config) {
     const auto found = std::find_if(everything.begin(), everything.end(),
                                     [&](const Case& c) { return c.name() == *config.count_case; });
     if (found == everything.end()) usage_error("no case '" + *config.count_case + "' (see --list)");
-    count_case(*found, templates, config.operations);
+    if (!config.statement) {
+      count_case(*found, templates, config.operations);
+      return 0;
+    }
+    const Replacement replacement{config.setup ? read_text(*config.setup) : "",
+                                  read_text(*config.statement)};
+    count_case(*found, templates, config.operations, &replacement);
     return 0;
   }
 

@@ -370,6 +370,38 @@ struct EngineOperation {
   }
 };
 
+// A statement given on the command line (count_case's replacement), bound like the engine's.
+struct NamedStatementOperation {
+  sqlite3* db;
+  sqlite3_stmt* statement;
+  std::string limit;
+  Owners owners;
+  std::int64_t* now;
+
+  int operator()() {
+    const std::string_view owner = owners.text(owners.next());
+    const auto bind_text = [&](const char* name, std::string_view text) {
+      if (const int at = sqlite3_bind_parameter_index(statement, name)) {
+        sqlite3_bind_text(statement, at, text.data(), static_cast<int>(text.size()), SQLITE_STATIC);
+      }
+    };
+    bind_text(":limit", limit);
+    bind_text(":owner", owner);
+    if (const int at = sqlite3_bind_parameter_index(statement, ":cost")) {
+      sqlite3_bind_int64(statement, at, 1);
+    }
+    if (const int at = sqlite3_bind_parameter_index(statement, ":now")) {
+      sqlite3_bind_int64(statement, at, (*now)++);
+    }
+    const int status = sqlite3_step(statement);
+    const int allowed = status == SQLITE_ROW ? sqlite3_column_int(statement, 0) != 0 : 0;
+    if (sqlite3_reset(statement) != SQLITE_OK) {
+      throw std::runtime_error(std::string("the statement failed: ") + sqlite3_errmsg(db));
+    }
+    return allowed;
+  }
+};
+
 const char* statement_of(Subject subject) {
   switch (subject) {
     case Subject::upsert_int:
@@ -387,8 +419,27 @@ const char* statement_of(Subject subject) {
 
 // Sets the case up and calls `use(operation)` with its operation.
 template <typename Use>
-void with_operation(const Case& c, const Templates& templates, int repetition, Use&& use) {
+void with_operation(const Case& c, const Templates& templates, int repetition,
+                    const Replacement* replacement, Use&& use) {
   std::unique_ptr<SQLite::Database> db = open_database(c, templates);
+  const bool log_at_capacity = c.log_limit > 0;
+  const std::int64_t populated = log_at_capacity ? c.log_limit * kLogOwners : c.owners;
+  // A file used in place keeps what earlier repetitions wrote: each starts far later.
+  std::int64_t now = kStartMs + populated + (log_at_capacity ? 0 : repetition * 10'000'000'000);
+  if (replacement) {
+    execute(db->getHandle(), replacement->setup);
+    sqlite3_stmt* statement = prepare(db->getHandle(), replacement->statement.c_str());
+    NamedStatementOperation operation{db->getHandle(), statement, limit_name(c.algorithm),
+                                      Owners(c.owners, log_at_capacity, populated), &now};
+    try {
+      use(operation);
+    } catch (...) {
+      sqlite3_finalize(statement);
+      throw;
+    }
+    sqlite3_finalize(statement);
+    return;
+  }
   if (!c.engine()) {
     sqlite3_stmt* statement = prepare(db->getHandle(), statement_of(c.subject));
     StatementOperation operation{db->getHandle(), statement, c.subject, Owners(c.owners, false, 0)};
@@ -401,10 +452,6 @@ void with_operation(const Case& c, const Templates& templates, int repetition, U
     sqlite3_finalize(statement);
     return;
   }
-  const bool log_at_capacity = c.log_limit > 0;
-  const std::int64_t populated = log_at_capacity ? c.log_limit * kLogOwners : c.owners;
-  // A file used in place keeps what earlier repetitions wrote: each starts far later.
-  std::int64_t now = kStartMs + populated + (log_at_capacity ? 0 : repetition * 10'000'000'000);
   quota::Options options;
   options.clock = [&now] { return now++; };
   quota::Engine engine{*db, options};
@@ -443,7 +490,7 @@ std::string Templates::prepare(const Case& c) const {
 Measurement run_case(const Case& c, const Templates& templates, const Budget& budget,
                      int repetition) {
   Measurement measurement;
-  with_operation(c, templates, repetition, [&](auto& operation) {
+  with_operation(c, templates, repetition, nullptr, [&](auto& operation) {
     using clock = std::chrono::steady_clock;
     const auto warm_until = clock::now() + budget.warmup;
     while (clock::now() < warm_until) operation();
@@ -464,8 +511,9 @@ Measurement run_case(const Case& c, const Templates& templates, const Budget& bu
   return measurement;
 }
 
-void count_case(const Case& c, const Templates& templates, std::int64_t operations) {
-  with_operation(c, templates, 0, [&](auto& operation) {
+void count_case(const Case& c, const Templates& templates, std::int64_t operations,
+                const Replacement* replacement) {
+  with_operation(c, templates, 0, replacement, [&](auto& operation) {
     using Operation = std::remove_reference_t<decltype(operation)>;
     for (int i = 0; i < 1000; ++i) operation();  // prepares the statements, warms the cache
     quota_bench_run_ops([](void* context) { return (*static_cast<Operation*>(context))(); },
