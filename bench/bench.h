@@ -95,6 +95,28 @@ struct Budget {
   std::int64_t max_operations = 50'000'000;
 };
 
+// Runs `operation` (which returns 1 when its answer is "allowed", else 0) until `budget`'s
+// duration has passed or its operations are done, timing each with one steady_clock read
+// (the time since the previous read). No warm-up: the caller does its own.
+template <typename Operation>
+Measurement measure(Operation&& operation, const Budget& budget) {
+  using clock = std::chrono::steady_clock;
+  Measurement measurement;
+  const auto start = clock::now();
+  const auto stop = start + budget.duration;
+  auto last = start;
+  while (measurement.operations < budget.max_operations) {
+    measurement.admitted += operation();
+    const auto now = clock::now();
+    measurement.latency.add(static_cast<std::uint64_t>((now - last).count()));
+    last = now;
+    ++measurement.operations;
+    if (now >= stop) break;
+  }
+  measurement.elapsed_ns = (last - start).count();
+  return measurement;
+}
+
 // The databases the cases start from. Each is built once, in `work_dir`, the first time a
 // case needs it; a case then works on a copy (or, for the 1,000,000-owner databases, on the
 // file itself: see workloads.cpp).

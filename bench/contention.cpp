@@ -46,25 +46,19 @@ Measurement contend(const std::string& path, BusyWait wait, const Budget& budget
   }
   close(start_fd);
 
-  using clock = std::chrono::steady_clock;
-  Measurement measurement;
-  const auto start = clock::now();
-  const auto stop = start + budget.duration;
-  auto last = start;
-  while (measurement.operations < budget.max_operations) {
-    try {
-      measurement.admitted += engine.consume(kLimit, kOwner).allowed;
-    } catch (const quota::Error& error) {
-      if (error.code() != quota::ErrorCode::busy) throw;
-      ++measurement.failures;
-    }
-    const auto now = clock::now();
-    measurement.latency.add(static_cast<std::uint64_t>((now - last).count()));
-    last = now;
-    ++measurement.operations;
-    if (now >= stop) break;
-  }
-  measurement.elapsed_ns = (last - start).count();
+  std::int64_t failures = 0;
+  Measurement measurement = measure(
+      [&]() -> int {
+        try {
+          return engine.consume(kLimit, kOwner).allowed;
+        } catch (const quota::Error& error) {
+          if (error.code() != quota::ErrorCode::busy) throw;
+          ++failures;
+          return 0;
+        }
+      },
+      budget);
+  measurement.failures = failures;
   return measurement;
 }
 

@@ -6,7 +6,8 @@
 // then build `quota::Engine{db}` on that connection, the baselines use its sqlite3 handle
 // with statements prepared once (sqlite3_prepare_v3, SQLITE_PREPARE_PERSISTENT, as the
 // engine prepares its own). Page size, cache size and every other setting are SQLite's
-// defaults for all of them.
+// defaults for all of them. open_database repeats what Engine::open sets on its connection:
+// a setting added there must be added here too, for the engine and the baselines alike.
 //
 // Time is simulated: the engine's clock (Options::clock) advances 1 ms per operation, so
 // that runs are reproducible and every sliding_log event has a millisecond of its own (the
@@ -211,30 +212,31 @@ void build_bare(sqlite3* db, std::int64_t owners) {
   execute(db, "COMMIT");
 }
 
-sqlite3_stmt* prepare(sqlite3* db, const char* sql) {
+using Prepared = std::unique_ptr<sqlite3_stmt, decltype(&sqlite3_finalize)>;
+
+Prepared prepare(sqlite3* db, const char* sql) {
   sqlite3_stmt* statement = nullptr;
   if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &statement, nullptr) !=
       SQLITE_OK) {
+    sqlite3_finalize(statement);
     throw std::runtime_error(fmt::format("cannot prepare {}: {}", sql, sqlite3_errmsg(db)));
   }
-  return statement;
+  return {statement, &sqlite3_finalize};
 }
 
 // The article's schema and limit; every visitor's row made by the article's own statement.
 void build_article(sqlite3* db, std::int64_t owners) {
   execute(db, kArticleSchema);
-  sqlite3_stmt* statement = prepare(db, kArticleStatement);
+  const Prepared statement = prepare(db, kArticleStatement);
   execute(db, "BEGIN");
   for (std::int64_t visitor = 1; visitor <= owners; ++visitor) {
-    sqlite3_bind_int64(statement, 1, visitor);
-    while (sqlite3_step(statement) == SQLITE_ROW) {
+    sqlite3_bind_int64(statement.get(), 1, visitor);
+    while (sqlite3_step(statement.get()) == SQLITE_ROW) {
     }
-    if (sqlite3_reset(statement) != SQLITE_OK) {
-      sqlite3_finalize(statement);
+    if (sqlite3_reset(statement.get()) != SQLITE_OK) {
       throw std::runtime_error(std::string("article: ") + sqlite3_errmsg(db));
     }
   }
-  sqlite3_finalize(statement);
   execute(db, "COMMIT");
 }
 
@@ -428,28 +430,17 @@ void with_operation(const Case& c, const Templates& templates, int repetition,
   std::int64_t now = kStartMs + populated + (log_at_capacity ? 0 : repetition * 10'000'000'000);
   if (replacement) {
     execute(db->getHandle(), replacement->setup);
-    sqlite3_stmt* statement = prepare(db->getHandle(), replacement->statement.c_str());
-    NamedStatementOperation operation{db->getHandle(), statement, limit_name(c.algorithm),
+    const Prepared statement = prepare(db->getHandle(), replacement->statement.c_str());
+    NamedStatementOperation operation{db->getHandle(), statement.get(), limit_name(c.algorithm),
                                       Owners(c.owners, log_at_capacity, populated), &now};
-    try {
-      use(operation);
-    } catch (...) {
-      sqlite3_finalize(statement);
-      throw;
-    }
-    sqlite3_finalize(statement);
+    use(operation);
     return;
   }
   if (!c.engine()) {
-    sqlite3_stmt* statement = prepare(db->getHandle(), statement_of(c.subject));
-    StatementOperation operation{db->getHandle(), statement, c.subject, Owners(c.owners, false, 0)};
-    try {
-      use(operation);
-    } catch (...) {
-      sqlite3_finalize(statement);
-      throw;
-    }
-    sqlite3_finalize(statement);
+    const Prepared statement = prepare(db->getHandle(), statement_of(c.subject));
+    StatementOperation operation{db->getHandle(), statement.get(), c.subject,
+                                 Owners(c.owners, false, 0)};
+    use(operation);
     return;
   }
   quota::Options options;
@@ -491,22 +482,9 @@ Measurement run_case(const Case& c, const Templates& templates, const Budget& bu
                      int repetition) {
   Measurement measurement;
   with_operation(c, templates, repetition, nullptr, [&](auto& operation) {
-    using clock = std::chrono::steady_clock;
-    const auto warm_until = clock::now() + budget.warmup;
-    while (clock::now() < warm_until) operation();
-    // One clock read per operation: the time since the previous read is the latency.
-    const auto start = clock::now();
-    const auto stop = start + budget.duration;
-    auto last = start;
-    while (measurement.operations < budget.max_operations) {
-      measurement.admitted += operation();
-      const auto now = clock::now();
-      measurement.latency.add(static_cast<std::uint64_t>((now - last).count()));
-      last = now;
-      ++measurement.operations;
-      if (now >= stop) break;
-    }
-    measurement.elapsed_ns = (last - start).count();
+    const auto warm_until = std::chrono::steady_clock::now() + budget.warmup;
+    while (std::chrono::steady_clock::now() < warm_until) operation();
+    measurement = measure(operation, budget);
   });
   return measurement;
 }
