@@ -332,8 +332,8 @@ std::unique_ptr<SQLite::Database> open_database(const Case& c, const Templates& 
 // returns SQLITE_DONE runs SQLite's WAL hook, and with it the automatic checkpoint: a
 // statement reset after its RETURNING row commits all the same but never checkpoints, so its
 // WAL would grow for the whole case, sparing it the work every application pays.
-void finish(sqlite3* db, sqlite3_stmt* statement) {
-  int status = SQLITE_ROW;
+// `status` is what the last step returned.
+void finish(sqlite3* db, sqlite3_stmt* statement, int status) {
   while (status == SQLITE_ROW) status = sqlite3_step(statement);
   if (sqlite3_reset(statement) != SQLITE_OK || status != SQLITE_DONE) {
     throw std::runtime_error(std::string("the statement failed: ") + sqlite3_errmsg(db));
@@ -360,7 +360,7 @@ struct StatementOperation {
     }
     // The article's row: denied, resets_at.
     const int allowed = subject == Subject::article ? sqlite3_column_int64(statement, 0) == 0 : 1;
-    finish(db, statement);
+    finish(db, statement, SQLITE_ROW);
     return allowed;
   }
 };
@@ -407,9 +407,9 @@ struct NamedStatementOperation {
     if (const int at = sqlite3_bind_parameter_index(statement, ":now")) {
       sqlite3_bind_int64(statement, at, (*now)++);
     }
-    const int allowed =
-        sqlite3_step(statement) == SQLITE_ROW ? sqlite3_column_int(statement, 0) != 0 : 0;
-    finish(db, statement);
+    const int status = sqlite3_step(statement);
+    const int allowed = status == SQLITE_ROW ? sqlite3_column_int(statement, 0) != 0 : 0;
+    finish(db, statement, status);
     return allowed;
   }
 };
