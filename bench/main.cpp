@@ -18,7 +18,7 @@
 // ratio is the median of the ratios within each repetition. Ratios are of time per operation
 // (2.0 = half the operations per second).
 //
-//   quota-bench                 the full run and a table      (about 6 minutes)
+//   quota-bench                 the full run and a table      (about 7 minutes)
 //   quota-bench --json          the same as one JSON document
 //   quota-bench --quick --json  tiny counts (the test suite checks the document's shape)
 //   quota-bench --help          every option
