@@ -385,33 +385,46 @@ struct EngineOperation {
 };
 
 // A statement given on the command line (count_case's replacement), bound like the engine's.
-struct NamedStatementOperation {
-  sqlite3* db;
-  sqlite3_stmt* statement;
-  std::string limit;
-  Owners owners;
-  std::int64_t* now;
+class NamedStatementOperation {
+ public:
+  NamedStatementOperation(sqlite3* db, sqlite3_stmt* statement, std::string limit, Owners owners,
+                          std::int64_t* now)
+      : db_(db),
+        statement_(statement),
+        limit_(std::move(limit)),
+        owners_(owners),
+        now_(now),
+        // Looked up once, as the engine does (0: the statement has no such parameter).
+        limit_at_(sqlite3_bind_parameter_index(statement, ":limit")),
+        owner_at_(sqlite3_bind_parameter_index(statement, ":owner")),
+        cost_at_(sqlite3_bind_parameter_index(statement, ":cost")),
+        now_at_(sqlite3_bind_parameter_index(statement, ":now")) {}
 
   int operator()() {
-    const std::string_view owner = owners.text(owners.next());
-    const auto bind_text = [&](const char* name, std::string_view text) {
-      if (const int at = sqlite3_bind_parameter_index(statement, name)) {
-        sqlite3_bind_text(statement, at, text.data(), static_cast<int>(text.size()), SQLITE_STATIC);
-      }
-    };
-    bind_text(":limit", limit);
-    bind_text(":owner", owner);
-    if (const int at = sqlite3_bind_parameter_index(statement, ":cost")) {
-      sqlite3_bind_int64(statement, at, 1);
+    const std::string_view owner = owners_.text(owners_.next());
+    if (limit_at_) {
+      sqlite3_bind_text(statement_, limit_at_, limit_.data(), static_cast<int>(limit_.size()),
+                        SQLITE_STATIC);
     }
-    if (const int at = sqlite3_bind_parameter_index(statement, ":now")) {
-      sqlite3_bind_int64(statement, at, (*now)++);
+    if (owner_at_) {
+      sqlite3_bind_text(statement_, owner_at_, owner.data(), static_cast<int>(owner.size()),
+                        SQLITE_STATIC);
     }
-    const int status = sqlite3_step(statement);
-    const int allowed = status == SQLITE_ROW ? sqlite3_column_int(statement, 0) != 0 : 0;
-    finish(db, statement, status);
+    if (cost_at_) sqlite3_bind_int64(statement_, cost_at_, 1);
+    if (now_at_) sqlite3_bind_int64(statement_, now_at_, (*now_)++);
+    const int status = sqlite3_step(statement_);
+    const int allowed = status == SQLITE_ROW ? sqlite3_column_int(statement_, 0) != 0 : 0;
+    finish(db_, statement_, status);
     return allowed;
   }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* statement_;
+  std::string limit_;
+  Owners owners_;
+  std::int64_t* now_;
+  int limit_at_, owner_at_, cost_at_, now_at_;
 };
 
 const char* statement_of(Subject subject) {
