@@ -461,22 +461,23 @@ int run(const Config& config) {
     }
     return 0;
   }
-  const WorkDir work_dir(config.work_dir);
-  const Templates templates(work_dir.path());
-
   if (config.count_case) {
+    // Every refusal (usage_error exits) before the work directory exists, so none is left.
     const auto found = std::find_if(everything.begin(), everything.end(),
                                     [&](const Case& c) { return c.name() == *config.count_case; });
     if (found == everything.end()) usage_error("no case '" + *config.count_case + "' (see --list)");
-    if (!config.statement) {
-      count_case(*found, templates, config.operations);
-      return 0;
-    }
-    const Replacement replacement{config.setup ? read_text(*config.setup) : "",
-                                  read_text(*config.statement)};
-    count_case(*found, templates, config.operations, &replacement);
+    const std::optional<Replacement> replacement =
+        config.statement ? std::optional<Replacement>({config.setup ? read_text(*config.setup) : "",
+                                                       read_text(*config.statement)})
+                         : std::nullopt;
+    const WorkDir work_dir(config.work_dir);
+    count_case(*found, Templates(work_dir.path()), config.operations,
+               replacement ? &*replacement : nullptr);
     return 0;
   }
+
+  const WorkDir work_dir(config.work_dir);
+  const Templates templates(work_dir.path());
 
   // Templates first, each built in a child so that the parent stays small.
   const std::string load_before = load_average();
