@@ -133,6 +133,7 @@ Result read_result(sqlite3_stmt* row) {
   result.retry_after_ms = sqlite3_column_int64(row, 3);
   result.reset_at_ms = sqlite3_column_int64(row, 4);
   result.denied = sqlite3_column_int64(row, 5);
+  result.shadow_denied = sqlite3_column_int64(row, 6) != 0;
   return result;
 }
 
@@ -143,11 +144,61 @@ Limit read_limit(SQLite::Statement& row) {
   limit.maximum = row.getColumn(2).getInt64();
   limit.period = std::chrono::milliseconds(row.getColumn(3).getInt64());
   if (!row.getColumn(4).isNull()) limit.burst = row.getColumn(4).getInt64();
+  limit.shadow = row.getColumn(5).getInt() != 0;
   return limit;
 }
 
 constexpr const char* kSelectLimits =
-    "SELECT name, algorithm, maximum, period_ms, burst FROM quota_limits";
+    "SELECT name, algorithm, maximum, period_ms, burst, shadow FROM quota_limits";
+
+std::optional<Limit> get_locked(SQLite::Database& db, std::string_view name) {
+  SQLite::Statement query(db, std::string(kSelectLimits) + " WHERE name = ?");
+  query.bind(1, std::string(name));
+  if (!query.executeStep()) return std::nullopt;
+  return read_limit(query);
+}
+
+// A savepoint of one operation: rolled back unless released, so that a hook that throws
+// (or any other failure) leaves nothing of the operation behind. Inside the application's
+// open transaction it nests; otherwise it is the transaction.
+class OperationSavepoint {
+ public:
+  explicit OperationSavepoint(SQLite::Database& db) : db_(db) {
+    db_.exec("SAVEPOINT quota_operation");
+  }
+  ~OperationSavepoint() {
+    if (open_) {
+      // A destructor never throws; if even the rollback fails, the connection reports it at
+      // the next statement.
+      sqlite3_exec(db_.getHandle(), "ROLLBACK TO quota_operation; RELEASE quota_operation",
+                   nullptr, nullptr, nullptr);
+    }
+  }
+  OperationSavepoint(const OperationSavepoint&) = delete;
+  OperationSavepoint& operator=(const OperationSavepoint&) = delete;
+
+  // Undoes everything since the savepoint began and keeps it open.
+  void roll_back() { db_.exec("ROLLBACK TO quota_operation"); }
+  void release() {
+    db_.exec("RELEASE quota_operation");
+    open_ = false;
+  }
+
+ private:
+  SQLite::Database& db_;
+  bool open_ = true;
+};
+
+// Whether `a` decides a consume_all over `b`: a denial over an allowance, a longer wait
+// over a shorter one (-1, never, is the longest), fewer units left among allowances.
+bool decides_over(const Result& a, const Result& b) {
+  if (a.allowed != b.allowed) return !a.allowed;
+  if (!a.allowed) {
+    if (b.retry_after_ms < 0) return false;
+    return a.retry_after_ms < 0 || a.retry_after_ms > b.retry_after_ms;
+  }
+  return a.remaining < b.remaining;
+}
 
 }  // namespace
 
@@ -169,6 +220,8 @@ struct Engine::Impl {
   std::map<std::pair<Operation, Algorithm>, std::unique_ptr<Prepared>> prepared;
   // limit name -> algorithm; std::less<> finds a string_view without building a string
   std::map<std::string, Algorithm, std::less<>> algorithms;
+  // limit name -> its hooks (set_hooks); empty for most engines, so no lookup costs much
+  std::map<std::string, Hooks, std::less<>> hooks;
 
   template <typename Function>
   auto guarded(Function&& function) -> decltype(function()) {
@@ -189,7 +242,7 @@ struct Engine::Impl {
     {
       std::lock_guard lock(mutex);
       try {
-        return run(operation, limit, owner, cost);
+        return run_with_hooks(operation, limit, owner, cost);
       } catch (const SQLite::Exception& error) {
         failure = translate(error, options.busy_timeout);
         const bool snapshot = error.getExtendedErrorCode() == SQLITE_BUSY_SNAPSHOT;
@@ -259,11 +312,20 @@ struct Engine::Impl {
   // "unknown limit") and the statement of its new algorithm is run instead.
   Result run(Operation operation, std::string_view limit, std::string_view owner,
              std::int64_t cost) {
+    return run_at(operation, limit, owner, cost, now());
+  }
+
+  std::int64_t now() {
     const std::int64_t now = options.clock();
     if (now < 0) {
       throw Error(ErrorCode::invalid_argument,
                   fmt::format("the clock returned {}: times are Unix milliseconds >= 0", now));
     }
+    return now;
+  }
+
+  Result run_at(Operation operation, std::string_view limit, std::string_view owner,
+                std::int64_t cost, std::int64_t now) {
     for (int attempt = 0; attempt < 2; ++attempt) {
       const auto algorithm = algorithm_of(limit, attempt > 0);
       if (!algorithm) throw unknown_limit(limit);
@@ -292,6 +354,114 @@ struct Engine::Impl {
       }
     }
     throw unknown_limit(limit);
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Hooks (SPEC §7). An operation on a limit without hooks runs its one statement and
+  // nothing else; with hooks, it runs inside a savepoint so that a hook that throws takes
+  // the whole operation back.
+
+  const Hooks* hooks_of(std::string_view limit) const {
+    if (hooks.empty()) return nullptr;
+    const auto found = hooks.find(limit);
+    return found == hooks.end() ? nullptr : &found->second;
+  }
+
+  // consume and record with the limit's hooks (if any); the other operations have none.
+  Result run_with_hooks(Operation operation, std::string_view limit, std::string_view owner,
+                        std::int64_t cost) {
+    switch (operation) {
+      case Operation::consume:
+        return consume(limit, owner, cost);
+      case Operation::record:
+        return record(limit, owner, cost);
+      default:
+        return run(operation, limit, owner, cost);
+    }
+  }
+
+  // A consume that before_consume refused: the figures of a check, nothing written.
+  Result hook_denial(const Request& request) {
+    Result result =
+        run_at(Operation::check, request.limit, request.owner, request.cost, request.now_ms);
+    result.allowed = false;
+    result.reason = Reason::hook_denied;
+    result.retry_after_ms = -1;
+    result.shadow_denied = false;
+    return result;
+  }
+
+  // on_exceeded (on a denial), then `after`.
+  static void after_decision(const Hooks& limit_hooks,
+                             const std::function<void(const Request&, const Result&)>& after,
+                             const Request& request, const Result& result) {
+    if (!result.allowed && limit_hooks.on_exceeded) limit_hooks.on_exceeded(request, result);
+    if (after) after(request, result);
+  }
+
+  Result consume(std::string_view limit, std::string_view owner, std::int64_t cost) {
+    const Hooks* limit_hooks = hooks_of(limit);
+    if (!limit_hooks) return run(Operation::consume, limit, owner, cost);
+    const Request request{limit, owner, cost, now()};
+    OperationSavepoint savepoint(db);
+    const bool refused = limit_hooks->before_consume && !limit_hooks->before_consume(request);
+    const Result result =
+        refused ? hook_denial(request) : run_at(Operation::consume, limit, owner, cost,
+                                                request.now_ms);
+    after_decision(*limit_hooks, limit_hooks->after_consume, request, result);
+    savepoint.release();
+    return result;
+  }
+
+  Result record(std::string_view limit, std::string_view owner, std::int64_t cost) {
+    const Hooks* limit_hooks = hooks_of(limit);
+    if (!limit_hooks) return run(Operation::record, limit, owner, cost);
+    const Request request{limit, owner, cost, now()};
+    OperationSavepoint savepoint(db);
+    if (limit_hooks->before_record) limit_hooks->before_record(request);
+    const Result result = run_at(Operation::record, limit, owner, cost, request.now_ms);
+    after_decision(*limit_hooks, limit_hooks->after_record, request, result);
+    savepoint.release();
+    return result;
+  }
+
+  // consume_all: every limit's before_consume first, then every consume in one savepoint;
+  // on a denial, everything is rolled back and the deciding limit alone is consumed again,
+  // which denies again (same state, same time) and so counts the denial.
+  Decision consume_all(const std::vector<std::string_view>& limits, std::string_view owner,
+                       std::int64_t cost) {
+    const std::int64_t at = now();
+    OperationSavepoint savepoint(db);
+    for (std::string_view limit : limits) {
+      const Hooks* limit_hooks = hooks_of(limit);
+      const Request request{limit, owner, cost, at};
+      if (limit_hooks && limit_hooks->before_consume && !limit_hooks->before_consume(request)) {
+        Decision decision{std::string(limit), hook_denial(request)};
+        after_decision(*limit_hooks, limit_hooks->after_consume, request, decision.result);
+        savepoint.release();
+        return decision;
+      }
+    }
+    std::vector<Result> results;
+    std::size_t deciding = 0;
+    for (std::size_t i = 0; i < limits.size(); ++i) {
+      results.push_back(run_at(Operation::consume, limits[i], owner, cost, at));
+      if (decides_over(results[i], results[deciding])) deciding = i;
+    }
+    const bool allowed = results[deciding].allowed;
+    if (!allowed) {
+      savepoint.roll_back();
+      results[deciding] = run_at(Operation::consume, limits[deciding], owner, cost, at);
+    }
+    for (std::size_t i = 0; i < limits.size(); ++i) {
+      if (!allowed && i != deciding) continue;
+      if (const Hooks* limit_hooks = hooks_of(limits[i])) {
+        after_decision(*limit_hooks, limit_hooks->after_consume, {limits[i], owner, cost, at},
+                       results[i]);
+      }
+    }
+    savepoint.release();
+    return {std::string(limits[deciding]), results[deciding]};
   }
 };
 
@@ -342,10 +512,11 @@ void Engine::define(const Limit& limit) {
     // next operation on (a window row written under another period counts in the window
     // that holds its seen_ms). Another algorithm: quota_limits' trigger discards the state.
     SQLite::Statement upsert(impl_->db,
-                             "INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst) "
-                             "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                             "INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst, "
+                             "shadow) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
                              "algorithm = excluded.algorithm, maximum = excluded.maximum, "
-                             "period_ms = excluded.period_ms, burst = excluded.burst");
+                             "period_ms = excluded.period_ms, burst = excluded.burst, "
+                             "shadow = excluded.shadow");
     upsert.bind(1, limit.name);
     upsert.bind(2, std::string(to_string(limit.algorithm)));
     upsert.bind(3, static_cast<int64_t>(limit.maximum));
@@ -355,6 +526,7 @@ void Engine::define(const Limit& limit) {
     } else {
       upsert.bind(5);
     }
+    upsert.bind(6, limit.shadow ? 1 : 0);
     upsert.exec();
     impl_->algorithms[limit.name] = limit.algorithm;
   });
@@ -362,12 +534,7 @@ void Engine::define(const Limit& limit) {
 
 std::optional<Limit> Engine::get(std::string_view name) {
   validate_limit_name(name);
-  return impl_->guarded([&]() -> std::optional<Limit> {
-    SQLite::Statement query(impl_->db, std::string(kSelectLimits) + " WHERE name = ?");
-    query.bind(1, std::string(name));
-    if (!query.executeStep()) return std::nullopt;
-    return read_limit(query);
-  });
+  return impl_->guarded([&] { return get_locked(impl_->db, name); });
 }
 
 std::vector<Limit> Engine::list() {
@@ -416,7 +583,115 @@ Result Engine::reset(std::string_view limit, std::string_view owner) {
   return impl_->guarded([&] { return impl_->run(Operation::reset, limit, owner, 1); });
 }
 
-std::vector<Usage> Engine::usage(std::string_view limit, std::size_t top) {
+Result Engine::refund(std::string_view limit, std::string_view owner, std::int64_t cost) {
+  validate_limit_name(limit);
+  validate_owner(owner);
+  validate_cost(cost);
+  return impl_->guarded([&] { return impl_->run(Operation::refund, limit, owner, cost); });
+}
+
+Decision Engine::consume_all(const std::vector<std::string_view>& limits, std::string_view owner,
+                             std::int64_t cost) {
+  if (limits.empty()) {
+    throw Error(ErrorCode::invalid_argument, "consume_all needs at least one limit: name them");
+  }
+  for (std::size_t i = 0; i < limits.size(); ++i) {
+    validate_limit_name(limits[i]);
+    if (std::find(limits.begin(), limits.begin() + static_cast<std::ptrdiff_t>(i), limits[i]) !=
+        limits.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("limit '{}' is named twice: name each limit once", limits[i]));
+    }
+  }
+  validate_owner(owner);
+  validate_cost(cost);
+  return impl_->guarded([&] { return impl_->consume_all(limits, owner, cost); });
+}
+
+void Engine::set_hooks(std::string_view limit, Hooks hooks) {
+  validate_limit_name(limit);
+  impl_->guarded([&] {
+    if (hooks.empty()) {
+      if (const auto found = impl_->hooks.find(limit); found != impl_->hooks.end()) {
+        impl_->hooks.erase(found);
+      }
+    } else {
+      impl_->hooks.insert_or_assign(std::string(limit), std::move(hooks));
+    }
+  });
+}
+
+void Engine::set_override(const Override& override) {
+  validate_override(override);
+  impl_->guarded([&] {
+    if (override.limit != kEveryLimit) {
+      const std::optional<Limit> limit = get_locked(impl_->db, override.limit);
+      if (!limit) throw unknown_limit(override.limit);
+      if (override.maximum) {
+        Limit as_owner_sees_it = *limit;
+        as_owner_sees_it.maximum = *override.maximum;
+        if (limit->algorithm == Algorithm::token_bucket) {
+          as_owner_sees_it.burst = override.burst.value_or(*override.maximum);
+        } else {
+          as_owner_sees_it.burst = override.burst;
+        }
+        try {
+          validate_limit(as_owner_sees_it);
+        } catch (const Error& error) {
+          throw Error(ErrorCode::invalid_argument,
+                      fmt::format("the override for owner '{}' does not fit limit '{}': {}",
+                                  override.owner, override.limit, error.what()));
+        }
+      }
+    }
+    SQLite::Statement upsert(impl_->db,
+                             "INSERT INTO quota_overrides (limit_name, owner, policy, maximum, "
+                             "burst) VALUES (?, ?, ?, ?, ?) ON CONFLICT (limit_name, owner) DO "
+                             "UPDATE SET policy = excluded.policy, maximum = excluded.maximum, "
+                             "burst = excluded.burst");
+    upsert.bind(1, override.limit);
+    upsert.bind(2, override.owner);
+    upsert.bind(3, std::string(to_string(override.policy)));
+    if (override.maximum) upsert.bind(4, static_cast<int64_t>(*override.maximum));
+    if (override.burst) upsert.bind(5, static_cast<int64_t>(*override.burst));
+    upsert.exec();
+  });
+}
+
+bool Engine::remove_override(std::string_view limit, std::string_view owner) {
+  if (limit != kEveryLimit) validate_limit_name(limit);
+  validate_owner(owner);
+  return impl_->guarded([&] {
+    SQLite::Statement erase(impl_->db,
+                            "DELETE FROM quota_overrides WHERE limit_name = ? AND owner = ?");
+    erase.bind(1, std::string(limit));
+    erase.bind(2, std::string(owner));
+    return erase.exec() > 0;
+  });
+}
+
+std::vector<Override> Engine::overrides(std::optional<std::string_view> limit) {
+  if (limit && *limit != kEveryLimit) validate_limit_name(*limit);
+  return impl_->guarded([&] {
+    SQLite::Statement query(impl_->db,
+                            "SELECT limit_name, owner, policy, maximum, burst FROM quota_overrides "
+                            "WHERE ?1 IS NULL OR limit_name = ?1 ORDER BY limit_name, owner");
+    if (limit) query.bind(1, std::string(*limit));
+    std::vector<Override> found;
+    while (query.executeStep()) {
+      Override row;
+      row.limit = query.getColumn(0).getString();
+      row.owner = query.getColumn(1).getString();
+      row.policy = parse_policy(query.getColumn(2).getString()).value_or(Policy::deny);
+      if (!query.getColumn(3).isNull()) row.maximum = query.getColumn(3).getInt64();
+      if (!query.getColumn(4).isNull()) row.burst = query.getColumn(4).getInt64();
+      found.push_back(std::move(row));
+    }
+    return found;
+  });
+}
+
+std::vector<Usage> Engine::usage(std::string_view limit, std::size_t top, UsageOrder order) {
   validate_limit_name(limit);
   return impl_->guarded([&] {
     const auto algorithm = impl_->algorithm_of(limit, true);
@@ -443,17 +718,19 @@ std::vector<Usage> Engine::usage(std::string_view limit, std::size_t top) {
       bind_integer(raw, check.now, now);
       if (sqlite3_step(raw) == SQLITE_ROW) {
         const Result result = read_result(raw);
-        const std::int64_t used = sqlite3_column_int64(raw, 6);
-        if (used > 0 || result.denied > 0) {
+        const std::int64_t used = sqlite3_column_int64(raw, 7);
+        const std::int64_t shadow_denied = sqlite3_column_int64(raw, 8);
+        if (used > 0 || result.denied > 0 || shadow_denied > 0) {
           rows.push_back({std::string(limit), owner, used, result.remaining, result.denied,
-                          result.reset_at_ms});
+                          result.reset_at_ms, shadow_denied});
         }
       }
       const int status = sqlite3_reset(raw);
       sqlite3_clear_bindings(raw);
       if (status != SQLITE_OK) throw SQLite::Exception(impl_->db.getHandle(), status);
     }
-    std::stable_sort(rows.begin(), rows.end(), [](const Usage& a, const Usage& b) {
+    std::stable_sort(rows.begin(), rows.end(), [order](const Usage& a, const Usage& b) {
+      if (order == UsageOrder::denied && a.denied != b.denied) return a.denied > b.denied;
       return a.used != b.used ? a.used > b.used : a.owner < b.owner;
     });
     if (top > 0 && rows.size() > top) rows.resize(top);

@@ -6,6 +6,7 @@
 
 #include "quota/error.h"
 #include "quota/limit.h"
+#include "quota/policy.h"
 #include "quota/result.h"
 
 namespace quota {
@@ -25,6 +26,12 @@ constexpr std::array<std::pair<Reason, std::string_view>, 6> kReasons{{
     {Reason::owner_denied, "owner_denied"},
     {Reason::hook_denied, "hook_denied"},
     {Reason::store_unavailable, "store_unavailable"},
+}};
+
+constexpr std::array<std::pair<Policy, std::string_view>, 3> kPolicies{{
+    {Policy::maximum, "maximum"},
+    {Policy::exempt, "exempt"},
+    {Policy::deny, "deny"},
 }};
 
 template <typename Enum, std::size_t N>
@@ -126,6 +133,8 @@ std::optional<Algorithm> parse_algorithm(std::string_view name) {
 }
 std::string_view to_string(Reason reason) { return name_of(kReasons, reason); }
 std::optional<Reason> parse_reason(std::string_view name) { return value_of(kReasons, name); }
+std::string_view to_string(Policy policy) { return name_of(kPolicies, policy); }
+std::optional<Policy> parse_policy(std::string_view name) { return value_of(kPolicies, name); }
 
 void validate_limit_name(std::string_view name) {
   if (name.empty() || name.size() > kNameBound) {
@@ -180,6 +189,30 @@ void validate_limit(const Limit& limit) {
     }
   }
   validate_products(limit);
+}
+
+void validate_override(const Override& override) {
+  if (override.limit != kEveryLimit) validate_limit_name(override.limit);
+  validate_owner(override.owner);
+  if (override.policy != Policy::maximum) {
+    if (override.maximum || override.burst) {
+      invalid(fmt::format("an override that is {} takes no maximum or burst: drop them, or use "
+                          "the maximum policy",
+                          to_string(override.policy)));
+    }
+    return;
+  }
+  if (!override.maximum) {
+    invalid("an override with the maximum policy needs a maximum: give the owner's maximum");
+  }
+  if (*override.maximum < 1 || *override.maximum > kMaximumBound) {
+    invalid(fmt::format("invalid override maximum {}: use a whole number from 1 to {}",
+                        *override.maximum, kMaximumBound));
+  }
+  if (override.burst && (*override.burst < 1 || *override.burst > kMaximumBound)) {
+    invalid(fmt::format("invalid override burst {}: use a whole number from 1 to {}",
+                        *override.burst, kMaximumBound));
+  }
 }
 
 }  // namespace quota

@@ -56,25 +56,80 @@ constexpr const char* kDatabaseNow =
 
 constexpr const char* kBarrier = "LIMIT -1 OFFSET 0";
 
-// What each operation records and counts, given the decision's `allowed`.
+// What each operation records and counts, given the decision's `allowed` (the verdict as if
+// enforcing), the owner's override `policy` and the limit's `shadow` flag.
 struct OperationParts {
   const char* recorded;  // does this operation record the cost?
   const char* denied;    // does it add one to the owner's denied counter?
+  const char* granted;   // the answer's allowed
+  const char* request;   // the inputs' request columns: cost (and refund)
 };
+
+constexpr const char* kRequest = "excluded.cost AS cost";
 
 OperationParts parts_of(Operation operation) {
   switch (operation) {
     case Operation::check:
-      return {"0", "0"};
+      return {"0", "0", "allowed", ""};
     case Operation::consume:
-      return {"allowed", "NOT allowed"};
+      // Shadow mode: never denied, and a would-be denial is counted in shadow_denied.
+      return {"allowed AND policy IS NOT 'exempt'", "NOT allowed AND NOT shadow",
+              "allowed OR shadow", kRequest};
     case Operation::record:
-      return {"1", "0"};
+      return {"policy IS NOT 'exempt'", "0", "allowed", kRequest};
+    case Operation::refund:
+      // The refund itself is the decision's {take}; the answer is a check of cost 1.
+      return {"0", "0", "allowed", "1 AS cost, excluded.cost AS refund"};
     case Operation::reset:
       break;
   }
   throw std::logic_error("reset has no decision");
 }
+
+// ---------------------------------------------------------------------------------------
+// Overrides (quota_overrides, migrations/0003_policies.sql), read in the inputs of every
+// decision: o is the owner's row for the limit, a its row for '*' (o wins). Both are primary
+// key lookups; an owner without an override costs two misses and CASEs that fall through to
+// the limit's own numbers. An override's maximum beyond what the limit's period permits is
+// read as the largest permitted, as the quota_limits checks would require.
+constexpr const char* kOverrideJoins = R"(
+      LEFT JOIN quota_overrides AS o ON o.limit_name = {limit} AND o.owner = {owner}
+      LEFT JOIN quota_overrides AS a ON a.limit_name = '*' AND a.owner = {owner})";
+
+constexpr const char* kPolicy = "coalesce(o.policy, a.policy)";
+
+// The limit's maximum as the owner sees it; {bound} caps an override's.
+constexpr const char* kMaximumForOwner =
+    "CASE coalesce(o.policy, a.policy) WHEN 'maximum' "
+    "THEN {bounded} ELSE l.maximum END";
+constexpr const char* kOverrideMaximum =
+    "CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END";
+constexpr const char* kOverrideBurst =
+    "CASE WHEN o.policy IS NULL THEN coalesce(a.burst, a.maximum) "
+    "ELSE coalesce(o.burst, o.maximum) END";
+
+std::string maximum_for_owner(Algorithm algorithm) {
+  const bool bounded = algorithm == Algorithm::sliding_window ||
+                       algorithm == Algorithm::token_bucket;
+  const std::string value =
+      bounded ? fmt::format("min({}, 4611686018427387904 / l.period_ms)", kOverrideMaximum)
+              : std::string(kOverrideMaximum);
+  return fmt::format(fmt::runtime(kMaximumForOwner), fmt::arg("bounded", value));
+}
+
+// A token bucket's capacity as the owner sees it (an override without a burst: its maximum).
+std::string burst_for_owner() {
+  return fmt::format(
+      "CASE coalesce(o.policy, a.policy) WHEN 'maximum' "
+      "THEN min({}, 2305843009213693952 / l.period_ms) ELSE l.burst END",
+      kOverrideBurst);
+}
+
+// The answer's remaining and retry_after_ms under the owner's policy: an exempt owner has the
+// whole capacity, a denied one nothing and never a retry.
+constexpr const char* kAnswerRemaining =
+    "CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE remaining END";
+constexpr const char* kAnswerRetry = "CASE WHEN policy IS 'deny' THEN -1 ELSE retry_after_ms END";
 
 // ---------------------------------------------------------------------------------------
 // fixed_window and sliding_window, on quota_windows.
@@ -95,19 +150,21 @@ constexpr const char* kWindowDecision = R"(
     {reset_at} AS reset_at_ms,
     {shown_used} AS shown_used
   FROM (
-    SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed,
+    SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed{carry},
       min(used + CASE WHEN {recorded} THEN cost ELSE 0 END, 4611686018427387904) AS used_after,
       denied_before + ({denied}) AS denied
     FROM (
       SELECT maximum, capacity, period_ms, cost, t, window_key, rest, used, previous_used,
-        denied_before, cost <= capacity AND {allowed} AS allowed
+        denied_before{carry},
+        CASE policy WHEN 'exempt' THEN 1 WHEN 'deny' THEN 0
+             ELSE cost <= capacity AND {allowed} END AS allowed
       FROM (
-        SELECT maximum, capacity, period_ms, cost, t, window_key, rest, denied_before,
-          CASE WHEN row_key = window_key THEN s_used ELSE 0 END AS used,
+        SELECT maximum, capacity, period_ms, cost, t, window_key, rest, denied_before{carry},
+          CASE WHEN row_key = window_key THEN s_used{take} ELSE 0 END AS used,
           CASE row_key WHEN window_key THEN s_previous WHEN window_key - 1 THEN s_used
                        ELSE 0 END AS previous_used
         FROM (
-          SELECT maximum, capacity, period_ms, cost, t, s_used, s_previous,
+          SELECT maximum, capacity, period_ms, cost, t, s_used, s_previous{carry},
             t / period_ms AS window_key, period_ms - t % period_ms AS rest,
             CASE WHEN s_period = period_ms THEN s_window_key
                  ELSE s_seen / period_ms END AS row_key,
@@ -166,23 +223,24 @@ constexpr WindowExpressions kSlidingWindow = {
 };
 
 constexpr const char* kWindowCheckInputs = R"(
-      SELECT l.maximum AS maximum, l.maximum AS capacity, l.period_ms AS period_ms,
+      SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
              coalesce(:cost, 1) AS cost, coalesce(:now, {now}) AS now,
+             {policy} AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
              s.window_key AS s_window_key, s.period_ms AS s_period, s.used AS s_used,
              s.previous_used AS s_previous, s.denied AS s_denied, s.seen_ms AS s_seen
       FROM quota_limits AS l
-      LEFT JOIN quota_windows AS s ON s.limit_name = l.name AND s.owner = :owner
+      LEFT JOIN quota_windows AS s ON s.limit_name = l.name AND s.owner = :owner{overrides}
       WHERE l.name = :limit AND l.algorithm = '{algorithm}')";
 
 constexpr const char* kWindowUpdateInputs = R"(
-      SELECT l.maximum AS maximum, l.maximum AS capacity, l.period_ms AS period_ms,
-             excluded.cost AS cost, excluded.seen_ms AS now,
+      SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
+             {request}, excluded.seen_ms AS now, {policy} AS policy, l.shadow AS shadow,
              quota_windows.window_key AS s_window_key, quota_windows.period_ms AS s_period,
              quota_windows.used AS s_used, quota_windows.previous_used AS s_previous,
              quota_windows.denied AS s_denied, quota_windows.seen_ms AS s_seen
       FROM (SELECT 1)
       LEFT JOIN quota_limits AS l
-        ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}')";
+        ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}'{overrides})";
 
 
 
@@ -216,12 +274,10 @@ constexpr const char* kBucketDecision = R"(
       denied_before + ({denied}) AS denied
     FROM (
       SELECT *,
-        CASE WHEN cost <= capacity THEN level >= cost * period_ms ELSE 0 END AS allowed
+        CASE policy WHEN 'exempt' THEN 1 WHEN 'deny' THEN 0
+             ELSE cost <= capacity AND level >= cost * period_ms END AS allowed
       FROM (
-        SELECT *,
-          CASE WHEN start >= full THEN full
-               WHEN t - coalesce(s_seen, t) >= (full - start - 1) / maximum + 1 THEN full
-               ELSE start + maximum * (t - coalesce(s_seen, t)) END AS level
+        SELECT *, {level} AS level
         FROM (
           SELECT *,
             CASE WHEN s_level IS NULL THEN full ELSE {start} END AS start,
@@ -244,23 +300,32 @@ constexpr const char* kBucketStart = R"(CASE
                                ELSE -(({row_period} - 1 - {level}) / {row_period}) END,
                           -(4611686018427387904 / {period})) * {period} END)";
 
+// The level refilled from s_seen to t, at most full.
+constexpr const char* kBucketRefill = R"(CASE WHEN start >= full THEN full
+               WHEN t - coalesce(s_seen, t) >= (full - start - 1) / maximum + 1 THEN full
+               ELSE start + maximum * (t - coalesce(s_seen, t)) END)";
+
+// A row that no request has written yet (seen_ms NULL, made by the "new owner" trigger with
+// the limit's burst) reads as no row: a full bucket of the owner's own capacity.
 constexpr const char* kBucketCheckInputs = R"(
-      SELECT l.maximum AS maximum, l.burst AS capacity, l.period_ms AS period_ms,
+      SELECT {maximum} AS maximum, {capacity} AS capacity, l.period_ms AS period_ms,
              coalesce(:cost, 1) AS cost, coalesce(:now, {now}) AS now,
+             {policy} AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
              s.level AS s_level, s.period_ms AS s_period, s.denied AS s_denied,
              s.seen_ms AS s_seen
       FROM quota_limits AS l
-      LEFT JOIN quota_buckets AS s ON s.limit_name = l.name AND s.owner = :owner
+      LEFT JOIN quota_buckets AS s ON s.limit_name = l.name AND s.owner = :owner{overrides}
       WHERE l.name = :limit AND l.algorithm = '{algorithm}')";
 
 constexpr const char* kBucketUpdateInputs = R"(
-      SELECT l.maximum AS maximum, l.burst AS capacity, l.period_ms AS period_ms,
-             excluded.cost AS cost, excluded.seen_ms AS now,
-             quota_buckets.level AS s_level, quota_buckets.period_ms AS s_period,
+      SELECT {maximum} AS maximum, {capacity} AS capacity, l.period_ms AS period_ms,
+             {request}, excluded.seen_ms AS now, {policy} AS policy, l.shadow AS shadow,
+             CASE WHEN quota_buckets.seen_ms IS NOT NULL THEN quota_buckets.level END AS s_level,
+             quota_buckets.period_ms AS s_period,
              quota_buckets.denied AS s_denied, quota_buckets.seen_ms AS s_seen
       FROM (SELECT 1)
       LEFT JOIN quota_limits AS l
-        ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}')";
+        ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}'{overrides})";
 
 
 
@@ -289,20 +354,19 @@ constexpr const char* kLogDecision = R"(
     END AS retry_after_ms,
     CASE WHEN used_after = 0 THEN t
          WHEN recorded > 0 THEN t + period_ms
-         ELSE s_newest_at + period_ms END AS reset_at_ms,
-    CASE WHEN recorded = 0 THEN s_total
-         WHEN used = 0 THEN recorded
-         ELSE s_total + recorded END AS total,
-    CASE WHEN recorded > 0 THEN t ELSE s_newest_at END AS newest_at_ms
+         ELSE {newest} + period_ms END AS reset_at_ms,
+    {total} AS total,
+    CASE WHEN recorded > 0 THEN t ELSE {newest} END AS newest_at_ms
   FROM (
     SELECT *, used + recorded AS used_after, used + recorded + cost - maximum AS excess,
            denied_before + ({denied}) AS denied
     FROM (
       SELECT *, CASE WHEN {recorded} THEN cost ELSE 0 END AS recorded
       FROM (
-        SELECT *, cost <= capacity AND used + cost <= maximum AS allowed
+        SELECT *, CASE policy WHEN 'exempt' THEN 1 WHEN 'deny' THEN 0
+                      ELSE cost <= capacity AND used + cost <= maximum END AS allowed
         FROM (
-          SELECT *, coalesce(s_total - live_base, 0) AS used
+          SELECT *, {used} AS used
           FROM (
             SELECT *,
               (SELECT e.total - e.cost FROM quota_log AS e
@@ -321,24 +385,50 @@ constexpr const char* kLogDecision = R"(
   ))";
 
 constexpr const char* kLogCheckInputs = R"(
-      SELECT l.maximum AS maximum, l.maximum AS capacity, l.period_ms AS period_ms,
+      SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
              coalesce(:cost, 1) AS cost, coalesce(:now, {now}) AS now,
+             {policy} AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
              l.name AS key_limit, :owner AS key_owner,
              s.total AS s_total, s.newest_at_ms AS s_newest_at, s.denied AS s_denied,
              s.seen_ms AS s_seen
       FROM quota_limits AS l
-      LEFT JOIN quota_log_owners AS s ON s.limit_name = l.name AND s.owner = :owner
+      LEFT JOIN quota_log_owners AS s ON s.limit_name = l.name AND s.owner = :owner{overrides}
       WHERE l.name = :limit AND l.algorithm = '{algorithm}')";
 
 constexpr const char* kLogUpdateInputs = R"(
-      SELECT l.maximum AS maximum, l.maximum AS capacity, l.period_ms AS period_ms,
-             excluded.cost AS cost, excluded.seen_ms AS now, excluded.limit_name AS key_limit,
+      SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
+             {request}, excluded.seen_ms AS now, {policy} AS policy, l.shadow AS shadow,
+             excluded.limit_name AS key_limit,
              excluded.owner AS key_owner, quota_log_owners.total AS s_total,
              quota_log_owners.newest_at_ms AS s_newest_at,
              quota_log_owners.denied AS s_denied, quota_log_owners.seen_ms AS s_seen
       FROM (SELECT 1)
       LEFT JOIN quota_limits AS l
-        ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}')";
+        ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}'{overrides})";
+
+// The sliding log's parts that a refund changes: usage, the running total and the newest
+// event's time. A refund gives back the newest events first, down to the running total
+// live_base + used, and the newest event left is the first one that reaches that total.
+struct LogParts {
+  const char* used;
+  const char* total;
+  const char* newest;
+};
+
+constexpr LogParts kLogRecord = {
+    "coalesce(s_total - live_base, 0)",
+    "CASE WHEN recorded = 0 THEN s_total WHEN used = 0 THEN recorded "
+    "ELSE s_total + recorded END",
+    "s_newest_at",
+};
+
+constexpr LogParts kLogRefund = {
+    "max(coalesce(s_total - live_base, 0) - refund, 0)",
+    "coalesce(live_base + used, s_total)",
+    "coalesce((SELECT e.at_ms FROM quota_log AS e"
+    " WHERE e.limit_name = key_limit AND e.owner = key_owner"
+    " AND e.total >= live_base + used ORDER BY e.at_ms LIMIT 1), s_newest_at)",
+};
 
 
 
@@ -351,28 +441,34 @@ constexpr const char* kWrite = R"(INSERT INTO {table} (limit_name, owner, cost, 
 VALUES (:limit, :owner, coalesce(:cost, 1), coalesce(:now, {now}), 0)
 ON CONFLICT (limit_name, owner) DO UPDATE SET
   ({columns}, seen_ms, cost, maximum, period_ms,
-   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms) =
+   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms{more}) =
   (SELECT {values}, t, cost, maximum, period_ms,
-          allowed, reason, remaining, retry_after_ms, reset_at_ms
+          {granted}, reason, {remaining}, {retry}, reset_at_ms{more_values}
    FROM ({decision}))
 RETURNING last_allowed AS allowed, last_reason AS reason, last_remaining AS remaining,
-  last_retry_after_ms AS retry_after_ms, last_reset_at_ms AS reset_at_ms, denied)";
+  last_retry_after_ms AS retry_after_ms, last_reset_at_ms AS reset_at_ms, denied,
+  last_allowed AND last_reason <> 'ok' AS shadow_denied)";
 
-constexpr const char* kCheck = R"(SELECT allowed, reason, remaining, retry_after_ms, reset_at_ms,
-  denied, shown_used AS used
+constexpr const char* kCheck = R"(SELECT allowed, reason, {remaining} AS remaining,
+  {retry} AS retry_after_ms, reset_at_ms, denied, 0 AS shadow_denied, shown_used AS used,
+  coalesce(s_shadow_denied, 0) AS shadow_denials
 FROM ({decision}))";
 
 // The answer's reason, the same for every algorithm.
 constexpr const char* kReason =
-    "CASE WHEN allowed THEN 'ok' WHEN cost > capacity THEN 'cost_exceeds_capacity' "
-    "ELSE 'rate_limited' END";
+    "CASE WHEN allowed THEN 'ok' WHEN policy IS 'deny' THEN 'owner_denied' "
+    "WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END";
 
 // reset: a request row whose trigger deletes the owner's state for the limit, then itself.
 constexpr const char* kReset = R"(INSERT INTO quota_resets (limit_name, owner, now_ms, remaining)
 VALUES (:limit, :owner, coalesce(:now, {now}),
-        (SELECT coalesce(burst, maximum) FROM quota_limits WHERE name = :limit))
+        (SELECT CASE l.algorithm WHEN 'token_bucket' THEN {burst}
+                                 WHEN 'sliding_window' THEN {bounded_maximum}
+                                 ELSE {maximum} END
+         FROM quota_limits AS l{overrides}
+         WHERE l.name = :limit))
 RETURNING 1 AS allowed, 'ok' AS reason, remaining, 0 AS retry_after_ms,
-  now_ms AS reset_at_ms, 0 AS denied)";
+  now_ms AS reset_at_ms, 0 AS denied, 0 AS shadow_denied)";
 
 struct Family {
   const char* decision;
@@ -409,16 +505,58 @@ Family family_of(Algorithm algorithm) {
   throw std::logic_error("unknown algorithm");
 }
 
-std::string build(Operation operation, Algorithm algorithm) {
-  if (operation == Operation::reset) {
-    return fmt::format(fmt::runtime(kReset), fmt::arg("now", kDatabaseNow));
+std::string override_joins(std::string_view limit, std::string_view owner) {
+  return fmt::format(fmt::runtime(kOverrideJoins), fmt::arg("limit", limit),
+                     fmt::arg("owner", owner));
+}
+
+std::string build_reset() {
+  return fmt::format(fmt::runtime(kReset), fmt::arg("now", kDatabaseNow),
+                     fmt::arg("burst", burst_for_owner()),
+                     fmt::arg("bounded_maximum", maximum_for_owner(Algorithm::sliding_window)),
+                     fmt::arg("maximum", maximum_for_owner(Algorithm::sliding_log)),
+                     fmt::arg("overrides", override_joins(":limit", ":owner")));
+}
+
+// What a write adds to the SET list of kWrite beyond the family's columns: consume counts
+// shadow denials, a sliding_log refund hands its trigger the units given back.
+struct MoreColumns {
+  std::string columns;
+  std::string values;
+};
+
+MoreColumns more_columns(Operation operation, const Family& family) {
+  if (operation == Operation::consume) {
+    return {", shadow_denied",
+            fmt::format(", {}.shadow_denied + (NOT allowed AND shadow)", family.table)};
   }
+  if (operation == Operation::refund && family.decision == kLogDecision) {
+    return {", refunded", ", s_total - total"};
+  }
+  return {};
+}
+
+std::string build(Operation operation, Algorithm algorithm) {
+  if (operation == Operation::reset) return build_reset();
   const Family family = family_of(algorithm);
   const OperationParts parts = parts_of(operation);
   const bool check = operation == Operation::check;
-  const std::string inputs =
-      fmt::format(fmt::runtime(check ? family.check_inputs : family.update_inputs),
-                  fmt::arg("now", kDatabaseNow), fmt::arg("algorithm", to_string(algorithm)));
+  const bool refund = operation == Operation::refund;
+  const std::string inputs = fmt::format(
+      fmt::runtime(check ? family.check_inputs : family.update_inputs),
+      fmt::arg("now", kDatabaseNow), fmt::arg("algorithm", to_string(algorithm)),
+      fmt::arg("request", parts.request), fmt::arg("policy", kPolicy),
+      fmt::arg("maximum", maximum_for_owner(algorithm)), fmt::arg("capacity", burst_for_owner()),
+      fmt::arg("overrides", check ? override_joins(":limit", ":owner")
+                                  : override_joins("excluded.limit_name", "excluded.owner")));
+  const LogParts& log = refund ? kLogRefund : kLogRecord;
+  const std::string level =
+      refund ? fmt::format("min({} + min(refund, capacity) * period_ms, full)", kBucketRefill)
+             : std::string(kBucketRefill);
+  // What the window layers, which pass on only the columns later layers use, carry for the
+  // policies: the owner's policy and the shadow flag, the refund, check's shadow count.
+  const std::string carry = std::string(", policy, shadow") + (refund ? ", refund" : "") +
+                            (check ? ", s_shadow_denied" : "");
   const WindowExpressions none{};
   const WindowExpressions& window = family.window ? *family.window : none;
   const std::string decision = fmt::format(
@@ -430,11 +568,21 @@ std::string build(Operation operation, Algorithm algorithm) {
       fmt::arg("retry", window.retry ? window.retry : ""),
       fmt::arg("reset_at", window.reset_at ? window.reset_at : ""),
       fmt::arg("shown_used", window.shown_used ? window.shown_used : ""),
-      fmt::arg("start", bucket_start("s_level", "s_period", "period_ms", "capacity")));
-  if (check) return fmt::format(fmt::runtime(kCheck), fmt::arg("decision", decision));
+      fmt::arg("start", bucket_start("s_level", "s_period", "period_ms", "capacity")),
+      fmt::arg("take", refund ? " - min(s_used, refund)" : ""), fmt::arg("level", level),
+      fmt::arg("carry", carry),
+      fmt::arg("used", log.used), fmt::arg("total", log.total), fmt::arg("newest", log.newest));
+  if (check) {
+    return fmt::format(fmt::runtime(kCheck), fmt::arg("decision", decision),
+                       fmt::arg("remaining", kAnswerRemaining), fmt::arg("retry", kAnswerRetry));
+  }
+  const MoreColumns more = more_columns(operation, family);
   return fmt::format(fmt::runtime(kWrite), fmt::arg("table", family.table),
                      fmt::arg("columns", family.columns), fmt::arg("values", family.values),
-                     fmt::arg("decision", decision), fmt::arg("now", kDatabaseNow));
+                     fmt::arg("decision", decision), fmt::arg("now", kDatabaseNow),
+                     fmt::arg("granted", parts.granted), fmt::arg("remaining", kAnswerRemaining),
+                     fmt::arg("retry", kAnswerRetry), fmt::arg("more", more.columns),
+                     fmt::arg("more_values", more.values));
 }
 
 }  // namespace
@@ -448,9 +596,9 @@ std::string bucket_start(std::string_view level, std::string_view row_period,
 
 const std::string& statement(Operation operation, Algorithm algorithm) {
   static const auto table = [] {
-    std::array<std::array<std::string, 4>, 4> built;
+    std::array<std::array<std::string, 4>, 5> built;
     for (Operation op : {Operation::check, Operation::consume, Operation::record,
-                         Operation::reset}) {
+                         Operation::reset, Operation::refund}) {
       for (Algorithm algo : {Algorithm::sliding_log, Algorithm::fixed_window,
                              Algorithm::sliding_window, Algorithm::token_bucket}) {
         built[static_cast<int>(op)][static_cast<int>(algo)] = build(op, algo);
@@ -473,6 +621,8 @@ const char* operation_name(Operation operation) {
       return "record";
     case Operation::reset:
       return "reset";
+    case Operation::refund:
+      return "refund";
   }
   return "?";
 }

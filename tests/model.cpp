@@ -80,6 +80,16 @@ std::vector<std::int64_t> SlidingLogCounter::changes_after(const Limit& limit,
   return times;
 }
 
+void SlidingLogCounter::take(const Limit& limit, std::int64_t t, std::int64_t cost) {
+  for (auto event = events.rbegin(); event != events.rend() && cost > 0; ++event) {
+    if (event->at <= t - limit.period.count()) break;
+    const std::int64_t given = std::min(cost, event->cost);
+    event->cost -= given;
+    cost -= given;
+  }
+  std::erase_if(events, [](const Event& event) { return event.cost == 0; });
+}
+
 std::int64_t SlidingLogCounter::reset_at(const Limit& limit, std::int64_t t) const {
   std::optional<std::int64_t> newest;
   for (const Event& event : events) {
@@ -97,6 +107,11 @@ std::int64_t FixedWindowCounter::used(const Limit& limit, std::int64_t t) const 
 
 void FixedWindowCounter::add(const Limit& limit, std::int64_t t, std::int64_t cost) {
   windows[t / limit.period.count()] += cost;
+}
+
+void FixedWindowCounter::take(const Limit& limit, std::int64_t t, std::int64_t cost) {
+  std::int64_t& count = windows[t / limit.period.count()];
+  count -= std::min(count, cost);
 }
 
 std::vector<std::int64_t> FixedWindowCounter::changes_after(const Limit& limit,
@@ -134,6 +149,11 @@ bool SlidingWindowCounter::fits(const Limit& limit, std::int64_t t, std::int64_t
 
 void SlidingWindowCounter::add(const Limit& limit, std::int64_t t, std::int64_t cost) {
   windows[t / limit.period.count()] += cost;
+}
+
+void SlidingWindowCounter::take(const Limit& limit, std::int64_t t, std::int64_t cost) {
+  Wide& count = windows[t / limit.period.count()];
+  count -= std::min(count, Wide{cost});
 }
 
 std::vector<std::int64_t> SlidingWindowCounter::changes_after(const Limit& limit,
@@ -181,6 +201,12 @@ void TokenBucketCounter::add(const Limit& limit, std::int64_t t, std::int64_t co
   *level -= Wide{cost} * limit.period.count();
 }
 
+void TokenBucketCounter::take(const Limit& limit, std::int64_t t, std::int64_t cost) {
+  touch(limit, t);
+  const Wide full = Wide{limit.capacity()} * limit.period.count();
+  *level = std::min(full, *level + Wide{std::min(cost, limit.capacity())} * limit.period.count());
+}
+
 std::vector<std::int64_t> TokenBucketCounter::changes_after(const Limit& limit,
                                                             std::int64_t t) const {
   std::vector<std::int64_t> times = drops_after(*this, limit, t, 3);
@@ -220,6 +246,7 @@ void Model::define(const Limit& limit) {
 
 bool Model::remove(const std::string& name) {
   std::erase_if(owners_, [&](const auto& entry) { return entry.first.first == name; });
+  std::erase_if(overrides_, [&](const auto& entry) { return entry.first.first == name; });
   return limits_.erase(name) > 0;
 }
 
@@ -243,6 +270,40 @@ bool Model::fits(const Limit& limit, const Counter& counter, std::int64_t t, std
   return cost <= limit.capacity() && counter.fits(limit, t, cost);
 }
 
+Model::Rule Model::rule_for(const std::string& limit, const std::string& owner) const {
+  Rule rule{limits_.at(limit), std::nullopt};
+  auto found = overrides_.find({limit, owner});
+  if (found == overrides_.end()) found = overrides_.find({"*", owner});
+  if (found == overrides_.end()) return rule;
+  const Override& override = found->second;
+  rule.policy = override.policy;
+  if (override.policy != Policy::maximum) return rule;
+  const std::int64_t period = rule.limit.period.count();
+  const Algorithm algorithm = rule.limit.algorithm;
+  rule.limit.maximum = *override.maximum;
+  if (algorithm == Algorithm::sliding_window || algorithm == Algorithm::token_bucket) {
+    rule.limit.maximum = std::min(rule.limit.maximum, kProductBound / period);
+  }
+  if (algorithm == Algorithm::token_bucket) {
+    rule.limit.burst = std::min(override.burst.value_or(*override.maximum), kBucketBound / period);
+  }
+  return rule;
+}
+
+bool Model::verdict(const Rule& rule, const Counter& counter, std::int64_t t, std::int64_t cost) {
+  if (rule.policy == Policy::exempt) return true;
+  if (rule.policy == Policy::deny) return false;
+  return fits(rule.limit, counter, t, cost);
+}
+
+void Model::set_override(const Override& override) {
+  overrides_[{override.limit, override.owner}] = override;
+}
+
+void Model::remove_override(const std::string& limit, const std::string& owner) {
+  overrides_.erase({limit, owner});
+}
+
 std::int64_t Model::wait(const Limit& limit, const Counter& counter, std::int64_t t,
                          std::int64_t cost) {
   std::int64_t low = 0;                                // does not fit at t + low
@@ -257,17 +318,23 @@ std::int64_t Model::wait(const Limit& limit, const Counter& counter, std::int64_
   return high;
 }
 
-Result Model::answer(const Limit& limit, const OwnerState& state, std::int64_t t, std::int64_t cost,
+Result Model::answer(const Rule& rule, const OwnerState& state, std::int64_t t, std::int64_t cost,
                      bool allowed) const {
+  const Limit& limit = rule.limit;
   const Counter& counter = *state.counter;
   Result result;
   result.allowed = allowed;
   result.denied = state.denied;
   result.remaining = std::max<std::int64_t>(limit.capacity() - counter.used(limit, t), 0);
+  if (rule.policy == Policy::exempt) result.remaining = limit.capacity();
+  if (rule.policy == Policy::deny) result.remaining = 0;
   result.reset_at_ms = counter.reset_at(limit, t);
   if (allowed) {
     result.reason = Reason::ok;
     result.retry_after_ms = 0;
+  } else if (rule.policy == Policy::deny) {
+    result.reason = Reason::owner_denied;
+    result.retry_after_ms = -1;
   } else if (cost > limit.capacity()) {
     result.reason = Reason::cost_exceeds_capacity;
     result.retry_after_ms = -1;
@@ -280,50 +347,66 @@ Result Model::answer(const Limit& limit, const OwnerState& state, std::int64_t t
 
 Result Model::check(const std::string& limit, const std::string& owner, std::int64_t cost,
                     std::int64_t now) const {
-  const Limit& rule = limits_.at(limit);
+  const Rule rule = rule_for(limit, owner);
   const OwnerState* existing = find(limit, owner);
   const std::int64_t t = time_of(existing, now);
-  if (existing) return answer(rule, *existing, t, cost, fits(rule, *existing->counter, t, cost));
+  if (existing) return answer(rule, *existing, t, cost, verdict(rule, *existing->counter, t, cost));
   OwnerState fresh;
-  fresh.counter = new_counter(rule.algorithm);
-  return answer(rule, fresh, t, cost, fits(rule, *fresh.counter, t, cost));
+  fresh.counter = new_counter(rule.limit.algorithm);
+  return answer(rule, fresh, t, cost, verdict(rule, *fresh.counter, t, cost));
 }
 
 Result Model::consume(const std::string& limit, const std::string& owner, std::int64_t cost,
                       std::int64_t now) {
-  const Limit& rule = limits_.at(limit);
+  const Rule rule = rule_for(limit, owner);
   OwnerState& owner_state = state(limit, owner);
   const std::int64_t t = time_of(&owner_state, now);
-  const bool allowed = fits(rule, *owner_state.counter, t, cost);
-  owner_state.counter->touch(rule, t);
-  if (allowed) {
-    owner_state.counter->add(rule, t, cost);
-  } else {
-    ++owner_state.denied;
+  const bool allowed = verdict(rule, *owner_state.counter, t, cost);
+  owner_state.counter->touch(rule.limit, t);
+  if (allowed && rule.policy != Policy::exempt) {
+    owner_state.counter->add(rule.limit, t, cost);
+  } else if (!allowed) {
+    ++(rule.limit.shadow ? owner_state.shadow_denied : owner_state.denied);
   }
   owner_state.remembered = t;
-  return answer(rule, owner_state, t, cost, allowed);
+  Result result = answer(rule, owner_state, t, cost, allowed);
+  if (!allowed && rule.limit.shadow) {
+    result.allowed = true;
+    result.shadow_denied = true;
+  }
+  return result;
 }
 
 Result Model::record(const std::string& limit, const std::string& owner, std::int64_t cost,
                      std::int64_t now) {
-  const Limit& rule = limits_.at(limit);
+  const Rule rule = rule_for(limit, owner);
   OwnerState& owner_state = state(limit, owner);
   const std::int64_t t = time_of(&owner_state, now);
-  const bool allowed = fits(rule, *owner_state.counter, t, cost);
-  owner_state.counter->touch(rule, t);
-  owner_state.counter->add(rule, t, cost);
+  const bool allowed = verdict(rule, *owner_state.counter, t, cost);
+  owner_state.counter->touch(rule.limit, t);
+  if (rule.policy != Policy::exempt) owner_state.counter->add(rule.limit, t, cost);
   owner_state.remembered = t;
   return answer(rule, owner_state, t, cost, allowed);
 }
 
+Result Model::refund(const std::string& limit, const std::string& owner, std::int64_t cost,
+                     std::int64_t now) {
+  const Rule rule = rule_for(limit, owner);
+  OwnerState& owner_state = state(limit, owner);
+  const std::int64_t t = time_of(&owner_state, now);
+  owner_state.counter->touch(rule.limit, t);
+  owner_state.counter->take(rule.limit, t, cost);
+  owner_state.remembered = t;
+  return answer(rule, owner_state, t, 1, verdict(rule, *owner_state.counter, t, 1));
+}
+
 Result Model::reset(const std::string& limit, const std::string& owner, std::int64_t now) {
-  const Limit& rule = limits_.at(limit);
+  const Rule rule = rule_for(limit, owner);
   owners_.erase({limit, owner});
   Result result;
   result.allowed = true;
   result.reason = Reason::ok;
-  result.remaining = rule.capacity();
+  result.remaining = rule.limit.capacity();
   result.retry_after_ms = 0;
   result.reset_at_ms = now;
   result.denied = 0;
@@ -331,15 +414,18 @@ Result Model::reset(const std::string& limit, const std::string& owner, std::int
 }
 
 std::vector<Usage> Model::usage(const std::string& limit, std::int64_t now) const {
-  const Limit& rule = limits_.at(limit);
   std::vector<Usage> rows;
   for (const auto& [key, owner_state] : owners_) {
     if (key.first != limit) continue;
+    const Rule rule = rule_for(limit, key.second);
     const std::int64_t t = time_of(&owner_state, now);
-    const std::int64_t used = owner_state.counter->used(rule, t);
-    if (used == 0 && owner_state.denied == 0) continue;
-    rows.push_back({limit, key.second, used, std::max<std::int64_t>(rule.capacity() - used, 0),
-                    owner_state.denied, owner_state.counter->reset_at(rule, t)});
+    const std::int64_t used = owner_state.counter->used(rule.limit, t);
+    if (used == 0 && owner_state.denied == 0 && owner_state.shadow_denied == 0) continue;
+    std::int64_t remaining = std::max<std::int64_t>(rule.limit.capacity() - used, 0);
+    if (rule.policy == Policy::exempt) remaining = rule.limit.capacity();
+    if (rule.policy == Policy::deny) remaining = 0;
+    rows.push_back({limit, key.second, used, remaining, owner_state.denied,
+                    owner_state.counter->reset_at(rule.limit, t), owner_state.shadow_denied});
   }
   std::stable_sort(rows.begin(), rows.end(), [](const Usage& a, const Usage& b) {
     return a.used != b.used ? a.used > b.used : a.owner < b.owner;
@@ -351,7 +437,7 @@ std::vector<std::int64_t> Model::changes_after(const std::string& limit, const s
                                                std::int64_t now) const {
   const OwnerState* existing = find(limit, owner);
   if (!existing) return {};
-  return existing->counter->changes_after(limits_.at(limit), time_of(existing, now));
+  return existing->counter->changes_after(rule_for(limit, owner).limit, time_of(existing, now));
 }
 
 std::int64_t Model::evaluation_time(const std::string& limit, const std::string& owner,
@@ -378,7 +464,8 @@ namespace quota {
 std::ostream& operator<<(std::ostream& out, const Result& result) {
   return out << "allowed=" << result.allowed << " reason=" << to_string(result.reason)
              << " remaining=" << result.remaining << " retry_after_ms=" << result.retry_after_ms
-             << " reset_at_ms=" << result.reset_at_ms << " denied=" << result.denied;
+             << " reset_at_ms=" << result.reset_at_ms << " denied=" << result.denied
+             << " shadow_denied=" << result.shadow_denied;
 }
 
 }  // namespace quota

@@ -52,6 +52,8 @@ class Counter {
   virtual void touch(const Limit&, std::int64_t) {}
   // Records `cost` units at t.
   virtual void add(const Limit& limit, std::int64_t t, std::int64_t cost) = 0;
+  // Gives back up to `cost` units at t (a refund), never below zero.
+  virtual void take(const Limit& limit, std::int64_t t, std::int64_t cost) = 0;
   // The times after t at which used() may become smaller, ascending.
   virtual std::vector<std::int64_t> changes_after(const Limit& limit, std::int64_t t) const = 0;
   // When usage is back to zero if nothing else happens; t when nothing is used.
@@ -63,6 +65,8 @@ class SlidingLogCounter : public Counter {
  public:
   std::int64_t used(const Limit& limit, std::int64_t t) const override;
   void add(const Limit& limit, std::int64_t t, std::int64_t cost) override;
+  // The newest events first.
+  void take(const Limit& limit, std::int64_t t, std::int64_t cost) override;
   std::vector<std::int64_t> changes_after(const Limit& limit, std::int64_t t) const override;
   std::int64_t reset_at(const Limit& limit, std::int64_t t) const override;
 
@@ -78,6 +82,7 @@ class FixedWindowCounter : public Counter {
  public:
   std::int64_t used(const Limit& limit, std::int64_t t) const override;
   void add(const Limit& limit, std::int64_t t, std::int64_t cost) override;
+  void take(const Limit& limit, std::int64_t t, std::int64_t cost) override;
   std::vector<std::int64_t> changes_after(const Limit& limit, std::int64_t t) const override;
   std::int64_t reset_at(const Limit& limit, std::int64_t t) const override;
 
@@ -91,6 +96,8 @@ class SlidingWindowCounter : public Counter {
   std::int64_t used(const Limit& limit, std::int64_t t) const override;
   bool fits(const Limit& limit, std::int64_t t, std::int64_t cost) const override;
   void add(const Limit& limit, std::int64_t t, std::int64_t cost) override;
+  // From the current window only.
+  void take(const Limit& limit, std::int64_t t, std::int64_t cost) override;
   std::vector<std::int64_t> changes_after(const Limit& limit, std::int64_t t) const override;
   std::int64_t reset_at(const Limit& limit, std::int64_t t) const override;
 
@@ -110,6 +117,8 @@ class TokenBucketCounter : public Counter {
   bool fits(const Limit& limit, std::int64_t t, std::int64_t cost) const override;
   void touch(const Limit& limit, std::int64_t t) override;
   void add(const Limit& limit, std::int64_t t, std::int64_t cost) override;
+  // Tokens back, up to the capacity.
+  void take(const Limit& limit, std::int64_t t, std::int64_t cost) override;
   std::vector<std::int64_t> changes_after(const Limit& limit, std::int64_t t) const override;
   std::int64_t reset_at(const Limit& limit, std::int64_t t) const override;
 
@@ -137,8 +146,15 @@ class Model {
   Result record(const std::string& limit, const std::string& owner, std::int64_t cost,
                 std::int64_t now);
   Result reset(const std::string& limit, const std::string& owner, std::int64_t now);
+  Result refund(const std::string& limit, const std::string& owner, std::int64_t cost,
+                std::int64_t now);
 
-  // Owners with usage or denials at `now`, most used first, then by owner (Engine::usage).
+  // Policies of SPEC §4a: overrides (limit or "*") and, through Limit::shadow, shadow mode.
+  void set_override(const Override& override);
+  void remove_override(const std::string& limit, const std::string& owner);
+
+  // Owners with usage, denials or shadow denials at `now`, most used first, then by owner
+  // (Engine::usage).
   std::vector<Usage> usage(const std::string& limit, std::int64_t now) const;
 
   // For tests that aim at boundaries: the times after the owner's evaluation time at which
@@ -155,15 +171,27 @@ class Model {
   struct OwnerState {
     std::optional<std::int64_t> remembered;  // the clock rule's latest time seen
     std::int64_t denied = 0;
+    std::int64_t shadow_denied = 0;
     std::unique_ptr<Counter> counter;
   };
+
+  // The limit as `owner` sees it (an override's numbers, bounded as the SQL bounds them)
+  // and the override's policy, if any.
+  struct Rule {
+    Limit limit;
+    std::optional<Policy> policy;
+  };
+  Rule rule_for(const std::string& limit, const std::string& owner) const;
+  // Is a request of `cost` allowed at t, as if enforcing?
+  static bool verdict(const Rule& rule, const Counter& counter, std::int64_t t,
+                      std::int64_t cost);
 
   static std::unique_ptr<Counter> new_counter(Algorithm algorithm);
   const OwnerState* find(const std::string& limit, const std::string& owner) const;
   OwnerState& state(const std::string& limit, const std::string& owner);
   std::int64_t time_of(const OwnerState* state, std::int64_t now) const;
   // The Result for `state` at t, once the operation has written what it writes.
-  Result answer(const Limit& limit, const OwnerState& state, std::int64_t t, std::int64_t cost,
+  Result answer(const Rule& rule, const OwnerState& state, std::int64_t t, std::int64_t cost,
                 bool allowed) const;
   static bool fits(const Limit& limit, const Counter& counter, std::int64_t t, std::int64_t cost);
   // The smallest d >= 1 at which a request of `cost` (which does not fit at t) fits at t + d.
@@ -172,6 +200,7 @@ class Model {
 
   std::map<std::string, Limit> limits_;
   std::map<std::pair<std::string, std::string>, OwnerState> owners_;
+  std::map<std::pair<std::string, std::string>, Override> overrides_;
 };
 
 // Whether two usage listings (Engine::usage, Model::usage) agree in every field.

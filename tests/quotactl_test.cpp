@@ -270,7 +270,8 @@ TEST_CASE("quotactl limit set/get/list/rm", "[quotactl]") {
   CHECK(created["maximum"] == 10);
   CHECK(created["period_ms"] == 60000);
   CHECK(created["burst"].is_null());
-  CHECK(created.size() == 5);
+  CHECK(created["shadow"] == false);
+  CHECK(created.size() == 6);
 
   SECTION("set is idempotent") {
     const std::string before = dump(f.db);
@@ -350,7 +351,8 @@ TEST_CASE("quotactl consume, check, record and reset answer per SPEC §4", "[quo
                         {"remaining", 1},
                         {"retry_after_ms", 0},
                         {"reset_at_ms", kStart + 60'000},
-                        {"denied", 0}});
+                        {"denied", 0},
+                        {"shadow_denied", false}});
 
   f.now = kStart + 1'000;
   CHECK(f.ok({"consume", "send", "u1", "--cost", "1"})["remaining"] == 0);
@@ -405,7 +407,8 @@ TEST_CASE("quotactl consume, check, record and reset answer per SPEC §4", "[quo
                         {"remaining", 2},
                         {"retry_after_ms", 0},
                         {"reset_at_ms", kStart + 2'000},
-                        {"denied", 0}});
+                        {"denied", 0},
+                        {"shadow_denied", false}});
     CHECK(f.ok({"consume", "send", "u1"})["remaining"] == 1);
   }
 }
@@ -454,7 +457,8 @@ TEST_CASE("quotactl usage lists owners most used first", "[quotactl]") {
                        {"used", 4},
                        {"remaining", 0},
                        {"denied", 1},
-                       {"reset_at_ms", kStart + 60'000}});
+                       {"reset_at_ms", kStart + 60'000},
+                       {"shadow_denied", 0}});
   CHECK(all[1]["owner"] == "middle");
   CHECK(all[1]["used"] == 2);
   CHECK(all[2]["owner"] == "light");
@@ -502,9 +506,9 @@ json run_raw(RawDb& db, const std::string& sql, const std::string& limit, const 
     const std::string name = sqlite3_column_name(statement, i);
     if (name == "reason") {
       row[name] = reinterpret_cast<const char*>(sqlite3_column_text(statement, i));
-    } else if (name == "allowed") {
+    } else if (name == "allowed" || name == "shadow_denied") {
       row[name] = sqlite3_column_int64(statement, i) != 0;
-    } else if (name != "used") {  // check's extra column, for Engine::usage
+    } else if (name != "used" && name != "shadow_denials") {  // check's, for Engine::usage
       row[name] = sqlite3_column_int64(statement, i);
     }
   }
@@ -540,7 +544,7 @@ TEST_CASE("quotactl sql prints exactly the library's statement", "[quotactl]") {
   CHECK(daily["sql"] ==
         quota::detail::statement(Operation::consume, quota::Algorithm::fixed_window));
   CHECK(f.ctl({"sql", "consume", "nope"}).status == 2);
-  CHECK(f.ctl({"sql", "refund"}).status == 2);
+  CHECK(f.ctl({"sql", "undo"}).status == 2);
 }
 
 TEST_CASE("quotactl sql statements give the answers quotactl consume gives", "[quotactl]") {
@@ -609,7 +613,7 @@ TEST_CASE("quotactl sql's shell instructions work in the sqlite3 shell", "[quota
   while (std::fgets(buffer, sizeof buffer, pipe)) output += buffer;
   CHECK(WEXITSTATUS(pclose(pipe)) == 0);
   // u1 consumed once in prepare(): allowed, 1 of 3 left after this one, reset a minute later.
-  CHECK(output == "1|ok|1|0|" + std::to_string(kStart + 60'001) + "|0\n");
+  CHECK(output == "1|ok|1|0|" + std::to_string(kStart + 60'001) + "|0|0\n");
 }
 
 // --- help and version ---------------------------------------------------------------------
@@ -749,7 +753,7 @@ TEST_CASE("quotactl refuses invalid input with exit 2 and changes nothing", "[qu
       {{"usage", "send", "--top", "0"}, false},
       {{"usage", "send", "--owner", ""}, false},
       {{"sql", "consume", "nope"}, true},
-      {{"sql", "refund"}, false},
+      {{"sql", "undo"}, false},
       {{"gc", "extra"}, false},
       {{"gc", "--batch", "0"}, false},
       {{"gc", "--batch", "abc"}, false},

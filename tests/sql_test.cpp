@@ -101,6 +101,7 @@ Answer run_sql(SqlClient& client, Operation operation, Algorithm algorithm,
     result.retry_after_ms = sqlite3_column_int64(statement, column("retry_after_ms"));
     result.reset_at_ms = sqlite3_column_int64(statement, column("reset_at_ms"));
     result.denied = sqlite3_column_int64(statement, column("denied"));
+    result.shadow_denied = sqlite3_column_int64(statement, column("shadow_denied")) != 0;
     answer.row = result;
     CHECK(sqlite3_step(statement) == SQLITE_DONE);  // exactly one row
   } else if (answer.status != SQLITE_DONE) {
@@ -207,7 +208,8 @@ TEST_CASE("plain SQL and the engine, interleaved on one file, give the same answ
     const std::int64_t cost = between(1, 5);
     const std::int64_t now = f.clock.get();
     const bool plain_sql = between(0, 1) == 1;
-    const auto operation = static_cast<Operation>(between(0, 9) < 8 ? between(0, 2) : 3);
+    const auto operation = static_cast<Operation>(between(0, 9) < 8 ? between(0, 2)
+                                                  : between(0, 1) ? 3 : 4);
     CAPTURE(step, limit, owner, cost, now - T, detail::operation_name(operation), plain_sql);
 
     Result expected;
@@ -223,6 +225,9 @@ TEST_CASE("plain SQL and the engine, interleaved on one file, give the same answ
         break;
       case Operation::reset:
         expected = model.reset(limit, owner, now);
+        break;
+      case Operation::refund:
+        expected = model.refund(limit, owner, cost, now);
         break;
     }
     Result actual;
@@ -241,6 +246,9 @@ TEST_CASE("plain SQL and the engine, interleaved on one file, give the same answ
           break;
         case Operation::reset:
           actual = f.engine.reset(limit, owner);
+          break;
+        case Operation::refund:
+          actual = f.engine.refund(limit, owner, cost);
           break;
       }
     }
@@ -383,7 +391,7 @@ TEST_CASE("quota_usage: the example of the migration's prose, at a fixed time", 
   const auto rows = f.raw.rows("SELECT * FROM quota_usage ORDER BY remaining LIMIT 10");
   REQUIRE(rows.size() == 1);
   CHECK(rows[0] == std::vector<std::string>{"send_message", "u42", "10", "0", "3", "4102444860000",
-                                            "2100-01-01T00:01:00.000Z"});
+                                            "2100-01-01T00:01:00.000Z", "0"});
   CHECK(iso8601(1'700'000'060'000) == "2023-11-14T22:14:20.000Z");
 }
 

@@ -22,6 +22,7 @@
 #include "quota/error.h"
 #include "quota/export.h"
 #include "quota/limit.h"
+#include "quota/policy.h"
 #include "quota/result.h"
 
 namespace SQLite {
@@ -86,6 +87,7 @@ struct Usage {
   std::int64_t remaining = 0;  // capacity - used, >= 0
   std::int64_t denied = 0;     // denied consumes since created or reset
   std::int64_t reset_at_ms = 0;
+  std::int64_t shadow_denied = 0;  // would-be denials in shadow mode since created or reset
 };
 
 // How far Engine::gc has got, reported after each batch.
@@ -131,9 +133,40 @@ class QUOTA_API Engine {
   Result record(std::string_view limit, std::string_view owner, std::int64_t cost = 1);
   // Forgets the owner's state for the limit (usage, denied, remembered time).
   Result reset(std::string_view limit, std::string_view owner);
+  // Gives back up to `cost` units of usage (an action failed after its consume): never below
+  // zero; a sliding_log returns its newest events first, a sliding_window takes from the
+  // current window only, a token bucket gets the tokens back up to its capacity. Answers
+  // like a check of cost 1 afterwards. Writes the owner's remembered time like a consume.
+  Result refund(std::string_view limit, std::string_view owner, std::int64_t cost = 1);
 
-  // Owners of `limit` with usage or denials, most used first (at most `top`, 0 = all).
-  std::vector<Usage> usage(std::string_view limit, std::size_t top = 0);
+  // Consumes `cost` from every limit at once, in one savepoint (inside the caller's
+  // transaction, on the application's connection): allowed only if every limit allows.
+  // If one denies, no limit's state changes except that the deciding limit counts the
+  // denial. The deciding limit is the denying one with the longest wait (-1 counting as
+  // longest; the first given on a tie), or when all allow the one with the fewest units
+  // remaining. A before_consume hook that returns false decides before any limit is
+  // consumed. Throws Error (invalid_argument) for an empty list or a limit named twice.
+  Decision consume_all(const std::vector<std::string_view>& limits, std::string_view owner,
+                       std::int64_t cost = 1);
+
+  // Owners of `limit` with usage, denials or shadow denials, most used (or most denied)
+  // first (at most `top`, 0 = all).
+  std::vector<Usage> usage(std::string_view limit, std::size_t top = 0,
+                           UsageOrder order = UsageOrder::used);
+
+  // Creates or replaces the override of (override.limit, override.owner). The limit must
+  // exist unless it is kEveryLimit. Throws Error: invalid_argument for a bad name, owner or
+  // number (a maximum or burst beyond what the limit's algorithm and period permit, a burst
+  // for a limit that is not a token bucket), unknown_limit.
+  void set_override(const Override& override);
+  // Removes an override; false when there was none.
+  bool remove_override(std::string_view limit, std::string_view owner);
+  // Every override, by limit then owner; with `limit`, only that limit's (or "*"'s).
+  std::vector<Override> overrides(std::optional<std::string_view> limit = std::nullopt);
+
+  // Installs the hooks of `limit` in this Engine (replacing any; empty Hooks remove them).
+  // The limit need not exist yet. A limit without hooks costs nothing extra per operation.
+  void set_hooks(std::string_view limit, Hooks hooks);
 
   // Deletes the state that no longer affects any answer and returns the number of rows it
   // deleted: expired sliding_log events, and owners whose usage can no longer count, with no

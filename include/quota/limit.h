@@ -37,6 +37,10 @@ struct Limit {
   // token_bucket only: the bucket's capacity (default: maximum). Must be empty for the other
   // algorithms.
   std::optional<std::int64_t> burst = std::nullopt;
+  // Shadow mode: consume never denies, but counts would-be denials (Usage::shadow_denied)
+  // and records usage only when enforcing would have allowed it. check answers as if
+  // enforcing.
+  bool shadow = false;
 
   // The most units one request can ever be granted: burst for a token bucket, else maximum.
   std::int64_t capacity() const { return burst.value_or(maximum); }

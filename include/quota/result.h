@@ -39,6 +39,9 @@ struct Result {
   std::int64_t reset_at_ms = 0;
   // Denied consumes of this owner since its state was created or last reset.
   std::int64_t denied = 0;
+  // Shadow mode: this consume was allowed only because the limit is in shadow mode;
+  // reason, remaining and retry_after_ms say what enforcing would have answered.
+  bool shadow_denied = false;
 
   std::chrono::milliseconds retry_after() const {
     return std::chrono::milliseconds(retry_after_ms);

@@ -69,16 +69,69 @@ void declare_limit_set(CLI::App& command, Arguments& arguments) {
       ->type_name("ALGO");
   command.add_option("--burst", arguments.burst, "token_bucket only: the bucket's capacity")
       ->type_name("N");
+  auto* shadow = command.add_flag(
+      "--shadow", arguments.shadow,
+      "shadow mode: never deny, count would-be denials (default: keep the limit's mode)");
+  command.add_flag("--enforce", arguments.enforce, "leave shadow mode: deny again")
+      ->excludes(shadow);
+}
+
+void declare_consume(CLI::App& command, Arguments& arguments) {
+  command
+      .add_option("NAME", arguments.limit,
+                  "the limit's name, or several joined by commas (a,b): all must allow")
+      ->required()
+      ->type_name("");
+  command.add_option("OWNER", arguments.owner, "whom the limit counts: a user id, IP, e-mail...")
+      ->required()
+      ->type_name("");
+  command.add_option("--cost", arguments.cost, "units this request uses (default 1)")
+      ->type_name("N");
+}
+
+void declare_override_owner(CLI::App& command, Arguments& arguments) {
+  command.add_option("NAME", arguments.limit, "the limit's name, or '*' for every limit")
+      ->required()
+      ->type_name("");
+  command.add_option("OWNER", arguments.owner, "the owner the override is for")
+      ->required()
+      ->type_name("");
+}
+
+void declare_override_set(CLI::App& command, Arguments& arguments) {
+  declare_override_owner(command, arguments);
+  auto* maximum =
+      command.add_option("--max", arguments.maximum, "the owner's own maximum per period")
+          ->type_name("N");
+  command
+      .add_option("--burst", arguments.burst,
+                  "with --max, for a token bucket: the owner's own burst (default: --max)")
+      ->type_name("N")
+      ->needs(maximum);
+  auto* exempt = command.add_flag("--exempt", arguments.exempt,
+                                  "always allowed, uses no quota")->excludes(maximum);
+  command.add_flag("--deny", arguments.deny, "always denied (owner_denied)")
+      ->excludes(maximum)
+      ->excludes(exempt);
+}
+
+void declare_override_list(CLI::App& command, Arguments& arguments) {
+  command
+      .add_option("NAME", arguments.override_limit,
+                  "only this limit's overrides ('*' for those of every limit)")
+      ->type_name("");
 }
 
 void declare_usage(CLI::App& command, Arguments& arguments) {
   declare_name(command, arguments);
   command.add_option("--owner", arguments.owner_filter, "show only this owner")->type_name("OWNER");
   command.add_option("--top", arguments.top, "show at most K owners")->type_name("K");
+  command.add_option("--by", arguments.by, "order by used (default) or denied")
+      ->type_name("used|denied");
 }
 
 void declare_sql(CLI::App& command, Arguments& arguments) {
-  command.add_option("OPERATION", arguments.operation, "consume, check, record or reset")
+  command.add_option("OPERATION", arguments.operation, "consume, check, record, reset or refund")
       ->required()
       ->type_name("");
   command
@@ -114,14 +167,23 @@ constexpr Command kCommands[] = {
     {"limit get", "show one limit", declare_name, run_limit_get},
     {"limit list", "show every limit", nullptr, run_limit_list},
     {"limit rm", "remove a limit and its state", declare_name, run_limit_rm},
-    {"consume", "use units if the limit allows it (exit 1 when denied)", declare_request,
-     run_consume},
+    {"consume", "use units if the limit (or every limit of a,b) allows it (exit 1 when denied)",
+     declare_consume, run_consume},
     {"check", "would a consume be allowed now? (changes nothing; exit 1 when not)", declare_request,
      run_check},
     {"record", "record usage even beyond the limit (exit 1 when over it)", declare_request,
      run_record},
     {"reset", "forget an owner's usage and denials for a limit", declare_name_owner, run_reset},
-    {"usage", "owners with usage or denials, most used first", declare_usage, run_usage},
+    {"refund", "give back units of usage (never below zero), then show the state like check",
+     declare_request, run_refund},
+    {"usage", "owners with usage or denials, most used (or denied) first", declare_usage,
+     run_usage},
+    {"override", "per-owner overrides: own maximum, exempt, deny", nullptr, nullptr},
+    {"override set", "create or replace an owner's override (--max N [--burst N] | --exempt | "
+     "--deny)", declare_override_set, run_override_set},
+    {"override rm", "remove an owner's override", declare_override_owner, run_override_rm},
+    {"override list", "show the overrides, of one limit or all", declare_override_list,
+     run_override_list},
     {"gc", "delete state that no longer affects any answer, in short batches", declare_gc, run_gc},
     {"sql", "print the SQL statement quota runs for an operation", declare_sql, run_sql},
     {"help", "show the help of quotactl or of a command", declare_help, run_help},

@@ -24,8 +24,14 @@ int run_consume(Session& session, const Arguments& arguments);
 int run_check(Session& session, const Arguments& arguments);
 int run_record(Session& session, const Arguments& arguments);
 int run_reset(Session& session, const Arguments& arguments);
+int run_refund(Session& session, const Arguments& arguments);
 int run_usage(Session& session, const Arguments& arguments);
 int run_sql(Session& session, const Arguments& arguments);
+
+// policy_commands.cpp
+int run_override_set(Session& session, const Arguments& arguments);
+int run_override_rm(Session& session, const Arguments& arguments);
+int run_override_list(Session& session, const Arguments& arguments);
 
 // maintenance_commands.cpp
 int run_gc(Session& session, const Arguments& arguments);

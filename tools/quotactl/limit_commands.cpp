@@ -18,7 +18,8 @@ nlohmann::ordered_json to_json(const Limit& limit) {
           {"maximum", limit.maximum},
           {"period_ms", limit.period.count()},
           {"burst",
-           limit.burst ? nlohmann::ordered_json(*limit.burst) : nlohmann::ordered_json(nullptr)}};
+           limit.burst ? nlohmann::ordered_json(*limit.burst) : nlohmann::ordered_json(nullptr)},
+          {"shadow", limit.shadow}};
 }
 
 Algorithm parse_algorithm_option(const std::string& text) {
@@ -64,6 +65,8 @@ int run_limit_set(Session& session, const Arguments& arguments) {
   quota::Engine engine = session.open_engine();
   const std::optional<Limit> before = engine.get(limit.name);
   if (!algorithm) limit.algorithm = before ? before->algorithm : Algorithm::sliding_log;
+  // Shadow mode stays as it was unless --shadow or --enforce says otherwise.
+  limit.shadow = arguments.shadow || (!arguments.enforce && before && before->shadow);
   engine.define(limit);
   const Limit after = engine.get(limit.name).value_or(limit);
 
@@ -112,13 +115,15 @@ int run_limit_list(Session& session, const Arguments&) {
                    "DURATION`\n";
     return 0;
   }
-  std::vector<std::vector<std::string>> rows{{"NAME", "ALGORITHM", "MAXIMUM", "PER", "BURST"}};
+  std::vector<std::vector<std::string>> rows{
+      {"NAME", "ALGORITHM", "MAXIMUM", "PER", "BURST", "MODE"}};
   for (const Limit& limit : limits) {
     rows.push_back({limit.name, std::string(quota::to_string(limit.algorithm)),
                     std::to_string(limit.maximum), format_period(limit.period),
-                    limit.burst ? std::to_string(*limit.burst) : "-"});
+                    limit.burst ? std::to_string(*limit.burst) : "-",
+                    limit.shadow ? "shadow" : "enforce"});
   }
-  session.out << format_table(rows, {false, false, true, false, true});
+  session.out << format_table(rows, {false, false, true, false, true, false});
   return 0;
 }
 

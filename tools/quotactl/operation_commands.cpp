@@ -41,6 +41,8 @@ quota::Result perform(quota::Engine& engine, Operation operation, const Request&
       return engine.record(request.limit, request.owner, request.cost);
     case Operation::reset:
       return engine.reset(request.limit, request.owner);
+    case Operation::refund:
+      return engine.refund(request.limit, request.owner, request.cost);
   }
   throw std::logic_error("unknown operation");
 }
@@ -53,12 +55,14 @@ nlohmann::ordered_json to_json(const Request& request, const quota::Result& resu
           {"remaining", result.remaining},
           {"retry_after_ms", result.retry_after_ms},
           {"reset_at_ms", result.reset_at_ms},
-          {"denied", result.denied}};
+          {"denied", result.denied},
+          {"shadow_denied", result.shadow_denied}};
 }
 
 // The first word of the human line, padded so that the lines of a burst align.
 std::string verdict(const Session& session, Operation operation, const quota::Result& result) {
   if (operation == Operation::reset) return "reset   ";
+  if (operation == Operation::refund) return "refunded";
   if (operation == Operation::record) {
     return result.allowed ? session.paint("recorded", Colour::green)
                           : session.paint("over    ", Colour::red);
@@ -82,6 +86,11 @@ std::string human_line(const Session& session, Operation operation, const Reques
   }
   line += capacity ? fmt::format("{} of {} left", result.remaining, *capacity)
                    : fmt::format("{} left", result.remaining);
+  if (result.shadow_denied) {
+    line += fmt::format(" (shadow mode: enforcing would deny, {}", quota::to_string(result.reason));
+    if (result.retry_after_ms > 0) line += ", retry in " + format_duration(result.retry_after_ms);
+    return line + ")";
+  }
   if (result.allowed) {
     line += result.reset_at_ms > session.now
                 ? ", resets in " + format_duration(result.reset_at_ms - session.now)
@@ -101,11 +110,49 @@ std::string human_line(const Session& session, Operation operation, const Reques
   return line;
 }
 
+// The limits of `consume a,b`: each a valid name, none twice (Engine::consume_all checks).
+std::vector<std::string> split_limits(const std::string& text) {
+  std::vector<std::string> limits;
+  std::size_t start = 0;
+  for (std::size_t comma; (comma = text.find(',', start)) != std::string::npos;
+       start = comma + 1) {
+    limits.push_back(text.substr(start, comma - start));
+  }
+  limits.push_back(text.substr(start));
+  for (const std::string& limit : limits) quota::validate_limit_name(limit);
+  return limits;
+}
+
+// consume a,b OWNER: every limit at once; the line and JSON name the deciding limit.
+int consume_all(Session& session, const Arguments& arguments) {
+  const std::vector<std::string> limits = split_limits(arguments.limit);
+  Arguments first = arguments;
+  first.limit = limits.front();
+  Request request = parse_request(first);
+  quota::Engine engine = session.open_engine();
+  const quota::Decision decision = engine.consume_all(
+      std::vector<std::string_view>(limits.begin(), limits.end()), request.owner, request.cost);
+  request.limit = decision.limit;
+  const int status = decision.result.allowed ? 0 : 1;
+  if (session.json) {
+    nlohmann::ordered_json document = to_json(request, decision.result);
+    document["limits"] = limits;
+    session.emit(document);
+    return status;
+  }
+  std::optional<std::int64_t> capacity;
+  if (const auto limit = engine.get(request.limit)) capacity = limit->capacity();
+  session.out << human_line(session, Operation::consume, request, decision.result, capacity)
+              << fmt::format(" [decided by {} of {} limits]", decision.limit, limits.size())
+              << '\n';
+  return status;
+}
+
 int operate(Session& session, const Arguments& arguments, Operation operation) {
   const Request request = parse_request(arguments);
   quota::Engine engine = session.open_engine();
   const quota::Result result = perform(engine, operation, request);
-  const int status = result.allowed ? 0 : 1;
+  const int status = result.allowed || operation == Operation::refund ? 0 : 1;
   if (session.json) {
     session.emit(to_json(request, result));
     return status;
@@ -119,6 +166,7 @@ int operate(Session& session, const Arguments& arguments, Operation operation) {
 }  // namespace
 
 int run_consume(Session& session, const Arguments& arguments) {
+  if (arguments.limit.find(',') != std::string::npos) return consume_all(session, arguments);
   return operate(session, arguments, Operation::consume);
 }
 int run_check(Session& session, const Arguments& arguments) {
@@ -130,6 +178,9 @@ int run_record(Session& session, const Arguments& arguments) {
 int run_reset(Session& session, const Arguments& arguments) {
   return operate(session, arguments, Operation::reset);
 }
+int run_refund(Session& session, const Arguments& arguments) {
+  return operate(session, arguments, Operation::refund);
+}
 
 int run_usage(Session& session, const Arguments& arguments) {
   quota::validate_limit_name(arguments.limit);
@@ -137,11 +188,19 @@ int run_usage(Session& session, const Arguments& arguments) {
   const std::size_t top =
       arguments.top ? static_cast<std::size_t>(parse_whole(*arguments.top, "--top", 1, 1'000'000))
                     : 0;
+  quota::UsageOrder order = quota::UsageOrder::used;
+  if (arguments.by && *arguments.by == "denied") {
+    order = quota::UsageOrder::denied;
+  } else if (arguments.by && *arguments.by != "used") {
+    throw quota::Error(quota::ErrorCode::invalid_argument,
+                       fmt::format("unknown order '{}' for --by: use used or denied", *arguments.by));
+  }
 
   quota::Engine engine = session.open_engine();
   const std::optional<quota::Limit> limit = engine.get(arguments.limit);
   if (!limit) throw unknown_limit(arguments.limit);
-  std::vector<quota::Usage> rows = engine.usage(arguments.limit, arguments.owner_filter ? 0 : top);
+  std::vector<quota::Usage> rows =
+      engine.usage(arguments.limit, arguments.owner_filter ? 0 : top, order);
   if (arguments.owner_filter) {
     std::erase_if(rows,
                   [&](const quota::Usage& row) { return row.owner != *arguments.owner_filter; });
@@ -154,7 +213,8 @@ int run_usage(Session& session, const Arguments& arguments) {
                        {"used", row.used},
                        {"remaining", row.remaining},
                        {"denied", row.denied},
-                       {"reset_at_ms", row.reset_at_ms}});
+                       {"reset_at_ms", row.reset_at_ms},
+                       {"shadow_denied", row.shadow_denied}});
     }
     session.emit(array);
     return 0;
@@ -166,27 +226,38 @@ int run_usage(Session& session, const Arguments& arguments) {
                                            : "no owner has usage or denials\n");
     return 0;
   }
-  std::vector<std::vector<std::string>> table{{"OWNER", "USAGE", "USED", "DENIED", "RESETS IN"}};
+  // The SHADOW DENIED column only where there is something to show.
+  const bool shadow = limit->shadow || std::any_of(rows.begin(), rows.end(), [](const auto& row) {
+                        return row.shadow_denied > 0;
+                      });
+  std::vector<std::vector<std::string>> table{{"OWNER", "USAGE", "USED", "DENIED"}};
+  if (shadow) table[0].push_back("SHADOW DENIED");
+  table[0].push_back("RESETS IN");
   for (const quota::Usage& row : rows) {
-    table.push_back(
-        {printable(row.owner, 40), bar(row.used, limit->capacity()),
-         fmt::format("{}/{}", row.used, limit->capacity()), std::to_string(row.denied),
-         row.reset_at_ms > session.now ? format_duration(row.reset_at_ms - session.now) : "-"});
+    table.push_back({printable(row.owner, 40), bar(row.used, limit->capacity()),
+                     fmt::format("{}/{}", row.used, limit->capacity()),
+                     std::to_string(row.denied)});
+    if (shadow) table.back().push_back(std::to_string(row.shadow_denied));
+    table.back().push_back(
+        row.reset_at_ms > session.now ? format_duration(row.reset_at_ms - session.now) : "-");
   }
-  session.out << format_table(table, {false, false, true, true, false});
+  std::vector<bool> right_aligned{false, false, true, true};
+  if (shadow) right_aligned.push_back(true);
+  right_aligned.push_back(false);
+  session.out << format_table(table, right_aligned);
   return 0;
 }
 
 namespace {
 
 Operation parse_operation(const std::string& text) {
-  for (Operation operation :
-       {Operation::consume, Operation::check, Operation::record, Operation::reset}) {
+  for (Operation operation : {Operation::consume, Operation::check, Operation::record,
+                              Operation::reset, Operation::refund}) {
     if (text == quota::detail::operation_name(operation)) return operation;
   }
   throw quota::Error(
       quota::ErrorCode::invalid_argument,
-      fmt::format("unknown operation '{}': use consume, check, record or reset", text));
+      fmt::format("unknown operation '{}': use consume, check, record, reset or refund", text));
 }
 
 // How to run the statement in the sqlite3 shell, as SQL comments.

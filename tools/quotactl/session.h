@@ -25,7 +25,7 @@ namespace quotactl {
 struct Arguments {
   std::string limit;                     // NAME
   std::string owner;                     // OWNER
-  std::string operation;                 // sql's consume|check|record|reset
+  std::string operation;                 // sql's consume|check|record|reset|refund
   std::optional<std::string> sql_limit;  // sql's optional NAME
   std::vector<std::string> topic;        // help's COMMAND words
   std::optional<std::string> cost;
@@ -36,7 +36,13 @@ struct Arguments {
   std::optional<std::string> owner_filter;  // usage --owner
   std::optional<std::string> top;
   std::optional<std::string> batch;  // gc --batch
+  std::optional<std::string> by;     // usage --by
   bool dry_run = false;
+  bool shadow = false;   // limit set --shadow
+  bool enforce = false;  // limit set --enforce
+  bool exempt = false;   // override set --exempt
+  bool deny = false;     // override set --deny
+  std::optional<std::string> override_limit;  // override list's optional NAME
 };
 
 enum class Colour { green, red, yellow, bold };

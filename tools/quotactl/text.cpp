@@ -119,6 +119,7 @@ std::string describe_limit(const quota::Limit& limit) {
   std::string text = fmt::format("{} per {} ({}", limit.maximum, format_period(limit.period),
                                  quota::to_string(limit.algorithm));
   if (limit.burst) text += fmt::format(", burst {}", *limit.burst);
+  if (limit.shadow) text += ", shadow mode";
   return text + ")";
 }
 
