@@ -42,7 +42,11 @@
 //     (previous_used = 0 or row_key < floor(now / period_ms)).
 //   A token_bucket owner (quota_buckets) with denied = 0, seen_ms <= now whose bucket is full
 //     at now under the limit as it is (the decision's reading of the stored level, refilled
-//     to now): it stays full at every later t, as a new owner's bucket is.
+//     to now): it stays full at every later t, as a new owner's bucket is. An owner with a
+//     maximum override (its own capacity and rate) is kept: full is judged by the limit's
+//     numbers only.
+//   Every rule above also requires shadow_denied = 0 (migration 0002): shadow-mode
+//     would-be denials are shown like denials.
 //
 // Examples (limits "log": sliding_log, "win": fixed_window, both maximum 5 per 1000 ms;
 // gc at now = 10500):
@@ -98,14 +102,14 @@ constexpr const char* kDeadLogOwner = R"(
   NOT EXISTS (SELECT 1 FROM quota_log AS e
               WHERE e.limit_name = s.limit_name AND e.owner = s.owner)
   AND (NOT EXISTS (SELECT 1 FROM quota_limits AS l WHERE l.name = s.limit_name)
-       OR (coalesce(s.denied, 0) = 0 AND coalesce(s.seen_ms, 0) <= :now
+       OR (coalesce(s.denied, 0) = 0 AND coalesce(s.shadow_denied, 0) = 0 AND coalesce(s.seen_ms, 0) <= :now
            AND EXISTS (SELECT 1 FROM quota_limits AS l
                        WHERE l.name = s.limit_name AND l.algorithm IN ('sliding_log')))))";
 
 // quota_windows: an owner whose counts can no longer count.
 constexpr const char* kDeadWindow = R"(
   NOT EXISTS (SELECT 1 FROM quota_limits AS l WHERE l.name = s.limit_name)
-  OR (coalesce(s.denied, 0) = 0 AND coalesce(s.seen_ms, 0) <= :now
+  OR (coalesce(s.denied, 0) = 0 AND coalesce(s.shadow_denied, 0) = 0 AND coalesce(s.seen_ms, 0) <= :now
       AND EXISTS (
         SELECT 1 FROM quota_limits AS l
         WHERE l.name = s.limit_name
@@ -133,10 +137,13 @@ constexpr const char* kDeadWindow = R"(
 // {start} is the decision's reading of the stored level (src/statements.cpp).
 constexpr const char* kDeadBucket = R"(
   NOT EXISTS (SELECT 1 FROM quota_limits AS l WHERE l.name = s.limit_name)
-  OR (coalesce(s.denied, 0) = 0 AND coalesce(s.seen_ms, 0) <= :now
+  OR (coalesce(s.denied, 0) = 0 AND coalesce(s.shadow_denied, 0) = 0 AND coalesce(s.seen_ms, 0) <= :now
       AND EXISTS (
         SELECT 1 FROM quota_limits AS l
         WHERE l.name = s.limit_name AND l.algorithm = 'token_bucket'
+          AND NOT EXISTS (SELECT 1 FROM quota_overrides AS o
+                          WHERE o.owner = s.owner AND o.limit_name IN (s.limit_name, '*')
+                            AND o.policy = 'maximum')
           AND ({start} >= l.burst * l.period_ms
                OR :now - s.seen_ms >= (l.burst * l.period_ms - {start} - 1) / l.maximum + 1))))";
 

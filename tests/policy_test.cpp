@@ -1,0 +1,534 @@
+// The policies of SPEC §4a and the hooks of §7 through the C++ API and the plain SQL
+// statements: overrides on all four algorithms, shadow mode, refund, consume_all, hooks and
+// their rollback (also inside the application's own transaction), and a property test that
+// runs all of them against the reference model, comparing every field.
+#include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Transaction.h>
+#include <sqlite3.h>
+
+#include <catch2/catch.hpp>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "model.h"
+#include "statements.h"
+#include "support.h"
+
+namespace quota::test {
+namespace {
+
+using detail::Operation;
+
+constexpr std::int64_t T = 1'700'000'000'000;
+
+constexpr Algorithm kAlgorithms[] = {Algorithm::sliding_log, Algorithm::fixed_window,
+                                     Algorithm::sliding_window, Algorithm::token_bucket};
+
+struct Fixture {
+  TempDir dir;
+  std::string path = dir.file("quota.db");
+  ManualClock clock;
+  Engine engine = Engine::open(path, options_with(clock));
+  RawDb raw{path};
+
+  Fixture() { clock.set(T); }
+};
+
+// One run of the library's statement for `operation` on a plain connection, as any SQLite
+// client would run it.
+Result plain(RawDb& db, Operation operation, Algorithm algorithm, const std::string& limit,
+             const std::string& owner, std::int64_t cost, std::int64_t now) {
+  sqlite3_stmt* statement = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db.handle(), detail::statement(operation, algorithm).c_str(), -1,
+                             &statement, nullptr) == SQLITE_OK);
+  auto bind = [&](const char* name, auto bind_one) {
+    if (const int index = sqlite3_bind_parameter_index(statement, name)) bind_one(index);
+  };
+  bind(":limit", [&](int i) { sqlite3_bind_text(statement, i, limit.c_str(), -1, nullptr); });
+  bind(":owner", [&](int i) { sqlite3_bind_text(statement, i, owner.c_str(), -1, nullptr); });
+  bind(":cost", [&](int i) { sqlite3_bind_int64(statement, i, cost); });
+  bind(":now", [&](int i) { sqlite3_bind_int64(statement, i, now); });
+  const int status = sqlite3_step(statement);
+  INFO(sqlite3_errmsg(db.handle()));
+  REQUIRE(status == SQLITE_ROW);
+  Result result;
+  result.allowed = sqlite3_column_int64(statement, 0) != 0;
+  result.reason =
+      parse_reason(reinterpret_cast<const char*>(sqlite3_column_text(statement, 1))).value();
+  result.remaining = sqlite3_column_int64(statement, 2);
+  result.retry_after_ms = sqlite3_column_int64(statement, 3);
+  result.reset_at_ms = sqlite3_column_int64(statement, 4);
+  result.denied = sqlite3_column_int64(statement, 5);
+  result.shadow_denied = sqlite3_column_int64(statement, 6) != 0;
+  REQUIRE(sqlite3_step(statement) == SQLITE_DONE);
+  sqlite3_finalize(statement);
+  return result;
+}
+
+// An override written with plain SQL, as the README shows.
+void plain_override(RawDb& db, const Override& override) {
+  auto number = [](const std::optional<std::int64_t>& value) {
+    return value ? std::to_string(*value) : std::string("NULL");
+  };
+  db.exec("INSERT OR REPLACE INTO quota_overrides (limit_name, owner, policy, maximum, burst) "
+          "VALUES ('" + override.limit + "', '" + override.owner + "', '" +
+          std::string(to_string(override.policy)) + "', " + number(override.maximum) + ", " +
+          number(override.burst) + ")");
+}
+
+Limit limit_of(Algorithm algorithm, std::int64_t maximum = 3, std::int64_t period_ms = 1000) {
+  return make_limit(std::string(to_string(algorithm)), algorithm, maximum, period_ms);
+}
+
+// Consumes until the first denial; returns how many were allowed (at most `bound`).
+int allowed_in_a_row(Engine& engine, const std::string& limit, const std::string& owner,
+                     int bound = 50) {
+  for (int i = 0; i < bound; ++i) {
+    if (!engine.consume(limit, owner).allowed) return i;
+  }
+  return bound;
+}
+
+TEST_CASE("overrides on every algorithm: own maximum, exempt, deny, '*' and precedence",
+          "[policy][override]") {
+  for (const Algorithm algorithm : kAlgorithms) {
+    CAPTURE(to_string(algorithm));
+    Fixture f;
+    const Limit limit = limit_of(algorithm);
+    f.engine.define(limit);
+    f.engine.set_override({limit.name, "premium", Policy::maximum, 6});
+    f.engine.set_override({limit.name, "admin", Policy::exempt});
+    f.engine.set_override({limit.name, "abuser", Policy::deny});
+    f.engine.set_override({"*", "everywhere", Policy::maximum, 5});
+    f.engine.set_override({"*", "premium", Policy::deny});  // the limit's own override wins
+
+    CHECK(allowed_in_a_row(f.engine, limit.name, "plain") == 3);
+    CHECK(allowed_in_a_row(f.engine, limit.name, "premium") == 6);
+    CHECK(allowed_in_a_row(f.engine, limit.name, "everywhere") == 5);
+    CHECK(allowed_in_a_row(f.engine, limit.name, "admin") == 50);
+
+    const Result exempt = f.engine.consume(limit.name, "admin");
+    CHECK(exempt == Result{true, Reason::ok, 3, 0, T, 0});  // uses no quota
+    CHECK(f.engine.usage(limit.name).size() == 3);          // plain, premium, everywhere
+
+    const Result denied = f.engine.consume(limit.name, "abuser");
+    CHECK(denied == Result{false, Reason::owner_denied, 0, -1, T, 1});
+    CHECK(f.engine.check(limit.name, "abuser").reason == Reason::owner_denied);
+    CHECK(f.engine.consume(limit.name, "abuser").denied == 2);
+
+    // Removing the limit's own override leaves the '*' one: premium is now denied.
+    CHECK(f.engine.remove_override(limit.name, "premium"));
+    CHECK_FALSE(f.engine.remove_override(limit.name, "premium"));
+    CHECK(f.engine.consume(limit.name, "premium").reason == Reason::owner_denied);
+  }
+}
+
+TEST_CASE("a token bucket override has its own burst, and a new owner starts with it full",
+          "[policy][override]") {
+  Fixture f;
+  f.engine.define(make_bucket("tb", 1, 1000, 2));
+  f.engine.set_override({"tb", "big", Policy::maximum, 2, 10});
+  f.engine.set_override({"tb", "double", Policy::maximum, 4});  // burst: the maximum
+  CHECK(allowed_in_a_row(f.engine, "tb", "plain") == 2);
+  CHECK(allowed_in_a_row(f.engine, "tb", "big") == 10);
+  CHECK(allowed_in_a_row(f.engine, "tb", "double") == 4);
+  // Refilled at the override's rate: 2 per second, so one token every 500 ms.
+  CHECK(f.engine.consume("tb", "big").retry_after_ms == 500);
+  f.clock.advance(500);
+  CHECK(f.engine.consume("tb", "big").allowed);
+}
+
+TEST_CASE("overrides set with plain SQL give the engine's answers", "[policy][override][sql]") {
+  for (const Algorithm algorithm : kAlgorithms) {
+    CAPTURE(to_string(algorithm));
+    Fixture f;
+    const Limit limit = limit_of(algorithm);
+    f.engine.define(limit);
+    plain_override(f.raw, {limit.name, "premium", Policy::maximum, 5});
+    plain_override(f.raw, {"*", "abuser", Policy::deny});
+    for (int i = 0; i < 6; ++i) {
+      const Result by_sql = plain(f.raw, Operation::consume, algorithm, limit.name, "premium", 1, T);
+      CHECK(by_sql.allowed == (i < 5));
+    }
+    CHECK(plain(f.raw, Operation::check, algorithm, limit.name, "premium", 1, T) ==
+          f.engine.check(limit.name, "premium"));
+    CHECK(plain(f.raw, Operation::consume, algorithm, limit.name, "abuser", 1, T) ==
+          Result{false, Reason::owner_denied, 0, -1, T, 1});
+    // The engine sees the same override list.
+    const std::vector<Override> all = f.engine.overrides();
+    REQUIRE(all.size() == 2);
+    CHECK(all[0] == Override{"*", "abuser", Policy::deny});
+    CHECK(all[1] == Override{limit.name, "premium", Policy::maximum, 5});
+    CHECK(f.engine.overrides(limit.name).size() == 1);
+    // Removing the limit removes its overrides.
+    f.engine.remove(limit.name);
+    CHECK(f.engine.overrides().size() == 1);
+  }
+}
+
+TEST_CASE("bad overrides are refused with a clear error and change nothing",
+          "[policy][override][validation]") {
+  Fixture f;
+  f.engine.define(make_limit("log", Algorithm::sliding_log, 3, 1000));
+  f.engine.define(make_limit("sw", Algorithm::sliding_window, 3, 1000));
+  const std::string before = dump(f.path);
+  const Override bad[] = {
+      {"nope", "u", Policy::maximum, 5},                   // unknown limit
+      {"bad name", "u", Policy::exempt},                   // invalid limit name
+      {"log", "", Policy::exempt},                         // empty owner
+      {"log", "u", Policy::maximum},                       // no maximum
+      {"log", "u", Policy::maximum, 0},                    // maximum out of range
+      {"log", "u", Policy::maximum, kMaximumBound + 1},    // maximum out of range
+      {"log", "u", Policy::exempt, 5},                     // a maximum with exempt
+      {"log", "u", Policy::deny, std::nullopt, 2},         // a burst with deny
+      {"log", "u", Policy::maximum, 5, 7},                 // a burst on a sliding_log
+      {"sw", "u", Policy::maximum, kMaximumBound},         // maximum x period beyond 2^62?
+  };
+  for (const Override& override : bad) {
+    CAPTURE(override.limit, override.owner, to_string(override.policy));
+    if (override.limit == "sw") {
+      // 10^12 x 1000 ms fits in 2^62: this one is accepted, then removed.
+      f.engine.set_override(override);
+      CHECK(f.engine.remove_override("sw", "u"));
+      continue;
+    }
+    try {
+      f.engine.set_override(override);
+      FAIL("accepted");
+    } catch (const Error& error) {
+      CHECK((error.code() == ErrorCode::invalid_argument ||
+             error.code() == ErrorCode::unknown_limit));
+      CHECK(std::string(error.what()).size() > 20);
+    }
+  }
+  f.engine.define(make_limit("long", Algorithm::sliding_window, 1, 30LL * 24 * 3600 * 1000));
+  CHECK_THROWS_AS(f.engine.set_override({"long", "u", Policy::maximum, kMaximumBound}), Error);
+  f.engine.remove("long");
+  CHECK_THROWS_AS(f.engine.remove_override("bad name", "u"), Error);
+  CHECK_THROWS_AS(f.engine.overrides(std::string_view("bad name")), Error);
+  CHECK(dump(f.path) == before);
+}
+
+TEST_CASE("shadow mode never denies, counts would-be denials exactly, records only what fits",
+          "[policy][shadow]") {
+  for (const Algorithm algorithm : kAlgorithms) {
+    CAPTURE(to_string(algorithm));
+    Fixture f;
+    Limit limit = limit_of(algorithm);
+    limit.shadow = true;
+    f.engine.define(limit);
+    CHECK(f.engine.get(limit.name)->shadow);
+    int shadow_denied = 0;
+    for (int i = 0; i < 10; ++i) {
+      const Result result = f.engine.consume(limit.name, "u");
+      CHECK(result.allowed);
+      if (result.shadow_denied) {
+        ++shadow_denied;
+        CHECK(result.reason == Reason::rate_limited);
+        CHECK(result.retry_after_ms > 0);
+        CHECK(result.denied == 0);
+      }
+    }
+    CHECK(shadow_denied == 7);
+    // check answers as if enforcing.
+    CHECK_FALSE(f.engine.check(limit.name, "u").allowed);
+    const std::vector<Usage> usage = f.engine.usage(limit.name);
+    REQUIRE(usage.size() == 1);
+    CHECK(usage[0].used == 3);
+    CHECK(usage[0].denied == 0);
+    CHECK(usage[0].shadow_denied == 7);
+    CHECK(f.raw.integer("SELECT shadow_denied FROM quota_usage") == 7);
+    // Enforcing again: denied, counted as a denial.
+    limit.shadow = false;
+    f.engine.define(limit);
+    const Result enforced = f.engine.consume(limit.name, "u");
+    CHECK_FALSE(enforced.allowed);
+    CHECK_FALSE(enforced.shadow_denied);
+    CHECK(enforced.denied == 1);
+  }
+}
+
+TEST_CASE("refund gives back usage, never below zero, and answers like a check of 1",
+          "[policy][refund]") {
+  for (const Algorithm algorithm : kAlgorithms) {
+    CAPTURE(to_string(algorithm));
+    Fixture f;
+    const Limit limit = limit_of(algorithm, 5, 1000);
+    f.engine.define(limit);
+    f.engine.consume(limit.name, "u", 4);
+    const Result refunded = f.engine.refund(limit.name, "u", 3);
+    CHECK(refunded == f.engine.check(limit.name, "u", 1));
+    CHECK(refunded.remaining == 4);
+    CHECK(f.engine.refund(limit.name, "u", 100).remaining == 5);  // never below zero
+    CHECK(allowed_in_a_row(f.engine, limit.name, "u") == 5);
+    const Result by_sql = plain(f.raw, Operation::refund, algorithm, limit.name, "u", 2, T);
+    CHECK(by_sql.remaining == 2);
+    CHECK(by_sql == f.engine.check(limit.name, "u"));
+    CHECK_THROWS_AS(f.engine.refund("nope", "u"), Error);
+    CHECK_THROWS_AS(f.engine.refund(limit.name, "u", 0), Error);
+  }
+}
+
+TEST_CASE("a sliding_log refund returns the newest events first", "[policy][refund]") {
+  Fixture f;
+  f.engine.define(make_limit("log", Algorithm::sliding_log, 5, 1000));
+  f.engine.consume("log", "u", 2);  // at T
+  f.clock.advance(400);
+  f.engine.consume("log", "u", 3);  // at T + 400
+  // Giving back 4 keeps 1 unit of the event at T: at T + 1000 it expires and nothing is left.
+  const Result refunded = f.engine.refund("log", "u", 4);
+  CHECK(refunded.remaining == 4);
+  CHECK(refunded.reset_at_ms == T + 1000);
+  CHECK(f.raw.rows("SELECT at_ms, cost, total FROM quota_log") ==
+        std::vector<std::vector<std::string>>{{std::to_string(T), "1", "1"}});
+  f.clock.set(T + 1000);
+  CHECK(f.engine.check("log", "u").remaining == 5);
+}
+
+TEST_CASE("a sliding_window refund takes from the current window only", "[policy][refund]") {
+  Fixture f;
+  f.engine.define(make_limit("sw", Algorithm::sliding_window, 4, 1000));
+  f.engine.consume("sw", "u", 4);  // window T
+  f.clock.set(T + 1000);           // the previous window weighs fully
+  CHECK(f.engine.refund("sw", "u", 4).remaining == 0);
+  f.engine.consume("sw", "u", 1);
+  f.clock.set(T + 1500);
+  CHECK(f.engine.refund("sw", "u", 1).remaining == 2);  // prev 4 x 0.5 = 2 still counts
+}
+
+TEST_CASE("consume_all: all or nothing, deciding limit, longest wait", "[policy][consume_all]") {
+  Fixture f;
+  f.engine.define(make_limit("minute", Algorithm::fixed_window, 2, 60'000));
+  f.engine.define(make_limit("hour", Algorithm::sliding_log, 3, 3'600'000));
+  f.engine.define(make_bucket("bucket", 1, 1000, 5));
+
+  const Decision first = f.engine.consume_all({"minute", "hour", "bucket"}, "u");
+  CHECK(first.result.allowed);
+  CHECK(first.limit == "minute");  // the fewest units left: 1
+  CHECK(first.result.remaining == 1);
+  CHECK(f.engine.consume_all({"minute", "hour"}, "u").result.allowed);
+
+  // minute is now full (retry at the next minute); hour has 1 left.
+  SECTION("one limit denying changes no limit's state but the decider's denied count") {
+    TempDir other_dir;
+    const std::string copy = other_dir.file("copy.db");
+    f.raw.exec("VACUUM INTO '" + copy + "'");
+    const Decision denied = f.engine.consume_all({"hour", "minute", "bucket"}, "u");
+    CHECK_FALSE(denied.result.allowed);
+    CHECK(denied.limit == "minute");
+    CHECK(denied.result.denied == 1);
+    // The same as a lone consume of the deciding limit on a copy taken before.
+    Engine alone = Engine::open(copy, options_with(f.clock));
+    CHECK(alone.consume("minute", "u") == denied.result);
+    CHECK(dump(copy) == dump(f.path));
+  }
+  SECTION("the longest wait decides, -1 above all") {
+    f.engine.define(make_limit("tiny", Algorithm::sliding_log, 1, 1000));
+    const Decision too_big = f.engine.consume_all({"minute", "tiny"}, "u", 2);
+    CHECK(too_big.limit == "tiny");
+    CHECK(too_big.result.reason == Reason::cost_exceeds_capacity);
+    CHECK(too_big.result.retry_after_ms == -1);
+  }
+  SECTION("bad lists are refused") {
+    CHECK_THROWS_AS(f.engine.consume_all({}, "u"), Error);
+    CHECK_THROWS_AS(f.engine.consume_all({"minute", "minute"}, "u"), Error);
+    CHECK_THROWS_AS(f.engine.consume_all({"minute", "bad name"}, "u"), Error);
+    const std::string before = dump(f.path);
+    CHECK_THROWS_AS(f.engine.consume_all({"hour", "nope"}, "u"), Error);
+    CHECK(dump(f.path) == before);  // hour's consume was rolled back
+  }
+}
+
+TEST_CASE("hooks run in order and a throwing hook rolls the operation back", "[policy][hooks]") {
+  Fixture f;
+  f.engine.define(make_limit("send", Algorithm::sliding_log, 2, 1000));
+  std::vector<std::string> calls;
+  bool refuse = false, throw_after = false;
+  Hooks hooks;
+  hooks.before_consume = [&](const Request& request) {
+    calls.push_back("before_consume " + std::string(request.owner));
+    CHECK(request.now_ms == f.clock.get());
+    return !refuse;
+  };
+  hooks.after_consume = [&](const Request&, const Result& result) {
+    calls.push_back(std::string("after_consume ") + (result.allowed ? "allowed" : "denied"));
+    if (throw_after) throw std::runtime_error("after_consume failed");
+  };
+  hooks.before_record = [&](const Request&) { calls.push_back("before_record"); };
+  hooks.after_record = [&](const Request&, const Result&) { calls.push_back("after_record"); };
+  hooks.on_exceeded = [&](const Request&, const Result& result) {
+    calls.push_back("on_exceeded " + std::string(to_string(result.reason)));
+  };
+  f.engine.set_hooks("send", hooks);
+
+  CHECK(f.engine.consume("send", "u").allowed);
+  CHECK(calls == std::vector<std::string>{"before_consume u", "after_consume allowed"});
+
+  calls.clear();
+  refuse = true;
+  const Result refused = f.engine.consume("send", "u");
+  CHECK(refused == Result{false, Reason::hook_denied, 1, -1, T + 1000, 0});
+  CHECK(calls == std::vector<std::string>{"before_consume u", "on_exceeded hook_denied",
+                                          "after_consume denied"});
+  refuse = false;
+
+  calls.clear();
+  f.engine.record("send", "u", 2);
+  CHECK(calls == std::vector<std::string>{"before_record", "on_exceeded rate_limited",
+                                          "after_record"});
+
+  SECTION("a throwing hook: the exception reaches the caller, nothing is recorded") {
+    f.engine.reset("send", "u");
+    const std::string before = dump(f.path);
+    throw_after = true;
+    CHECK_THROWS_WITH(f.engine.consume("send", "u"), "after_consume failed");
+    CHECK(dump(f.path) == before);
+    CHECK_THROWS_WITH(f.engine.consume_all({"send"}, "u"), "after_consume failed");
+    CHECK(dump(f.path) == before);
+  }
+  SECTION("hooks removed: no calls") {
+    f.engine.set_hooks("send", {});
+    calls.clear();
+    f.engine.consume("send", "v");
+    CHECK(calls.empty());
+  }
+}
+
+TEST_CASE("a throwing hook inside the application's transaction leaves it usable",
+          "[policy][hooks]") {
+  TempDir dir;
+  const std::string path = dir.file("app.db");
+  SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+  db.exec("CREATE TABLE notes (text TEXT)");
+  ManualClock clock;
+  Engine engine(db, options_with(clock));
+  engine.define(make_limit("post", Algorithm::fixed_window, 5, 60'000));
+  Hooks hooks;
+  hooks.after_consume = [](const Request& request, const Result&) {
+    if (request.owner == "bad") throw std::runtime_error("refused by the application");
+  };
+  engine.set_hooks("post", hooks);
+
+  SQLite::Transaction transaction(db);
+  db.exec("INSERT INTO notes VALUES ('first')");
+  CHECK(engine.consume("post", "good").allowed);
+  CHECK_THROWS_WITH(engine.consume("post", "bad"), "refused by the application");
+  db.exec("INSERT INTO notes VALUES ('second')");
+  transaction.commit();
+
+  CHECK(db.execAndGet("SELECT count(*) FROM notes").getInt() == 2);
+  CHECK(engine.check("post", "good").remaining == 4);
+  CHECK(engine.check("post", "bad").remaining == 5);
+  CHECK(db.execAndGet("SELECT count(*) FROM quota_windows WHERE owner = 'bad'").getInt() == 0);
+}
+
+// Every policy at once against the reference model: random operations (through the engine
+// or the plain statements), overrides (through the engine or plain SQL), shadow mode
+// switched on and off, time moving both ways. Every field of every answer is compared.
+TEST_CASE("policies against the reference model", "[policy][property]") {
+  Fixture f;
+  Model model;
+  std::mt19937_64 random(6);
+  auto between = [&](std::int64_t low, std::int64_t high) {
+    return std::uniform_int_distribution<std::int64_t>(low, high)(random);
+  };
+  std::vector<Limit> limits;
+  for (const Algorithm algorithm : kAlgorithms) {
+    Limit limit = limit_of(algorithm, 4, 50);
+    if (algorithm == Algorithm::token_bucket) limit.burst = 5;
+    limits.push_back(limit);
+    f.engine.define(limit);
+    model.define(limit);
+  }
+  const std::vector<std::string> owners = {"a", "b", "c"};
+  for (int step = 0; step < 4000; ++step) {
+    const std::int64_t move = between(0, 9);
+    f.clock.advance(move < 4 ? 0 : move < 8 ? between(1, 20) : -between(1, 30));
+    const std::int64_t now = f.clock.get();
+    Limit& limit = limits[static_cast<std::size_t>(between(0, 3))];
+    const std::string& owner = owners[static_cast<std::size_t>(between(0, 2))];
+    const std::int64_t cost = between(1, 6);
+    const bool by_sql = between(0, 1) == 1;
+    const std::int64_t what = between(0, 99);
+    CAPTURE(step, limit.name, owner, cost, now - T, what, by_sql);
+    if (what < 6) {
+      Override override{between(0, 2) == 0 ? "*" : limit.name, owner};
+      override.policy = static_cast<Policy>(between(0, 2));
+      if (override.policy == Policy::maximum) {
+        override.maximum = between(1, 8);
+        if (limit.algorithm == Algorithm::token_bucket && override.limit != "*" &&
+            between(0, 1)) {
+          override.burst = between(1, 9);
+        }
+      }
+      by_sql ? plain_override(f.raw, override) : f.engine.set_override(override);
+      model.set_override(override);
+      continue;
+    }
+    if (what < 9) {
+      const std::string which = between(0, 1) ? "*" : limit.name;
+      f.engine.remove_override(which, owner);
+      model.remove_override(which, owner);
+      continue;
+    }
+    if (what < 11) {
+      limit.shadow = !limit.shadow;
+      f.engine.define(limit);
+      model.define(limit);
+      continue;
+    }
+    const Operation operation = what < 50   ? Operation::consume
+                                : what < 65 ? Operation::check
+                                : what < 75 ? Operation::record
+                                : what < 95 ? Operation::refund
+                                            : Operation::reset;
+    CAPTURE(detail::operation_name(operation));
+    Result expected;
+    Result actual;
+    switch (operation) {
+      case Operation::consume:
+        expected = model.consume(limit.name, owner, cost, now);
+        if (!by_sql) actual = f.engine.consume(limit.name, owner, cost);
+        break;
+      case Operation::check:
+        expected = model.check(limit.name, owner, cost, now);
+        if (!by_sql) actual = f.engine.check(limit.name, owner, cost);
+        break;
+      case Operation::record:
+        expected = model.record(limit.name, owner, cost, now);
+        if (!by_sql) actual = f.engine.record(limit.name, owner, cost);
+        break;
+      case Operation::refund:
+        expected = model.refund(limit.name, owner, cost, now);
+        if (!by_sql) actual = f.engine.refund(limit.name, owner, cost);
+        break;
+      case Operation::reset:
+        expected = model.reset(limit.name, owner, now);
+        if (!by_sql) actual = f.engine.reset(limit.name, owner);
+        break;
+    }
+    if (by_sql) {
+      actual = plain(f.raw, operation, limit.algorithm, limit.name, owner,
+                     operation == Operation::reset ? 1 : cost, now);
+    }
+    REQUIRE(actual == expected);
+    if (step % 50 == 0) {
+      const std::vector<Usage> engine_usage = f.engine.usage(limit.name);
+      const std::vector<Usage> model_usage = model.usage(limit.name, now);
+      REQUIRE(engine_usage.size() == model_usage.size());
+      for (std::size_t i = 0; i < engine_usage.size(); ++i) {
+        CHECK(engine_usage[i].owner == model_usage[i].owner);
+        CHECK(engine_usage[i].used == model_usage[i].used);
+        CHECK(engine_usage[i].remaining == model_usage[i].remaining);
+        CHECK(engine_usage[i].denied == model_usage[i].denied);
+        CHECK(engine_usage[i].shadow_denied == model_usage[i].shadow_denied);
+        CHECK(engine_usage[i].reset_at_ms == model_usage[i].reset_at_ms);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace quota::test
