@@ -1060,3 +1060,139 @@ TEST_CASE("quotactl durations: parsed strictly, shown in human units", "[quotact
   }
   CHECK(quotactl::printable("a\nb") == "a\\x0ab");
 }
+
+TEST_CASE("quotactl override set, list and rm", "[quotactl][policy]") {
+  Fixture f;
+  f.prepare();
+  CHECK(f.ok({"override", "set", "send", "vip", "--max", "6"}) ==
+        json{{"limit", "send"}, {"owner", "vip"}, {"policy", "maximum"}, {"maximum", 6},
+             {"burst", nullptr}});
+  f.ok({"override", "set", "*", "root", "--exempt"});
+  f.ok({"override", "set", "daily", "spammer", "--deny"});
+  const json all = f.ok({"override", "list"});
+  REQUIRE(all.size() == 3);
+  CHECK(all[0]["limit"] == "*");
+  CHECK(all[0]["policy"] == "exempt");
+  CHECK(f.ok({"override", "list", "send"}).size() == 1);
+
+  // The overrides decide: vip gets 6, root is never limited, spammer never allowed.
+  for (int i = 0; i < 6; ++i) CHECK(f.ok({"consume", "send", "vip"})["allowed"] == true);
+  CHECK(f.ctl({"consume", "send", "vip"}).status == 1);
+  for (int i = 0; i < 5; ++i) CHECK(f.ok({"consume", "send", "root"})["remaining"] == 3);
+  const Outcome spammer = f.ctl({"consume", "daily", "spammer", "--json"});
+  CHECK(spammer.status == 1);
+  CHECK(spammer.document()["reason"] == "owner_denied");
+  CHECK(spammer.document()["retry_after_ms"] == -1);
+  const Outcome line = f.ctl({"consume", "daily", "spammer"});
+  CHECK(line.out.find("(owner_denied), never allowed") != std::string::npos);
+
+  const Outcome table = f.ctl({"override", "list"});
+  CHECK(table.out.find("send   vip      maximum 6") != std::string::npos);
+
+  CHECK(f.ok({"override", "rm", "send", "vip"}) ==
+        json{{"removed", {{"limit", "send"}, {"owner", "vip"}}}});
+  CHECK(f.ctl({"override", "rm", "send", "vip"}).status == 2);
+  CHECK(f.ok({"override", "list", "send"}) == json::array());
+}
+
+TEST_CASE("quotactl override refuses bad input with exit 2 and changes nothing",
+          "[quotactl][policy]") {
+  Fixture f;
+  f.prepare();
+  const std::string before = dump(f.db);
+  const std::vector<std::vector<std::string>> cases = {
+      {"override", "set", "send", "u"},                                 // no policy
+      {"override", "set", "send", "u", "--max", "3", "--exempt"},       // two policies
+      {"override", "set", "send", "u", "--exempt", "--deny"},           // two policies
+      {"override", "set", "send", "u", "--burst", "3"},                 // burst without max
+      {"override", "set", "send", "u", "--max", "0"},                   // out of range
+      {"override", "set", "send", "u", "--max", "3", "--burst", "4"},   // burst on a log
+      {"override", "set", "nope", "u", "--max", "3"},                   // unknown limit
+      {"override", "set", "bad name", "u", "--deny"},                   // invalid name
+      {"override", "set", "send", "", "--deny"},                        // empty owner
+      {"override", "rm", "send", "nobody"},                             // no such override
+      {"override", "list", "bad name"},
+      {"consume", "send,send", "u"},                                    // a limit twice
+      {"consume", "send,,daily", "u"},                                  // an empty name
+      {"consume", "send,nope", "u"},                                    // unknown limit
+      {"usage", "send", "--by", "cost"},
+      {"limit", "set", "send", "--max", "3", "--per", "1m", "--shadow", "--enforce"},
+  };
+  for (const auto& args : cases) {
+    std::string shown;
+    for (const std::string& arg : args) shown += arg + " ";
+    INFO("quotactl " << shown);
+    const Outcome outcome = f.ctl(args);
+    CHECK(outcome.status == 2);
+    CHECK(outcome.one_error_line());
+    CHECK(outcome.out.empty());
+  }
+  CHECK(dump(f.db) == before);
+}
+
+TEST_CASE("quotactl consume a,b consumes every limit or none", "[quotactl][policy]") {
+  Fixture f;
+  f.ok({"migrate"});
+  f.ok({"limit", "set", "minute", "--max", "2", "--per", "1m", "--algo", "fixed_window"});
+  f.ok({"limit", "set", "hour", "--max", "5", "--per", "1h"});
+  const json first = f.ok({"consume", "minute,hour", "u1"});
+  CHECK(first["limit"] == "minute");
+  CHECK(first["limits"] == json::array({"minute", "hour"}));
+  CHECK(first["remaining"] == 1);
+  f.ok({"consume", "minute,hour", "u1"});
+  const Outcome denied = f.ctl({"consume", "hour,minute", "u1", "--json"});
+  CHECK(denied.status == 1);
+  CHECK(denied.document()["limit"] == "minute");
+  CHECK(denied.document()["denied"] == 1);
+  // Nothing was recorded on hour: 3 of 5 left.
+  CHECK(f.ok({"check", "hour", "u1"})["remaining"] == 3);
+  const Outcome line = f.ctl({"consume", "hour,minute", "u1"});
+  CHECK(line.out.find("[decided by minute of 2 limits]") != std::string::npos);
+}
+
+TEST_CASE("quotactl refund, shadow mode and usage --by denied", "[quotactl][policy]") {
+  Fixture f;
+  f.prepare();  // send: 3 per minute, u1 consumed 1
+  f.ok({"consume", "send", "u1", "--cost", "2"});
+  const json refunded = f.ok({"refund", "send", "u1", "--cost", "2"});
+  CHECK(refunded == f.ok({"check", "send", "u1"}));
+  CHECK(refunded["remaining"] == 2);
+  CHECK(f.ctl({"refund", "send", "u1", "--cost", "9"}).status == 0);
+  CHECK(f.ctl({"refund", "send", "u1"}).out.rfind("refunded send/u1: 3 of 3 left", 0) == 0);
+
+  // sql refund prints the statement the CLI ran: the same answer from a plain connection.
+  f.ok({"consume", "send", "u2", "--cost", "3"});
+  const std::string statement = statement_of(f.ctl({"sql", "refund", "send"}).out);
+  RawDb raw(f.db);
+  const json by_sql = run_raw(raw, statement, "send", "u2", 1, kStart);
+  CHECK(by_sql["remaining"] == 1);
+  CHECK(by_sql == f.ok({"check", "send", "u2"}));
+
+  // Shadow mode: exit 0 and shadow_denied; kept by a plain `limit set`; --enforce ends it.
+  CHECK(f.ok({"limit", "set", "send", "--max", "3", "--per", "1m", "--shadow"})["shadow"] == true);
+  f.ok({"consume", "send", "u3", "--cost", "3"});
+  const Outcome shadow = f.ctl({"consume", "send", "u3", "--json"});
+  CHECK(shadow.status == 0);
+  CHECK(shadow.document()["allowed"] == true);
+  CHECK(shadow.document()["shadow_denied"] == true);
+  CHECK(shadow.document()["reason"] == "rate_limited");
+  CHECK(f.ctl({"consume", "send", "u3"}).out.find("shadow mode: enforcing would deny") !=
+        std::string::npos);
+  CHECK(f.ok({"limit", "set", "send", "--max", "3", "--per", "1m"})["shadow"] == true);
+  CHECK(f.ok({"limit", "get", "send"})["shadow"] == true);
+  const json usage = f.ok({"usage", "send", "--owner", "u3"});
+  REQUIRE(usage.size() == 1);
+  CHECK(usage[0]["shadow_denied"] == 2);
+  CHECK(usage[0]["denied"] == 0);
+  CHECK(f.ok({"limit", "set", "send", "--max", "3", "--per", "1m", "--enforce"})["shadow"] ==
+        false);
+  CHECK(f.ctl({"consume", "send", "u3"}).status == 1);
+
+  // usage --by denied: the most denied first, whatever their usage.
+  for (int i = 0; i < 3; ++i) f.ctl({"consume", "send", "u2"});
+  const json by_denied = f.ok({"usage", "send", "--by", "denied", "--top", "2"});
+  REQUIRE(by_denied.size() == 2);
+  CHECK(by_denied[0]["owner"] == "u2");
+  CHECK(by_denied[0]["denied"] == 2);  // one unit was refunded by plain SQL above
+  CHECK(by_denied[1]["owner"] == "u3");
+}
