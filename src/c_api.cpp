@@ -296,6 +296,35 @@ int quota_reset(quota_engine* engine, const char* limit, size_t limit_length, co
   });
 }
 
+int quota_refund(quota_engine* engine, const char* limit, size_t limit_length, const char* owner,
+                 size_t owner_length, int64_t cost, quota_result* result) {
+  return operate(&quota::Engine::refund, engine, limit, limit_length, owner, owner_length, cost,
+                 result);
+}
+
+int quota_consume_all(quota_engine* engine, const char* const* limits, const size_t* limit_lengths,
+                      size_t count, const char* owner, size_t owner_length, int64_t cost,
+                      quota_result* result, size_t* deciding) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    if (count > 0 && (limits == nullptr || limit_lengths == nullptr)) {
+      throw Error(quota::ErrorCode::invalid_argument,
+                  "limits and limit_lengths are NULL: pass arrays of `count` names");
+    }
+    std::vector<std::string_view> names;
+    for (size_t i = 0; i < count; ++i) {
+      names.push_back(text(limits[i], limit_lengths[i], "a limit name"));
+    }
+    const quota::Decision decision =
+        target.consume_all(names, text(owner, owner_length, "the owner"), cost);
+    store(decision.result, result);
+    if (deciding != nullptr) {
+      *deciding = static_cast<size_t>(
+          std::find(names.begin(), names.end(), decision.limit) - names.begin());
+    }
+  });
+}
+
 const char* quota_last_error(void) { return last_error.message; }
 
 const char* quota_status_name(int status) {

@@ -149,6 +149,30 @@ static void test_operations(void) {
   quota_close(engine);
 }
 
+static void test_refund_and_consume_all(void) {
+  quota_engine* engine = open_engine("policies.db");
+  quota_result r;
+  size_t deciding = 99;
+  CHECK(quota_define(engine, TEXT("minute"), QUOTA_FIXED_WINDOW, 2, 60000, QUOTA_NO_BURST) ==
+        QUOTA_OK);
+  CHECK(quota_define(engine, TEXT("hour"), QUOTA_SLIDING_LOG, 5, 3600000, QUOTA_NO_BURST) ==
+        QUOTA_OK);
+  const char* limits[] = {"hour", "minute"};
+  const size_t lengths[] = {4, 6};
+  CHECK(quota_consume_all(engine, limits, lengths, 2, TEXT("u"), 2, &r, &deciding) == QUOTA_OK);
+  CHECK(r.allowed == 1 && deciding == 1 && r.remaining == 0);
+  CHECK(quota_consume_all(engine, limits, lengths, 2, TEXT("u"), 1, &r, &deciding) == QUOTA_OK);
+  CHECK(r.allowed == 0 && deciding == 1 && r.denied == 1);
+  CHECK(quota_check(engine, TEXT("hour"), TEXT("u"), 1, &r) == QUOTA_OK);
+  CHECK(r.remaining == 3); /* the denied consume_all recorded nothing on hour */
+  CHECK(quota_refund(engine, TEXT("minute"), TEXT("u"), 1, &r) == QUOTA_OK);
+  CHECK(r.allowed == 1 && r.remaining == 1);
+  CHECK(quota_consume_all(engine, NULL, NULL, 0, TEXT("u"), 1, &r, NULL) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_refund(engine, TEXT("nope"), TEXT("u"), 1, &r) == QUOTA_ERROR_UNKNOWN_LIMIT);
+  quota_close(engine);
+}
+
 static void test_errors(void) {
   quota_engine* engine = open_engine("errors.db");
   quota_result r = {7, 7, 7, 7, 7, 7};
@@ -256,11 +280,13 @@ int main(int argc, char** argv) {
   }
   test_names_and_defaults();
   test_operations();
+  test_refund_and_consume_all();
   test_errors();
   test_threads();
 
   static const char* const files[] = {"operations.db",     "operations.db-wal", "operations.db-shm",
                                       "errors.db",         "errors.db-wal",     "errors.db-shm",
+                                      "policies.db",       "policies.db-wal",   "policies.db-shm",
                                       "not-a-database.txt"};
   for (size_t i = 0; i < sizeof files / sizeof files[0]; ++i) unlink(path_in_scratch(files[i]));
   CHECK(rmdir(scratch) == 0);

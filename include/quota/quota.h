@@ -193,6 +193,23 @@ QUOTA_API int quota_record(quota_engine* engine, const char* limit, size_t limit
 QUOTA_API int quota_reset(quota_engine* engine, const char* limit, size_t limit_length,
                           const char* owner, size_t owner_length, quota_result* result);
 
+/* refund: gives back up to `cost` units of usage (never below zero) and answers like a check
+ * of cost 1. A consume of a shadow-mode limit that enforcing would have denied answers
+ * allowed == 1 with reason != QUOTA_REASON_OK. */
+QUOTA_API int quota_refund(quota_engine* engine, const char* limit, size_t limit_length,
+                           const char* owner, size_t owner_length, int64_t cost,
+                           quota_result* result);
+
+/* consume_all: consumes `cost` from the `count` limits limits[i] (limit_lengths[i] bytes
+ * each) at once, allowed only if every one allows; if one denies, nothing is recorded
+ * anywhere and only the deciding limit counts the denial. *result is the deciding limit's
+ * answer and *deciding (may be NULL) its index in `limits`: the denying limit with the
+ * longest wait (-1 longest), or when all allow the one with the fewest units left. */
+QUOTA_API int quota_consume_all(quota_engine* engine, const char* const* limits,
+                                const size_t* limit_lengths, size_t count, const char* owner,
+                                size_t owner_length, int64_t cost, quota_result* result,
+                                size_t* deciding);
+
 /* The message of the last call on this thread that failed, as NUL-terminated UTF-8; "" after
  * a call that returned QUOTA_OK. Valid until the next quota_* call on this thread. */
 QUOTA_API const char* quota_last_error(void);
