@@ -23,8 +23,7 @@ using detail::Operation;
 
 constexpr std::int64_t T = 1'700'000'000'000;
 
-constexpr Algorithm kAlgorithms[] = {Algorithm::sliding_log, Algorithm::fixed_window,
-                                     Algorithm::sliding_window, Algorithm::token_bucket};
+constexpr const auto& kAlgorithms = kAllAlgorithms;
 
 // What one run of a statement gave: a row, no row, or an error.
 struct Answer {

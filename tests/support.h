@@ -29,6 +29,9 @@ struct ManualClock {
   std::int64_t get() const { return now->load(); }
 };
 
+inline constexpr Algorithm kAllAlgorithms[] = {Algorithm::sliding_log, Algorithm::fixed_window,
+                                               Algorithm::sliding_window, Algorithm::token_bucket};
+
 // A limit of `algorithm`, `maximum` per `period_ms`.
 Limit make_limit(const std::string& name, Algorithm algorithm = Algorithm::sliding_log,
                  std::int64_t maximum = 3, std::int64_t period_ms = 1000);

@@ -77,16 +77,9 @@ void declare_limit_set(CLI::App& command, Arguments& arguments) {
 }
 
 void declare_consume(CLI::App& command, Arguments& arguments) {
-  command
-      .add_option("NAME", arguments.limit,
-                  "the limit's name, or several joined by commas (a,b): all must allow")
-      ->required()
-      ->type_name("");
-  command.add_option("OWNER", arguments.owner, "whom the limit counts: a user id, IP, e-mail...")
-      ->required()
-      ->type_name("");
-  command.add_option("--cost", arguments.cost, "units this request uses (default 1)")
-      ->type_name("N");
+  declare_request(command, arguments);
+  command.get_option("NAME")->description(
+      "the limit's name, or several joined by commas (a,b): all must allow");
 }
 
 void declare_override_owner(CLI::App& command, Arguments& arguments) {
