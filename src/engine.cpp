@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "busy.h"
 #include "gc.h"
@@ -261,6 +262,27 @@ struct Engine::Impl {
 
   void start(bool file_database) {
     busy.install(db.getHandle());
+    // Openers of a new file meet while it is still in rollback-journal mode: one switching
+    // it to WAL or migrating while another holds a read lock. SQLite then answers SQLITE_BUSY
+    // at once, without calling the busy handler, to avoid a deadlock. Every step below is
+    // safe to run again (migrations re-check inside their write transaction), so on its own
+    // connection the engine starts over, until the busy timeout has passed.
+    const auto deadline = std::chrono::steady_clock::now() + options.busy_timeout;
+    for (int attempt = 0;; ++attempt) {
+      try {
+        start_once(file_database);
+        return;
+      } catch (const Error& error) {
+        const bool retry = owned && error.code() == ErrorCode::busy &&
+                           sqlite3_get_autocommit(db.getHandle()) != 0 &&
+                           std::chrono::steady_clock::now() < deadline;
+        if (!retry) throw;
+        std::this_thread::sleep_for(detail::BusyHandler::pause(detail::BusyHandler::kYields + attempt));
+      }
+    }
+  }
+
+  void start_once(bool file_database) {
     try {
       // Reading the header first: a file that is not a database fails here, unchanged.
       db.exec("SELECT count(*) FROM sqlite_schema");
