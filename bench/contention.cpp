@@ -36,6 +36,10 @@ quota::Options fixed_clock_options() {
 // One process: waits until `start_fd` is closed by the parent, then consumes for the budget.
 Measurement contend(const std::string& path, BusyWait wait, const Budget& budget, int start_fd) {
   SQLite::Database db(path, kOpenFlags);
+  // Even this first statement reads the schema, which can meet the other process's lock
+  // (e.g. its WAL checkpoint): wait as an application would, until the engine installs its
+  // own handler.
+  sqlite3_busy_timeout(db.getHandle(), static_cast<int>(kBusyTimeout.count()));
   db.exec("PRAGMA synchronous = NORMAL");
   quota::Engine engine{db, fixed_clock_options()};
   if (wait == BusyWait::sqlite_busy_timeout) {
