@@ -177,7 +177,7 @@ TEST_CASE("4 processes of 3 threads on one file admit exactly the maximum, many 
 
 // --- busy -------------------------------------------------------------------------------------
 
-TEST_CASE("the busy handler yields first, then backs off to at most 1 ms a pause",
+TEST_CASE("the busy handler yields first, then backs off to at most 128 us a pause",
           "[concurrency][busy]") {
   using detail::BusyHandler;
   for (int attempt = 0; attempt < BusyHandler::kYields; ++attempt) {

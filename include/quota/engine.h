@@ -54,7 +54,7 @@ struct Options {
   // with ErrorCode::not_migrated (quotactl uses this for every command but migrate).
   bool migrate = true;
   // How long an operation waits for a lock held by another connection before failing with
-  // ErrorCode::busy. The wait retries promptly (yields, then sleeps of at most 1 ms) rather
+  // ErrorCode::busy. The wait retries promptly (yields, then sleeps of at most 128 us) rather
   // than with SQLite's coarse default steps.
   std::chrono::milliseconds busy_timeout{5000};
   // Where "now" comes from; tests and `quotactl --now` inject a fixed or simulated clock.
