@@ -17,8 +17,8 @@ void BusyHandler::install(sqlite3* db) const {
 
 std::chrono::microseconds BusyHandler::pause(int attempt) {
   if (attempt < kYields) return std::chrono::microseconds(0);
-  const int doublings = std::min(attempt - kYields, 3);
-  return std::chrono::microseconds(16 << doublings);  // 16 us .. 128 us
+  const int doublings = std::min(attempt - kYields, 16);  // bounded, so the shift cannot overflow
+  return std::min(std::chrono::microseconds(16 << doublings), kLongestPause);
 }
 
 int BusyHandler::on_busy(void* timeout_ms, int attempt) {

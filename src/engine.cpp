@@ -65,8 +65,8 @@ Error translate(const SQLite::Exception& error, std::chrono::milliseconds busy_t
       return Error(ErrorCode::invalid_argument,
                    "the database refused a value (" + what + "): check the arguments");
     case SQLITE_CORRUPT:
-      return Error(ErrorCode::io, "the database file is corrupt (" + what +
-                                      "): restore it from a backup");
+      return Error(ErrorCode::io,
+                   "the database file is corrupt (" + what + "): restore it from a backup");
     case SQLITE_READONLY:
       return Error(ErrorCode::io,
                    "the database cannot be written (" + what +
@@ -116,8 +116,7 @@ struct Prepared {
 
 void bind_text(sqlite3_stmt* statement, int index, std::string_view text) {
   if (index == 0) return;
-  sqlite3_bind_text(statement, index, text.data(), static_cast<int>(text.size()),
-                    SQLITE_STATIC);
+  sqlite3_bind_text(statement, index, text.data(), static_cast<int>(text.size()), SQLITE_STATIC);
 }
 
 void bind_integer(sqlite3_stmt* statement, int index, std::int64_t value) {
@@ -171,8 +170,8 @@ class OperationSavepoint {
     if (open_) {
       // A destructor never throws; if even the rollback fails, the connection reports it at
       // the next statement.
-      sqlite3_exec(db_.getHandle(), "ROLLBACK TO quota_operation; RELEASE quota_operation",
-                   nullptr, nullptr, nullptr);
+      sqlite3_exec(db_.getHandle(), "ROLLBACK TO quota_operation; RELEASE quota_operation", nullptr,
+                   nullptr, nullptr);
     }
   }
   OperationSavepoint(const OperationSavepoint&) = delete;
@@ -277,7 +276,8 @@ struct Engine::Impl {
                            sqlite3_get_autocommit(db.getHandle()) != 0 &&
                            std::chrono::steady_clock::now() < deadline;
         if (!retry) throw;
-        std::this_thread::sleep_for(detail::BusyHandler::pause(detail::BusyHandler::kYields + attempt));
+        std::this_thread::sleep_for(
+            detail::BusyHandler::pause(detail::BusyHandler::kYields + attempt));
       }
     }
   }
@@ -427,9 +427,8 @@ struct Engine::Impl {
     const Request request{limit, owner, cost, now()};
     OperationSavepoint savepoint(db);
     const bool refused = limit_hooks->before_consume && !limit_hooks->before_consume(request);
-    const Result result =
-        refused ? hook_denial(request) : run_at(Operation::consume, limit, owner, cost,
-                                                request.now_ms);
+    const Result result = refused ? hook_denial(request)
+                                  : run_at(Operation::consume, limit, owner, cost, request.now_ms);
     after_decision(*limit_hooks, limit_hooks->after_consume, request, result);
     savepoint.release();
     return result;
@@ -508,8 +507,8 @@ Engine Engine::open(const std::string& path, Options options) {
   }
   std::unique_ptr<SQLite::Database> database;
   try {
-    const int flags = SQLite::OPEN_READWRITE | (options.create ? SQLite::OPEN_CREATE : 0) |
-                      SQLITE_OPEN_NOMUTEX;
+    const int flags =
+        SQLite::OPEN_READWRITE | (options.create ? SQLite::OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX;
     database = std::make_unique<SQLite::Database>(path, flags);
   } catch (const SQLite::Exception& error) {
     throw Error(ErrorCode::io, fmt::format("cannot open database '{}' ({}): check the path and "
@@ -533,12 +532,13 @@ void Engine::define(const Limit& limit) {
     // Same algorithm: the owners' rows stay and are read with the new numbers from their
     // next operation on (a window row written under another period counts in the window
     // that holds its seen_ms). Another algorithm: quota_limits' trigger discards the state.
-    SQLite::Statement upsert(impl_->db,
-                             "INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst, "
-                             "shadow) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
-                             "algorithm = excluded.algorithm, maximum = excluded.maximum, "
-                             "period_ms = excluded.period_ms, burst = excluded.burst, "
-                             "shadow = excluded.shadow");
+    SQLite::Statement upsert(
+        impl_->db,
+        "INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst, "
+        "shadow) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+        "algorithm = excluded.algorithm, maximum = excluded.maximum, "
+        "period_ms = excluded.period_ms, burst = excluded.burst, "
+        "shadow = excluded.shadow");
     upsert.bind(1, limit.name);
     upsert.bind(2, std::string(to_string(limit.algorithm)));
     upsert.bind(3, static_cast<int64_t>(limit.maximum));
