@@ -1,11 +1,13 @@
--- The complete current quota schema (schema version 3), readable on its own.
+-- The complete current quota schema (schema version 4), readable on its own.
 -- Migrating an empty database with the migrations in migrations/ yields exactly this schema
 -- (tests/schema_test.cpp proves it); apply this file only to inspect or document it, and use
 -- `quotactl migrate` (or Engine::open) to create real databases, so that quota_migrations
 -- records the version.
 --
 -- quota schema: limits, per-owner state, the sliding log, resets, usage (migration 0001); new
--- owners created through a request queue (migration 0002).
+-- owners created through a request queue (migration 0002); overrides, shadow mode and refunds
+-- (migration 0003); the state tables keyed by owner first, the per-owner rows in rowid tables
+-- (migration 0004).
 --
 -- Every object is named quota_* so that it can live in an application's own database file.
 -- Times are milliseconds since the Unix epoch (64-bit integers) everywhere.
@@ -121,9 +123,10 @@ CREATE TABLE quota_windows (
   last_reason         TEXT,
   last_remaining      INTEGER,
   last_retry_after_ms INTEGER,
-  last_reset_at_ms    INTEGER, shadow_denied INTEGER DEFAULT 0 CHECK (shadow_denied >= 0),
-  PRIMARY KEY (limit_name, owner)
-) STRICT, WITHOUT ROWID;
+  last_reset_at_ms    INTEGER,
+  shadow_denied       INTEGER DEFAULT 0 CHECK (shadow_denied >= 0),
+  UNIQUE (owner, limit_name)
+) STRICT;
 
 CREATE TABLE quota_log_owners (
   limit_name          TEXT    NOT NULL,
@@ -140,9 +143,11 @@ CREATE TABLE quota_log_owners (
   last_reason         TEXT,
   last_remaining      INTEGER,
   last_retry_after_ms INTEGER,
-  last_reset_at_ms    INTEGER, shadow_denied INTEGER DEFAULT 0 CHECK (shadow_denied >= 0), refunded INTEGER CHECK (refunded >= 0),
-  PRIMARY KEY (limit_name, owner)
-) STRICT, WITHOUT ROWID;
+  last_reset_at_ms    INTEGER,
+  shadow_denied       INTEGER DEFAULT 0 CHECK (shadow_denied >= 0),
+  refunded            INTEGER CHECK (refunded >= 0),
+  UNIQUE (owner, limit_name)
+) STRICT;
 
 CREATE TABLE quota_log (
   limit_name TEXT    NOT NULL,
@@ -150,7 +155,7 @@ CREATE TABLE quota_log (
   at_ms      INTEGER NOT NULL,
   cost       INTEGER NOT NULL CHECK (cost >= 1),
   total      INTEGER NOT NULL CHECK (total >= cost),
-  PRIMARY KEY (limit_name, owner, at_ms)
+  PRIMARY KEY (owner, limit_name, at_ms)
 ) STRICT, WITHOUT ROWID;
 
 CREATE TABLE quota_buckets (
@@ -167,9 +172,10 @@ CREATE TABLE quota_buckets (
   last_reason         TEXT,
   last_remaining      INTEGER,
   last_retry_after_ms INTEGER,
-  last_reset_at_ms    INTEGER, shadow_denied INTEGER DEFAULT 0 CHECK (shadow_denied >= 0),
-  PRIMARY KEY (limit_name, owner)
-) STRICT, WITHOUT ROWID;
+  last_reset_at_ms    INTEGER,
+  shadow_denied       INTEGER DEFAULT 0 CHECK (shadow_denied >= 0),
+  UNIQUE (owner, limit_name)
+) STRICT;
 
 CREATE TABLE quota_resets (
   limit_name TEXT    NOT NULL,

@@ -150,17 +150,17 @@ constexpr const char* kDeadBucket = R"(
 // A table that gc sweeps.
 struct Sweep {
   const char* table;
-  std::vector<std::string> key;  // its primary key's columns, in order
+  std::vector<std::string> key;  // its unique key's columns, in the index's order
   std::string dead;
 };
 
 const std::vector<Sweep>& sweeps() {
   static const std::vector<Sweep> all{
       // Events first: the owners they leave without events then go in the same gc.
-      {"quota_log", {"limit_name", "owner", "at_ms"}, kDeadEvent},
-      {"quota_log_owners", {"limit_name", "owner"}, kDeadLogOwner},
-      {"quota_windows", {"limit_name", "owner"}, kDeadWindow},
-      {"quota_buckets", {"limit_name", "owner"},
+      {"quota_log", {"owner", "limit_name", "at_ms"}, kDeadEvent},
+      {"quota_log_owners", {"owner", "limit_name"}, kDeadLogOwner},
+      {"quota_windows", {"owner", "limit_name"}, kDeadWindow},
+      {"quota_buckets", {"owner", "limit_name"},
        fmt::format(fmt::runtime(kDeadBucket),
                    fmt::arg("start", bucket_start("s.level", "s.period_ms", "l.period_ms",
                                                   "l.burst")))},

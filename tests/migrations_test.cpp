@@ -249,6 +249,82 @@ TEST_CASE("a database at version 1 is upgraded in place and keeps every owner's 
   CHECK(RawDb(path).integer("SELECT count(*) FROM quota_new_owners") == 0);
 }
 
+TEST_CASE("a database at version 3 is upgraded to tables keyed by owner, every row kept",
+          "[migrations]") {
+  TempDir dir;
+  const std::string path = dir.file("quota.db");
+  const auto& built_in = detail::built_in_migrations();
+  REQUIRE(built_in.size() >= 4);
+  REQUIRE(built_in[3].version == 4);
+  const std::vector<std::string> tables = {"quota_windows", "quota_log_owners", "quota_log",
+                                           "quota_buckets"};
+  auto dump = [&](RawDb& raw) {
+    std::vector<std::vector<std::string>> rows;
+    for (const std::string& table : tables) {
+      for (auto& row : raw.rows("SELECT * FROM " + table + " ORDER BY limit_name, owner")) {
+        row.insert(row.begin(), table);
+        rows.push_back(std::move(row));
+      }
+    }
+    return rows;
+  };
+  std::vector<std::vector<std::string>> before;
+  {
+    // What a build with migrations 0001-0003 left behind: owners in every state table, a log
+    // with events, a denial and a shadow denial.
+    RawDb raw(path);
+    for (int i = 0; i < 3; ++i) {
+      raw.exec(built_in[i].sql);
+      raw.exec("INSERT INTO quota_migrations VALUES (" + std::to_string(built_in[i].version) +
+               ", '" + std::string(built_in[i].name) + "', '" + built_in[i].checksum + "', 0)");
+    }
+    raw.exec("INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst) VALUES"
+             " ('log', 'sliding_log', 2, 1000, NULL), ('window', 'fixed_window', 2, 1000, NULL),"
+             " ('bucket', 'token_bucket', 2, 1000, 2)");
+    raw.exec(
+        "INSERT INTO quota_windows (limit_name, owner, maximum, period_ms, used, previous_used,"
+        " denied, window_key, seen_ms, shadow_denied) VALUES"
+        " ('window', 'old', 2, 1000, 2, 0, 3, 5000, 5000000, 1),"
+        " ('window', 'b', 2, 1000, 1, 0, 0, 5000, 5000001, 0)");
+    raw.exec(
+        "INSERT INTO quota_log_owners (limit_name, owner, maximum, period_ms, total,"
+        " newest_at_ms, recorded, denied, seen_ms) VALUES"
+        " ('log', 'old', 2, 1000, 2, 5000050, 0, 1, 5000050)");
+    raw.exec("INSERT INTO quota_log (limit_name, owner, at_ms, cost, total) VALUES"
+             " ('log', 'old', 5000010, 1, 1), ('log', 'old', 5000050, 1, 2)");
+    raw.exec(
+        "INSERT INTO quota_buckets (limit_name, owner, maximum, period_ms, burst, level, denied,"
+        " seen_ms) VALUES ('bucket', 'old', 2, 1000, 2, 0, 0, 5000000)");
+    before = dump(raw);
+  }
+  REQUIRE(before.size() == 6);
+  ManualClock clock;
+  clock.set(5'000'100);
+  {
+    Engine engine = Engine::open(path, options_with(clock));
+    CHECK(engine.schema_version() == detail::latest_version());
+  }
+  RawDb raw(path);
+  CHECK(dump(raw) == before);
+  CHECK(raw.rows("PRAGMA integrity_check")[0][0] == "ok");
+  for (const std::string table : {"quota_windows", "quota_log_owners", "quota_buckets"}) {
+    CAPTURE(table);
+    CHECK(raw.integer("SELECT count(*) FROM pragma_index_list('" + table +
+                      "') WHERE \"unique\" AND origin = 'u'") == 1);
+  }
+  CHECK(raw.rows("SELECT name FROM pragma_table_info('quota_log') WHERE pk > 0 ORDER BY pk") ==
+        std::vector<std::vector<std::string>>{{"owner"}, {"limit_name"}, {"at_ms"}});
+
+  // The owners keep their state: each of them is at its limit.
+  Engine engine = Engine::open(path, options_with(clock));
+  for (const char* limit : {"log", "window", "bucket"}) {
+    CAPTURE(limit);
+    CHECK(engine.consume(limit, "old").reason == Reason::rate_limited);
+    CHECK(engine.consume(limit, "new", 2).remaining == 0);
+  }
+  CHECK(engine.consume("window", "b").remaining == 0);
+}
+
 TEST_CASE("a migration that fails leaves the database as it was", "[migrations]") {
   TempDir dir;
   const std::string path = dir.file("app.db");
