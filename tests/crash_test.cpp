@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -118,23 +119,38 @@ TEST_CASE("SIGKILL at random moments: the file stays intact and every reported c
   }
 }
 
-// Opens `path` on a connection of the test's own, with a progress handler that kills the
-// process after `steps` virtual-machine steps, and migrates through Engine{db}.
+// Opens `path` on a connection of the test's own and migrates it through Engine{db}, with a
+// progress handler that kills the process at SQLite's `kill_at`-th progress check (never for
+// 0); returns the checks taken. SQLite counts a handler's N steps within each statement, so a
+// kill "after N steps" would land only in a statement of N steps or more, never in a later
+// migration made of smaller statements: the handler runs at every check and counts them
+// across statements itself.
+int migrate_counting_checks(const std::string& path, int kill_at, bool wal) {
+  struct Checks {
+    int seen = 0;
+    int kill_at = 0;
+  } checks{0, kill_at};
+  SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+  db.exec(wal ? "PRAGMA journal_mode = WAL" : "PRAGMA journal_mode = DELETE");
+  db.exec("PRAGMA synchronous = FULL");
+  sqlite3_progress_handler(
+      db.getHandle(), 1,
+      [](void* data) -> int {
+        auto* checks = static_cast<Checks*>(data);
+        if (++checks->seen == checks->kill_at) raise(SIGKILL);
+        return 0;
+      },
+      &checks);
+  Options options;
+  options.clock = [] { return T; };
+  { Engine engine(db, options); }
+  sqlite3_progress_handler(db.getHandle(), 0, nullptr, nullptr);
+  return checks.seen;
+}
+
 [[noreturn]] void migrate_and_die_after(const std::string& path, int steps, bool wal) {
   try {
-    SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-    db.exec(wal ? "PRAGMA journal_mode = WAL" : "PRAGMA journal_mode = DELETE");
-    db.exec("PRAGMA synchronous = FULL");
-    sqlite3_progress_handler(
-        db.getHandle(), steps,
-        [](void*) -> int {
-          raise(SIGKILL);
-          return 0;
-        },
-        nullptr);
-    Options options;
-    options.clock = [] { return T; };
-    Engine engine(db, options);
+    migrate_counting_checks(path, steps, wal);
     _exit(0);  // the migration finished before the kill
   } catch (...) {
     _exit(4);
@@ -169,10 +185,17 @@ TEST_CASE(
   // What the file holds at each version reached: the first state seen at that version, which
   // every later kill that stops there must reproduce exactly.
   std::map<std::int64_t, std::string> at_version{{0, dump(application)}};
+  // The checks a whole migration takes, so that kills can be spread over all of it.
+  copy_database(application, path);
+  const std::string counted = text_of_child(
+      [&] { return std::to_string(migrate_counting_checks(path, /*kill_at*/ 0, wal)); });
+  CAPTURE(counted);
+  const int stride = std::max(std::stoi(counted) / 64, 1);
   int killed = 0;
   // Each round migrates a fresh copy of the application's database and kills it after 1, 2,
-  // 4, 7, 11... steps (each half again as many), until a child gets through.
-  for (int steps = 1;; steps = steps * 3 / 2 + 1) {
+  // 4, 8... steps, then every 1/64 of the whole migration on, until a child gets through: a
+  // migration that takes more than 1/64 of all the checks is killed inside at least once.
+  for (int steps = 1;; steps = steps < stride ? steps * 2 : steps + stride) {
     CAPTURE(steps);
     copy_database(application, path);
     const int pid = fork_child([&]() -> int { migrate_and_die_after(path, steps, wal); });
