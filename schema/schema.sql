@@ -1,4 +1,4 @@
--- The complete current quota schema (schema version 4), readable on its own.
+-- The complete current quota schema (schema version 5), readable on its own.
 -- Migrating an empty database with the migrations in migrations/ yields exactly this schema
 -- (tests/schema_test.cpp proves it); apply this file only to inspect or document it, and use
 -- `quotactl migrate` (or Engine::open) to create real databases, so that quota_migrations
@@ -7,7 +7,7 @@
 -- quota schema: limits, per-owner state, the sliding log, resets, usage (migration 0001); new
 -- owners created through a request queue (migration 0002); overrides, shadow mode and refunds
 -- (migration 0003); the state tables keyed by owner first, the per-owner rows in rowid tables
--- (migration 0004).
+-- (migration 0004); the sliding log pruned in batches (migration 0005).
 --
 -- Every object is named quota_* so that it can live in an application's own database file.
 -- Times are milliseconds since the Unix epoch (64-bit integers) everywhere.
@@ -67,9 +67,9 @@
 --   running sum of cost up to and including that row, so that the usage of any suffix of the
 --   log is one subtraction. quota_log_owners holds, per owner, total (the running sum so
 --   far), newest_at_ms (the newest row's at_ms) and recorded (units the latest request
---   recorded; its trigger appends them to quota_log and prunes rows that no longer count).
---   Usage at t is total minus the total before the first row with at_ms > t - period_ms.
---   The running sum starts again from zero whenever nothing is live.
+--   recorded; its trigger appends them to quota_log and prunes rows that no longer count, in
+--   batches: migration 0005). Usage at t is total minus the total before the first row with
+--   at_ms > t - period_ms. The running sum starts again from zero whenever nothing is live.
 --
 -- quota_buckets (token_bucket): the owner's bucket. level is its tokens times period_ms, an
 --   integer, so that a refill of maximum tokens per period_ms adds exactly maximum units per
@@ -255,11 +255,10 @@ WHEN NEW.state_table = 'quota_buckets' BEGIN
   DELETE FROM quota_new_owners WHERE rowid = NEW.rowid;
 END;
 
--- The log of a sliding_log owner: what the latest request recorded becomes a row at
--- newest_at_ms (merged into the row of the same millisecond), and rows that expired by then
--- are deleted, so a request costs the same whether the limit is 10 or 100,000.
--- Example: period 1000, rows at 100, 900, 1500; recording at 2050 deletes 100 and 900
--- (<= 1050) and keeps 1500 and 2050.
+-- The log of a sliding_log owner: what the latest request recorded becomes an event at
+-- newest_at_ms (merged into the event of the same millisecond); the events that expired by
+-- then are deleted when newest_at_ms enters a new prune interval or the running total
+-- restarts, so the log holds the events of at most period_ms plus one interval.
 CREATE TRIGGER quota_log_owners_record AFTER UPDATE ON quota_log_owners
 WHEN NEW.recorded > 0 BEGIN
   INSERT INTO quota_log (limit_name, owner, at_ms, cost, total)
@@ -267,7 +266,11 @@ WHEN NEW.recorded > 0 BEGIN
   ON CONFLICT (limit_name, owner, at_ms) DO UPDATE SET
     cost = cost + excluded.cost, total = excluded.total;
   DELETE FROM quota_log
-  WHERE limit_name = NEW.limit_name AND owner = NEW.owner
+  WHERE (NEW.total = NEW.recorded
+         OR NEW.newest_at_ms / max(min(NEW.period_ms / 4, NEW.period_ms * 32 / NEW.maximum), 1)
+            IS NOT OLD.newest_at_ms
+                   / max(min(NEW.period_ms / 4, NEW.period_ms * 32 / NEW.maximum), 1))
+    AND limit_name = NEW.limit_name AND owner = NEW.owner
     AND at_ms <= NEW.newest_at_ms - NEW.period_ms;
 END;
 

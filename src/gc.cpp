@@ -19,8 +19,9 @@
 //   An event (quota_log) with at_ms <= max(now, seen_ms) - period_ms. The decision counts
 //     usage from the first event with at_ms > t - period_ms (the owner's running total minus
 //     that event's total before it), and the wait after a denial from that event on: an
-//     expired event is never read again. (The record trigger deletes it too, at the owner's
-//     next record.)
+//     expired event is never read again. (The record trigger deletes it too, in batches:
+//     at the latest at the owner's first record one prune interval after it expired,
+//     migrations/0005_log_prune.sql.)
 //   A sliding_log owner (quota_log_owners) with no events left, denied = 0 and
 //     seen_ms <= now. Without events its usage is 0 at every t and its next record restarts
 //     the running total from zero; t, denied and every answer are those of a new owner.
