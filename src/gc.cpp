@@ -68,8 +68,6 @@
 // go in the same gc.
 #include "gc.h"
 
-#include "statements.h"
-
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Exception.h>
 #include <fmt/format.h>
@@ -79,6 +77,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "statements.h"
 
 namespace quota::detail {
 namespace {
@@ -161,10 +161,11 @@ const std::vector<Sweep>& sweeps() {
       {"quota_log", {"owner", "limit_name", "at_ms"}, kDeadEvent},
       {"quota_log_owners", {"owner", "limit_name"}, kDeadLogOwner},
       {"quota_windows", {"owner", "limit_name"}, kDeadWindow},
-      {"quota_buckets", {"owner", "limit_name"},
-       fmt::format(fmt::runtime(kDeadBucket),
-                   fmt::arg("start", bucket_start("s.level", "s.period_ms", "l.period_ms",
-                                                  "l.burst")))},
+      {"quota_buckets",
+       {"owner", "limit_name"},
+       fmt::format(
+           fmt::runtime(kDeadBucket),
+           fmt::arg("start", bucket_start("s.level", "s.period_ms", "l.period_ms", "l.burst")))},
   };
   return all;
 }
