@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "busy.h"
+#include "checkpoint.h"
 #include "gc.h"
 #include "migrations.h"
 #include "statements.h"
@@ -270,6 +271,7 @@ struct Engine::Impl {
     for (int attempt = 0;; ++attempt) {
       try {
         start_once(file_database);
+        detail::install_checkpoint(db.getHandle());
         return;
       } catch (const Error& error) {
         const bool retry = owned && error.code() == ErrorCode::busy &&

@@ -1,0 +1,55 @@
+#include "checkpoint.h"
+
+#include <cstdint>
+
+#include "busy.h"
+
+namespace quota::detail {
+
+namespace {
+
+// The connection whose last restart was refused on this thread, and until when it rests.
+thread_local sqlite3* refused_connection = nullptr;
+thread_local std::chrono::steady_clock::time_point refused_until;
+
+int on_commit(void* threshold, sqlite3* db, const char* schema, int pages) {
+  if (pages < static_cast<int>(reinterpret_cast<std::intptr_t>(threshold))) return SQLITE_OK;
+  const auto now = std::chrono::steady_clock::now();
+  if (db == refused_connection && now < refused_until) return SQLITE_OK;
+  int status;
+  int wal_pages = -1;  // stays -1 when another connection is checkpointing: nothing refused
+  {
+    const BusyHandler::WaitLimit limit(kRestartWait);
+    status = sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_RESTART, &wal_pages, nullptr);
+  }
+  if (status == SQLITE_BUSY && wal_pages >= 0) {
+    refused_connection = db;
+    refused_until = now + kRestartBackoff;
+  }
+  // The commit has succeeded whatever the checkpoint did; as with SQLite's own, a checkpoint
+  // that failed is left to a later commit.
+  return SQLITE_OK;
+}
+
+// PRAGMA wal_autocheckpoint: the threshold of SQLite's own automatic checkpoint, 0 when it is
+// off or another hook replaced it.
+int automatic_checkpoint_threshold(sqlite3* db) {
+  sqlite3_stmt* statement = nullptr;
+  if (sqlite3_prepare_v2(db, "PRAGMA wal_autocheckpoint", -1, &statement, nullptr) != SQLITE_OK) {
+    return 0;
+  }
+  const int threshold =
+      sqlite3_step(statement) == SQLITE_ROW ? sqlite3_column_int(statement, 0) : 0;
+  sqlite3_finalize(statement);
+  return threshold;
+}
+
+}  // namespace
+
+void install_checkpoint(sqlite3* db) {
+  const int threshold = automatic_checkpoint_threshold(db);
+  if (threshold <= 0) return;
+  sqlite3_wal_hook(db, &on_commit, reinterpret_cast<void*>(static_cast<std::intptr_t>(threshold)));
+}
+
+}  // namespace quota::detail
