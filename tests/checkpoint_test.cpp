@@ -1,0 +1,153 @@
+// The engine's automatic checkpoint (src/checkpoint.h): the WAL is started over at the
+// connection's wal_autocheckpoint threshold even while other processes keep writing; a
+// connection whose automatic checkpoint is off stays so; a reader that pins the WAL delays
+// the restart without failing a consume; a wait limit cuts a wait short on its thread only.
+#include "checkpoint.h"
+
+#include <SQLiteCpp/Database.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "busy.h"
+#include "support.h"
+
+namespace quota::test {
+namespace {
+
+constexpr std::int64_t kPageSize = 4096;  // SQLite's default
+
+// A file with one fixed_window limit of 1,000,000 a day, made by Engine::open (WAL mode).
+void define_counter(const std::string& path) {
+  Engine engine = Engine::open(path, options_with(ManualClock()));
+  engine.define(make_limit("counter", Algorithm::fixed_window, 1'000'000, 86'400'000));
+}
+
+// The application's own connection with `PRAGMA wal_autocheckpoint = threshold` before the
+// Engine is built on it, as the bench's contending processes build theirs.
+struct AppConnection {
+  explicit AppConnection(const std::string& path, int threshold)
+      : db(path, SQLite::OPEN_READWRITE) {
+    db.exec("PRAGMA synchronous = NORMAL");
+    db.exec("PRAGMA wal_autocheckpoint = " + std::to_string(threshold));
+  }
+  SQLite::Database db;
+};
+
+std::int64_t wal_size(const std::string& path) {
+  const std::string wal = path + "-wal";
+  return std::filesystem::exists(wal) ? static_cast<std::int64_t>(std::filesystem::file_size(wal))
+                                      : 0;
+}
+
+TEST_CASE("the WAL stays bounded while two processes keep consuming", "[checkpoint]") {
+  // Regression: SQLite's automatic checkpoint (PASSIVE) never started the WAL over while two
+  // processes kept committing, so it grew without limit (to 190 MB in 2 s in quota-bench's
+  // contention case).
+  TempDir dir;
+  const std::string path = dir.file("quota.db");
+  define_counter(path);
+  constexpr int kThreshold = 100, kConsumes = 4000;
+  int start[2];
+  REQUIRE(pipe(start) == 0);
+  int children[2];
+  for (int& child : children) {
+    child = fork_child([&] {
+      close(start[1]);
+      AppConnection app(path, kThreshold);
+      Engine engine(app.db, options_with(ManualClock()));
+      char byte;
+      while (read(start[0], &byte, 1) > 0) {
+      }
+      for (int i = 0; i < kConsumes; ++i) {
+        if (!engine.consume("counter", "shared").allowed) return 1;
+      }
+      return 0;
+    });
+  }
+  close(start[0]);
+  // Open while the children run, so that the last of them to close does not remove the WAL.
+  RawDb keeper(path);
+  REQUIRE(keeper.integer("SELECT count(*) FROM quota_limits") == 1);  // now it uses the WAL
+  close(start[1]);                                                    // both start now
+  for (const int child : children) CHECK(wait_child(child) == 0);
+  // About kThreshold pages, with room for a restart refused once (each commit adds a page or
+  // two); without the engine's checkpoint the WAL holds nearly every commit, 8,000 or more.
+  CHECK(wal_size(path) < 2'000 * kPageSize);
+  CHECK(keeper.integer("SELECT sum(used) FROM quota_windows") == 2 * kConsumes);
+}
+
+TEST_CASE("a connection whose automatic checkpoint is off keeps it off", "[checkpoint]") {
+  TempDir dir;
+  const std::string path = dir.file("quota.db");
+  define_counter(path);
+  AppConnection app(path, 0);
+  Engine engine(app.db, options_with(ManualClock()));
+  CHECK(app.db.execAndGet("PRAGMA wal_autocheckpoint").getInt() == 0);
+  for (int i = 0; i < 1'200; ++i) REQUIRE(engine.consume("counter", "u").allowed);
+  // Never checkpointed: the WAL holds every commit, past SQLite's default 1000 pages.
+  CHECK(wal_size(path) > 1'000 * kPageSize);
+}
+
+TEST_CASE("the engine's checkpoint starts the WAL over at the connection's threshold",
+          "[checkpoint]") {
+  TempDir dir;
+  const std::string path = dir.file("quota.db");
+  define_counter(path);
+  AppConnection app(path, 50);
+  Engine engine(app.db, options_with(ManualClock()));
+  // The engine's hook replaced SQLite's, which is what the pragma reports; setting it again
+  // would put SQLite's own back.
+  CHECK(app.db.execAndGet("PRAGMA wal_autocheckpoint").getInt() == 0);
+  for (int i = 0; i < 2'000; ++i) REQUIRE(engine.consume("counter", "u").allowed);
+  CHECK(wal_size(path) < 200 * kPageSize);
+}
+
+TEST_CASE("a reader that pins the WAL delays the restart but fails no consume", "[checkpoint]") {
+  TempDir dir;
+  const std::string path = dir.file("quota.db");
+  define_counter(path);
+  AppConnection app(path, 50);
+  Options options = options_with(ManualClock());
+  options.busy_timeout = std::chrono::milliseconds(100);
+  Engine engine(app.db, options);
+  RawDb reader(path);
+  reader.exec("BEGIN");
+  CHECK(reader.integer("SELECT count(*) FROM quota_limits") == 1);  // a snapshot, held
+  for (int i = 0; i < 300; ++i) REQUIRE(engine.consume("counter", "u").allowed);
+  CHECK(wal_size(path) > 200 * kPageSize);  // the reader kept every page
+  reader.exec("COMMIT");
+  // The restart is tried again within kRestartBackoff; then the WAL is started over.
+  std::this_thread::sleep_for(detail::kRestartBackoff);
+  const std::int64_t pinned = wal_size(path);
+  for (int i = 0; i < 2'000; ++i) REQUIRE(engine.consume("counter", "u").allowed);
+  CHECK(wal_size(path) < pinned + 10 * kPageSize);  // reused from its start, not grown
+  RawDb check(path);
+  CHECK(check.integer("SELECT sum(used) FROM quota_windows") == 2'300);
+}
+
+TEST_CASE("a wait limit cuts a wait short on its own thread only", "[checkpoint][busy]") {
+  TempDir dir;
+  const std::string path = dir.file("quota.db");
+  define_counter(path);
+  Engine engine = Engine::open(path, options_with(ManualClock()));  // the default 5 s timeout
+  RawDb holder(path);
+  holder.exec("BEGIN IMMEDIATE");
+  const auto started = std::chrono::steady_clock::now();
+  {
+    const detail::BusyHandler::WaitLimit limit(std::chrono::milliseconds(50));
+    CHECK_THROWS_AS(engine.consume("counter", "u"), Error);
+  }
+  CHECK(std::chrono::steady_clock::now() - started >= std::chrono::milliseconds(50));
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
+  holder.exec("ROLLBACK");
+  CHECK(engine.consume("counter", "u").allowed);
+}
+
+}  // namespace
+}  // namespace quota::test
