@@ -108,7 +108,9 @@ class QUOTA_API Engine {
   // Uses the application's own connection (which must be open read-write and must outlive
   // the Engine). Operations then take part in the application's transactions: a consume
   // inside an open transaction commits or rolls back with it. The journal mode is left as
-  // the application set it. Throws Error.
+  // the application set it. Like Engine::open, it installs on the connection the engine's
+  // busy handler and, unless `PRAGMA wal_autocheckpoint` is 0, its automatic WAL checkpoint
+  // (README "Embedding"); both stay after the Engine is gone. Throws Error.
   explicit Engine(SQLite::Database& database, Options options = {});
 
   Engine(Engine&&) noexcept;
