@@ -271,7 +271,7 @@ struct Engine::Impl {
     for (int attempt = 0;; ++attempt) {
       try {
         start_once(file_database);
-        detail::install_checkpoint(db.getHandle());
+        if (options.restart_checkpoint) detail::install_checkpoint(db.getHandle());
         return;
       } catch (const Error& error) {
         const bool retry = owned && error.code() == ErrorCode::busy &&
