@@ -180,6 +180,7 @@ quota::Options options_of(const quota_options* given) {
   }
   result.failure_policy =
       options.fail_open != 0 ? quota::FailurePolicy::fail_open : quota::FailurePolicy::fail_closed;
+  result.restart_checkpoint = options.restart_checkpoint != 0;
   if (options.on_error != nullptr) {
     result.on_error = [on_error = options.on_error,
                        context = options.on_error_context](const quota::Error& error) {
@@ -222,6 +223,7 @@ void quota_options_init_sized(quota_options* options, size_t size) {
   full.fail_open = defaults.failure_policy == quota::FailurePolicy::fail_open ? 1 : 0;
   full.on_error = nullptr;
   full.on_error_context = nullptr;
+  full.restart_checkpoint = defaults.restart_checkpoint ? 1 : 0;
   // Only the caller's bytes: a caller built against an older, shorter struct has no more.
   full.size = std::min(size, sizeof(quota_options));
   std::memcpy(options, &full, full.size);

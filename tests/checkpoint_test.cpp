@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "busy.h"
+#include "quota/quota.h"
 #include "support.h"
 
 namespace quota::test {
@@ -97,6 +98,50 @@ TEST_CASE("with restart_checkpoint the WAL stays bounded while two processes kee
   // About kThreshold pages, with room for a restart refused once (each commit adds a page or
   // two); without the engine's checkpoint the WAL holds nearly every commit, 8,000 or more.
   CHECK(wal_size(path) < 2'000 * kPageSize);
+  CHECK(keeper.integer("SELECT sum(used) FROM quota_windows") == 2 * kConsumes);
+}
+
+TEST_CASE("the C API's restart_checkpoint keeps the WAL bounded the same way",
+          "[checkpoint][c_api]") {
+  // quota_open's own connection, at SQLite's default threshold of 1000 pages: without the
+  // option the two processes' 2 x 8,000 commits would stay in the WAL.
+  TempDir dir;
+  const std::string path = dir.file("quota.db");
+  define_counter(path);
+  constexpr int kConsumes = 8000;
+  int start[2];
+  REQUIRE(pipe(start) == 0);
+  int children[2];
+  for (int& child : children) {
+    child = fork_child([&] {
+      close(start[1]);
+      quota_options options;
+      quota_options_init(&options);
+      if (options.restart_checkpoint != 0) return 2;  // off by default
+      options.restart_checkpoint = 1;
+      quota_engine* engine = nullptr;
+      if (quota_open(path.data(), path.size(), &options, &engine) != QUOTA_OK) return 3;
+      char byte;
+      while (read(start[0], &byte, 1) > 0) {
+      }
+      int status = 0;
+      for (int i = 0; i < kConsumes && status == 0; ++i) {
+        quota_result result;
+        if (quota_consume(engine, "counter", 7, "shared", 6, 1, &result) != QUOTA_OK ||
+            result.allowed != 1) {
+          status = 1;
+        }
+      }
+      quota_close(engine);
+      return status;
+    });
+  }
+  close(start[0]);
+  RawDb keeper(path);
+  REQUIRE(keeper.integer("SELECT count(*) FROM quota_limits") == 1);
+  close(start[1]);
+  for (const int child : children) CHECK(wait_child(child) == 0);
+  CHECK(wal_size(path) < 6'000 * kPageSize);
   CHECK(keeper.integer("SELECT sum(used) FROM quota_windows") == 2 * kConsumes);
 }
 
