@@ -11,7 +11,9 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -63,28 +65,24 @@ TEST_CASE("by default the engine leaves SQLite's automatic checkpoint alone", "[
   CHECK(engine.consume("counter", "u").allowed);
 }
 
-TEST_CASE("with restart_checkpoint the WAL stays bounded while two processes keep consuming",
-          "[checkpoint]") {
-  // SQLite's automatic checkpoint (PASSIVE) never starts the WAL over while two processes keep
-  // committing, so it grows without limit (to 190 MB in 2 s in quota-bench's contention case;
-  // 28 MB here without the option).
-  TempDir dir;
-  const std::string path = dir.file("quota.db");
-  define_counter(path);
-  constexpr int kThreshold = 100, kConsumes = 4000;
+// Two processes consuming on one owner of `path` at the same time: each opens its engine with
+// `open_engine()`, waits for the other, then runs `consumes` times `consume_one(engine)` (false:
+// the child fails). Returns the WAL's size afterwards and checks that every consume counted.
+template <typename Open, typename Consume>
+std::int64_t wal_after_two_processes(const std::string& path, int consumes, Open open_engine,
+                                     Consume consume_one) {
   int start[2];
   REQUIRE(pipe(start) == 0);
   int children[2];
   for (int& child : children) {
     child = fork_child([&] {
       close(start[1]);
-      AppConnection app(path, kThreshold);
-      Engine engine(app.db, restarting());
+      auto engine = open_engine();
       char byte;
       while (read(start[0], &byte, 1) > 0) {
       }
-      for (int i = 0; i < kConsumes; ++i) {
-        if (!engine.consume("counter", "shared").allowed) return 1;
+      for (int i = 0; i < consumes; ++i) {
+        if (!consume_one(engine)) return 1;
       }
       return 0;
     });
@@ -95,54 +93,64 @@ TEST_CASE("with restart_checkpoint the WAL stays bounded while two processes kee
   REQUIRE(keeper.integer("SELECT count(*) FROM quota_limits") == 1);  // now it uses the WAL
   close(start[1]);                                                    // both start now
   for (const int child : children) CHECK(wait_child(child) == 0);
+  CHECK(keeper.integer("SELECT sum(used) FROM quota_windows") == 2 * consumes);
+  return wal_size(path);
+}
+
+TEST_CASE("with restart_checkpoint the WAL stays bounded while two processes keep consuming",
+          "[checkpoint]") {
+  // SQLite's automatic checkpoint (PASSIVE) never starts the WAL over while two processes keep
+  // committing, so it grows without limit (to 190 MB in 2 s in quota-bench's contention case;
+  // 28 MB here without the option).
+  TempDir dir;
+  const std::string path = dir.file("quota.db");
+  define_counter(path);
+  constexpr int kThreshold = 100;
+  const std::int64_t wal = wal_after_two_processes(
+      path, 4000,
+      [&] {
+        auto app = std::make_unique<AppConnection>(path, kThreshold);
+        auto engine = std::make_unique<Engine>(app->db, restarting());
+        return std::make_pair(std::move(app), std::move(engine));
+      },
+      [](auto& opened) { return opened.second->consume("counter", "shared").allowed; });
   // About kThreshold pages, with room for a restart refused once (each commit adds a page or
   // two); without the engine's checkpoint the WAL holds nearly every commit, 8,000 or more.
-  CHECK(wal_size(path) < 2'000 * kPageSize);
-  CHECK(keeper.integer("SELECT sum(used) FROM quota_windows") == 2 * kConsumes);
+  CHECK(wal < 2'000 * kPageSize);
 }
+
+// An engine opened through the C API, closed with it.
+struct CEngine {
+  quota_engine* engine = nullptr;
+  ~CEngine() { quota_close(engine); }
+};
 
 TEST_CASE("the C API's restart_checkpoint keeps the WAL bounded the same way",
           "[checkpoint][c_api]") {
   // quota_open's own connection, at SQLite's default threshold of 1000 pages: without the
-  // option the two processes' 2 x 8,000 commits would stay in the WAL.
+  // option the two processes' 2 x 8,000 commits stay in the WAL.
   TempDir dir;
   const std::string path = dir.file("quota.db");
   define_counter(path);
-  constexpr int kConsumes = 8000;
-  int start[2];
-  REQUIRE(pipe(start) == 0);
-  int children[2];
-  for (int& child : children) {
-    child = fork_child([&] {
-      close(start[1]);
-      quota_options options;
-      quota_options_init(&options);
-      if (options.restart_checkpoint != 0) return 2;  // off by default
-      options.restart_checkpoint = 1;
-      quota_engine* engine = nullptr;
-      if (quota_open(path.data(), path.size(), &options, &engine) != QUOTA_OK) return 3;
-      char byte;
-      while (read(start[0], &byte, 1) > 0) {
-      }
-      int status = 0;
-      for (int i = 0; i < kConsumes && status == 0; ++i) {
-        quota_result result;
-        if (quota_consume(engine, "counter", 7, "shared", 6, 1, &result) != QUOTA_OK ||
-            result.allowed != 1) {
-          status = 1;
+  quota_options options;
+  quota_options_init(&options);
+  CHECK(options.restart_checkpoint == 0);  // off by default
+  options.restart_checkpoint = 1;
+  const std::int64_t wal = wal_after_two_processes(
+      path, 8000,
+      [&] {
+        auto opened = std::make_unique<CEngine>();
+        if (quota_open(path.data(), path.size(), &options, &opened->engine) != QUOTA_OK) {
+          std::_Exit(3);
         }
-      }
-      quota_close(engine);
-      return status;
-    });
-  }
-  close(start[0]);
-  RawDb keeper(path);
-  REQUIRE(keeper.integer("SELECT count(*) FROM quota_limits") == 1);
-  close(start[1]);
-  for (const int child : children) CHECK(wait_child(child) == 0);
-  CHECK(wal_size(path) < 6'000 * kPageSize);
-  CHECK(keeper.integer("SELECT sum(used) FROM quota_windows") == 2 * kConsumes);
+        return opened;
+      },
+      [](auto& opened) {
+        quota_result result;
+        return quota_consume(opened->engine, "counter", 7, "shared", 6, 1, &result) == QUOTA_OK &&
+               result.allowed == 1;
+      });
+  CHECK(wal < 6'000 * kPageSize);
 }
 
 TEST_CASE("a connection whose automatic checkpoint is off keeps it off", "[checkpoint]") {
