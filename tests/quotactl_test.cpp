@@ -725,6 +725,7 @@ TEST_CASE("quotactl refuses invalid input with exit 2 and changes nothing", "[qu
       {{"limit", "set", "x", "--max", "10", "--per", "10y"}, false},
       {{"limit", "set", "x", "--max", "10", "--per", "abc"}, false},
       {{"limit", "set", "x", "--max", "10", "--per", "367d"}, false},
+      {{"limit", "set", "x", "--max", "10", "--per", "366366366366d"}, false},
       {{"limit", "set", "x", "--max", "10", "--per", "1m", "--algo", "leaky"}, false},
       {{"limit", "set", "x", "--max", "10", "--per", "1m", "--algo", "sliding_log", "--burst", "5"},
        false},
@@ -1032,7 +1033,8 @@ TEST_CASE("quotactl durations: parsed strictly, shown in human units", "[quotact
   CHECK(quotactl::parse_duration("1h", "--per") == milliseconds(3'600'000));
   CHECK(quotactl::parse_duration("366d", "--per") == quota::kPeriodBound);
   for (const char* bad : {"0s", "-1m", "1.5m", "10y", "abc", "", "m", "1", "1 m", "+1m", "1M",
-                          "367d", "8785h", "9999999999999999999s"}) {
+                          "367d", "8785h", "9999999999999999999s", "366366366366d",
+                          "999999999999h"}) {
     INFO(bad);
     CHECK_THROWS_AS(quotactl::parse_duration(bad, "--per"), quota::Error);
   }

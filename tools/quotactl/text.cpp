@@ -64,14 +64,15 @@ std::chrono::milliseconds parse_duration(std::string_view text, std::string_view
     if (unit == name) unit_ms = size;
   }
   if (number.empty() || unit_ms == 0) refuse(kAccepted);
-  // More than 12 digits is beyond 366 days in any unit, and would overflow below.
+  // More than 12 digits is beyond 366 days in any unit (and beyond what from_chars reads into
+  // 64 bits, for very long numbers); the count is compared before it is multiplied, which
+  // could overflow (366366366366d).
   if (number.size() > 12) refuse("the longest period is 366d");
   std::int64_t count = 0;
   std::from_chars(number.data(), number.data() + number.size(), count);
   if (count == 0) refuse("a period is at least 1ms");
-  const milliseconds period{count * unit_ms};
-  if (period > quota::kPeriodBound) refuse("the longest period is 366d");
-  return period;
+  if (count > quota::kPeriodBound.count() / unit_ms) refuse("the longest period is 366d");
+  return milliseconds{count * unit_ms};
 }
 
 std::string format_period(std::chrono::milliseconds period) {
