@@ -391,19 +391,6 @@ struct Engine::Impl {
     return found == hooks.end() ? nullptr : &found->second;
   }
 
-  // consume and record with the limit's hooks (if any); the other operations have none.
-  Result run_with_hooks(Operation operation, std::string_view limit, std::string_view owner,
-                        std::int64_t cost) {
-    switch (operation) {
-      case Operation::consume:
-        return consume(limit, owner, cost);
-      case Operation::record:
-        return record(limit, owner, cost);
-      default:
-        return run(operation, limit, owner, cost);
-    }
-  }
-
   // A consume that before_consume refused: the figures of a check, nothing written.
   Result hook_denial(const Request& request) {
     Result result =
@@ -423,27 +410,27 @@ struct Engine::Impl {
     if (after) after(request, result);
   }
 
-  Result consume(std::string_view limit, std::string_view owner, std::int64_t cost) {
-    const Hooks* limit_hooks = hooks_of(limit);
-    if (!limit_hooks) return run(Operation::consume, limit, owner, cost);
+  // consume and record with the limit's hooks (if any); the other operations have none. A
+  // limit without hooks runs its statement alone; with hooks, the before hook (which may
+  // refuse a consume), the statement and the after hooks share one savepoint.
+  Result run_with_hooks(Operation operation, std::string_view limit, std::string_view owner,
+                        std::int64_t cost) {
+    const bool consuming = operation == Operation::consume;
+    const Hooks* limit_hooks =
+        consuming || operation == Operation::record ? hooks_of(limit) : nullptr;
+    if (!limit_hooks) return run(operation, limit, owner, cost);
     const Request request{limit, owner, cost, now()};
     OperationSavepoint savepoint(db);
-    const bool refused = limit_hooks->before_consume && !limit_hooks->before_consume(request);
-    const Result result = refused ? hook_denial(request)
-                                  : run_at(Operation::consume, limit, owner, cost, request.now_ms);
-    after_decision(*limit_hooks, limit_hooks->after_consume, request, result);
-    savepoint.release();
-    return result;
-  }
-
-  Result record(std::string_view limit, std::string_view owner, std::int64_t cost) {
-    const Hooks* limit_hooks = hooks_of(limit);
-    if (!limit_hooks) return run(Operation::record, limit, owner, cost);
-    const Request request{limit, owner, cost, now()};
-    OperationSavepoint savepoint(db);
-    if (limit_hooks->before_record) limit_hooks->before_record(request);
-    const Result result = run_at(Operation::record, limit, owner, cost, request.now_ms);
-    after_decision(*limit_hooks, limit_hooks->after_record, request, result);
+    bool refused = false;
+    if (consuming) {
+      refused = limit_hooks->before_consume && !limit_hooks->before_consume(request);
+    } else if (limit_hooks->before_record) {
+      limit_hooks->before_record(request);
+    }
+    const Result result =
+        refused ? hook_denial(request) : run_at(operation, limit, owner, cost, request.now_ms);
+    after_decision(*limit_hooks, consuming ? limit_hooks->after_consume : limit_hooks->after_record,
+                   request, result);
     savepoint.release();
     return result;
   }
