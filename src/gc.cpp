@@ -46,7 +46,7 @@
 //     to now): it stays full at every later t, as a new owner's bucket is. An owner with a
 //     maximum override (its own capacity and rate) is kept: full is judged by the limit's
 //     numbers only.
-//   Every rule above also requires shadow_denied = 0 (migration 0002): shadow-mode
+//   Every rule above also requires shadow_denied = 0 (migration 0003): shadow-mode
 //     would-be denials are shown like denials.
 //
 // Examples (limits "log": sliding_log, "win": fixed_window, both maximum 5 per 1000 ms;

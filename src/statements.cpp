@@ -109,8 +109,8 @@ constexpr const char* kOverrideBurst =
     "ELSE coalesce(o.burst, o.maximum) END";
 
 std::string maximum_for_owner(Algorithm algorithm) {
-  const bool bounded = algorithm == Algorithm::sliding_window ||
-                       algorithm == Algorithm::token_bucket;
+  const bool bounded =
+      algorithm == Algorithm::sliding_window || algorithm == Algorithm::token_bucket;
   const std::string value =
       bounded ? fmt::format("min({}, 4611686018427387904 / l.period_ms)", kOverrideMaximum)
               : std::string(kOverrideMaximum);
@@ -124,6 +124,12 @@ std::string burst_for_owner() {
       "THEN min({}, 2305843009213693952 / l.period_ms) ELSE l.burst END",
       kOverrideBurst);
 }
+
+// The verdict as if enforcing, the same for every algorithm: an exempt owner is always
+// allowed, a denied one never, any other when the cost fits the capacity and {fits}, the
+// family's test of whether `cost` may be taken now.
+constexpr const char* kAllowed =
+    "CASE policy WHEN 'exempt' THEN 1 WHEN 'deny' THEN 0 ELSE cost <= capacity AND {fits} END";
 
 // The answer's remaining and retry_after_ms under the owner's policy: an exempt owner has the
 // whole capacity, a denied one nothing and never a retry.
@@ -156,8 +162,7 @@ constexpr const char* kWindowDecision = R"(
     FROM (
       SELECT maximum, capacity, period_ms, cost, t, window_key, rest, used, previous_used,
         denied_before{carry},
-        CASE policy WHEN 'exempt' THEN 1 WHEN 'deny' THEN 0
-             ELSE cost <= capacity AND {allowed} END AS allowed
+        {allowed} AS allowed
       FROM (
         SELECT maximum, capacity, period_ms, cost, t, window_key, rest, denied_before{carry},
           CASE WHEN row_key = window_key THEN s_used{take} ELSE 0 END AS used,
@@ -242,8 +247,6 @@ constexpr const char* kWindowUpdateInputs = R"(
       LEFT JOIN quota_limits AS l
         ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}'{overrides})";
 
-
-
 // ---------------------------------------------------------------------------------------
 // token_bucket, on quota_buckets.
 //
@@ -274,8 +277,7 @@ constexpr const char* kBucketDecision = R"(
       denied_before + ({denied}) AS denied
     FROM (
       SELECT *,
-        CASE policy WHEN 'exempt' THEN 1 WHEN 'deny' THEN 0
-             ELSE cost <= capacity AND level >= cost * period_ms END AS allowed
+        {allowed} AS allowed
       FROM (
         SELECT *, {level} AS level
         FROM (
@@ -327,8 +329,6 @@ constexpr const char* kBucketUpdateInputs = R"(
       LEFT JOIN quota_limits AS l
         ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}'{overrides})";
 
-
-
 // ---------------------------------------------------------------------------------------
 // sliding_log, on quota_log_owners (one row per owner) and quota_log (its events).
 //
@@ -337,8 +337,9 @@ constexpr const char* kBucketUpdateInputs = R"(
 // Usage at t is s_total minus live_base, the running total before the first event with
 // at_ms > t - period_ms (NULL when none is live). After a denial, `excess` units must
 // expire (computed outside the subquery that searches quota_log, whose own cost column
-// would otherwise shadow the request's): the wait is until the first event whose running total covers them, or until the
-// event this request records (at t) when a record overdraws past every older event.
+// would otherwise shadow the request's): the wait is until the first event whose running total
+// covers them, or until the event this request records (at t) when a record overdraws past every
+// older event.
 constexpr const char* kLogDecision = R"(
   SELECT *,
     max(maximum - used_after, 0) AS remaining,
@@ -363,8 +364,7 @@ constexpr const char* kLogDecision = R"(
     FROM (
       SELECT *, CASE WHEN {recorded} THEN cost ELSE 0 END AS recorded
       FROM (
-        SELECT *, CASE policy WHEN 'exempt' THEN 1 WHEN 'deny' THEN 0
-                      ELSE cost <= capacity AND used + cost <= maximum END AS allowed
+        SELECT *, {allowed} AS allowed
         FROM (
           SELECT *, {used} AS used
           FROM (
@@ -430,8 +430,6 @@ constexpr LogParts kLogRefund = {
     " AND e.total >= live_base + used ORDER BY e.at_ms LIMIT 1), s_newest_at)",
 };
 
-
-
 // ---------------------------------------------------------------------------------------
 
 // The statement of a consume or record: the request in VALUES, the decision in DO UPDATE.
@@ -477,6 +475,7 @@ struct Family {
   const char* table;    // the state table a consume or record writes
   const char* columns;  // its algorithm-specific state columns...
   const char* values;   // ...and the decision's columns written to them
+  const char* fits;     // given cost <= capacity, may `cost` be taken now? (kAllowed)
   const WindowExpressions* window = nullptr;  // the window algorithms' own expressions
 };
 
@@ -490,17 +489,17 @@ constexpr const char* kBucketValues = "level_after, denied, capacity";
 Family family_of(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::sliding_log:
-      return {kLogDecision, kLogCheckInputs, kLogUpdateInputs,
-              "quota_log_owners", kLogColumns, kLogValues};
+      return {kLogDecision, kLogCheckInputs, kLogUpdateInputs, "quota_log_owners", kLogColumns,
+              kLogValues, "used + cost <= maximum"};
     case Algorithm::fixed_window:
-      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs,
-              "quota_windows", kWindowColumns, kWindowValues, &kFixedWindow};
+      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, "quota_windows",
+              kWindowColumns, kWindowValues, kFixedWindow.allowed, &kFixedWindow};
     case Algorithm::sliding_window:
-      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs,
-              "quota_windows", kWindowColumns, kWindowValues, &kSlidingWindow};
+      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, "quota_windows",
+              kWindowColumns, kWindowValues, kSlidingWindow.allowed, &kSlidingWindow};
     case Algorithm::token_bucket:
-      return {kBucketDecision, kBucketCheckInputs, kBucketUpdateInputs,
-              "quota_buckets", kBucketColumns, kBucketValues};
+      return {kBucketDecision, kBucketCheckInputs, kBucketUpdateInputs, "quota_buckets",
+              kBucketColumns, kBucketValues, "level >= cost * period_ms"};
   }
   throw std::logic_error("unknown algorithm");
 }
@@ -563,15 +562,15 @@ std::string build(Operation operation, Algorithm algorithm) {
       fmt::runtime(family.decision), fmt::arg("inputs", inputs),
       fmt::arg("recorded", parts.recorded), fmt::arg("denied", parts.denied),
       fmt::arg("barrier", kBarrier), fmt::arg("reason", kReason),
-      fmt::arg("allowed", window.allowed ? window.allowed : ""),
+      fmt::arg("allowed", fmt::format(fmt::runtime(kAllowed), fmt::arg("fits", family.fits))),
       fmt::arg("remaining", window.remaining ? window.remaining : ""),
       fmt::arg("retry", window.retry ? window.retry : ""),
       fmt::arg("reset_at", window.reset_at ? window.reset_at : ""),
       fmt::arg("shown_used", window.shown_used ? window.shown_used : ""),
       fmt::arg("start", bucket_start("s_level", "s_period", "period_ms", "capacity")),
       fmt::arg("take", refund ? " - min(s_used, refund)" : ""), fmt::arg("level", level),
-      fmt::arg("carry", carry),
-      fmt::arg("used", log.used), fmt::arg("total", log.total), fmt::arg("newest", log.newest));
+      fmt::arg("carry", carry), fmt::arg("used", log.used), fmt::arg("total", log.total),
+      fmt::arg("newest", log.newest));
   if (check) {
     return fmt::format(fmt::runtime(kCheck), fmt::arg("decision", decision),
                        fmt::arg("remaining", kAnswerRemaining), fmt::arg("retry", kAnswerRetry));
@@ -597,8 +596,8 @@ std::string bucket_start(std::string_view level, std::string_view row_period,
 const std::string& statement(Operation operation, Algorithm algorithm) {
   static const auto table = [] {
     std::array<std::array<std::string, 4>, 5> built;
-    for (Operation op : {Operation::check, Operation::consume, Operation::record,
-                         Operation::reset, Operation::refund}) {
+    for (Operation op : {Operation::check, Operation::consume, Operation::record, Operation::reset,
+                         Operation::refund}) {
       for (Algorithm algo : {Algorithm::sliding_log, Algorithm::fixed_window,
                              Algorithm::sliding_window, Algorithm::token_bucket}) {
         built[static_cast<int>(op)][static_cast<int>(algo)] = build(op, algo);
