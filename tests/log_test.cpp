@@ -20,13 +20,7 @@ std::int64_t prune_interval(std::int64_t maximum, std::int64_t period_ms) {
   return std::max<std::int64_t>(std::min(period_ms / 4, period_ms * 32 / maximum), 1);
 }
 
-struct Fixture {
-  TempDir dir;
-  std::string path = dir.file("quota.db");
-  ManualClock clock;
-  Engine engine = Engine::open(path, options_with(clock));
-  RawDb raw{path};
-
+struct Fixture : EngineOnFile {
   // The owner's events, as offsets from T.
   std::vector<std::int64_t> events(const std::string& limit, const std::string& owner) {
     std::vector<std::int64_t> offsets;

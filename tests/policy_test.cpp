@@ -25,13 +25,7 @@ constexpr std::int64_t T = 1'700'000'000'000;
 
 constexpr const auto& kAlgorithms = kAllAlgorithms;
 
-struct Fixture {
-  TempDir dir;
-  std::string path = dir.file("quota.db");
-  ManualClock clock;
-  Engine engine = Engine::open(path, options_with(clock));
-  RawDb raw{path};
-
+struct Fixture : EngineOnFile {
   Fixture() { clock.set(T); }
 };
 

@@ -129,12 +129,7 @@ std::string iso8601(std::int64_t ms) {
   return std::string(text, length) + "." + std::to_string(1000 + ms % 1000).substr(1) + "Z";
 }
 
-struct Fixture {
-  TempDir dir;
-  std::string path = dir.file("quota.db");
-  ManualClock clock;
-  Engine engine = Engine::open(path, options_with(clock));
-  RawDb raw{path};
+struct Fixture : EngineOnFile {
   SqlClient sql{raw.handle()};
 
   // Like the engine's own connection: no fsync per commit in WAL mode (keeps the test fast).

@@ -77,6 +77,16 @@ class RawDb {
   sqlite3* db_ = nullptr;
 };
 
+// A new database file with an Engine on it (its clock standing still until the test moves
+// it) and a plain connection beside it: the fixture of most tests of one file.
+struct EngineOnFile {
+  TempDir dir;
+  std::string path = dir.file("quota.db");
+  ManualClock clock;
+  Engine engine = Engine::open(path, options_with(clock));
+  RawDb raw{path};
+};
+
 // The full text of `sqlite3 PATH .dump`-like content: every schema entry and every row, to
 // prove that a failed operation changed nothing.
 std::string dump(const std::string& path);
