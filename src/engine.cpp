@@ -708,11 +708,11 @@ std::vector<Usage> Engine::usage(std::string_view limit, std::size_t top, UsageO
     const auto algorithm = impl_->algorithm_of(limit, true);
     if (!algorithm) throw unknown_limit(limit);
     // Every owner with state, answered by the same check statement as Engine::check, so the
-    // figures are exactly the engine's at the engine's clock.
+    // figures are exactly the engine's at the engine's clock. Only the table of the limit's
+    // algorithm holds its owners (a change of algorithm discards the others' rows).
     SQLite::Statement owners(impl_->db,
-                             "SELECT owner FROM quota_log_owners WHERE limit_name = ?1 UNION "
-                             "SELECT owner FROM quota_windows WHERE limit_name = ?1 UNION "
-                             "SELECT owner FROM quota_buckets WHERE limit_name = ?1");
+                             fmt::format("SELECT owner FROM {} WHERE limit_name = ?1",
+                                         detail::state_table(*algorithm)));
     owners.bind(1, std::string(limit));
     std::vector<std::string> names;
     while (owners.executeStep()) names.push_back(owners.getColumn(0).getString());
@@ -720,7 +720,7 @@ std::vector<Usage> Engine::usage(std::string_view limit, std::size_t top, UsageO
 
     Prepared& check = impl_->statement(Operation::check, *algorithm);
     sqlite3_stmt* raw = check.statement.get();
-    const std::int64_t now = impl_->options.clock();
+    const std::int64_t now = impl_->now();
     std::vector<Usage> rows;
     for (const std::string& owner : names) {
       bind_text(raw, check.limit, limit);

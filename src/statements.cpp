@@ -610,6 +610,8 @@ const std::string& statement(Operation operation, Algorithm algorithm) {
   return text;
 }
 
+const char* state_table(Algorithm algorithm) { return family_of(algorithm).table; }
+
 const char* operation_name(Operation operation) {
   switch (operation) {
     case Operation::check:

@@ -22,6 +22,10 @@ enum class Operation { check, consume, record, reset, refund };
 // :cost units and answers like a check of cost 1.
 const std::string& statement(Operation operation, Algorithm algorithm);
 
+// The table that holds the per-owner state of `algorithm`'s limits: quota_windows,
+// quota_log_owners or quota_buckets.
+const char* state_table(Algorithm algorithm);
+
 // "check", "consume", "record", "reset" or "refund".
 const char* operation_name(Operation operation);
 
