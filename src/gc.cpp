@@ -87,6 +87,12 @@ namespace {
 // now). Each algorithm's rule is restricted to its own limits; an algorithm without a rule
 // keeps all its state.
 
+// {idle}, in each owner rule: nothing that the owner's row alone shows (denials, shadow
+// denials, a time ahead of gc's now) keeps it.
+constexpr const char* kIdle =
+    "coalesce(s.denied, 0) = 0 AND coalesce(s.shadow_denied, 0) = 0 "
+    "AND coalesce(s.seen_ms, 0) <= :now";
+
 // quota_log: an expired event, or one without its owner's row.
 constexpr const char* kDeadEvent = R"(
   NOT EXISTS (SELECT 1 FROM quota_limits AS l WHERE l.name = s.limit_name)
@@ -103,14 +109,14 @@ constexpr const char* kDeadLogOwner = R"(
   NOT EXISTS (SELECT 1 FROM quota_log AS e
               WHERE e.limit_name = s.limit_name AND e.owner = s.owner)
   AND (NOT EXISTS (SELECT 1 FROM quota_limits AS l WHERE l.name = s.limit_name)
-       OR (coalesce(s.denied, 0) = 0 AND coalesce(s.shadow_denied, 0) = 0 AND coalesce(s.seen_ms, 0) <= :now
+       OR ({idle}
            AND EXISTS (SELECT 1 FROM quota_limits AS l
                        WHERE l.name = s.limit_name AND l.algorithm IN ('sliding_log')))))";
 
 // quota_windows: an owner whose counts can no longer count.
 constexpr const char* kDeadWindow = R"(
   NOT EXISTS (SELECT 1 FROM quota_limits AS l WHERE l.name = s.limit_name)
-  OR (coalesce(s.denied, 0) = 0 AND coalesce(s.shadow_denied, 0) = 0 AND coalesce(s.seen_ms, 0) <= :now
+  OR ({idle}
       AND EXISTS (
         SELECT 1 FROM quota_limits AS l
         WHERE l.name = s.limit_name
@@ -138,7 +144,7 @@ constexpr const char* kDeadWindow = R"(
 // {start} is the decision's reading of the stored level (src/statements.cpp).
 constexpr const char* kDeadBucket = R"(
   NOT EXISTS (SELECT 1 FROM quota_limits AS l WHERE l.name = s.limit_name)
-  OR (coalesce(s.denied, 0) = 0 AND coalesce(s.shadow_denied, 0) = 0 AND coalesce(s.seen_ms, 0) <= :now
+  OR ({idle}
       AND EXISTS (
         SELECT 1 FROM quota_limits AS l
         WHERE l.name = s.limit_name AND l.algorithm = 'token_bucket'
@@ -147,6 +153,13 @@ constexpr const char* kDeadBucket = R"(
                             AND o.policy = 'maximum')
           AND ({start} >= l.burst * l.period_ms
                OR :now - s.seen_ms >= (l.burst * l.period_ms - {start} - 1) / l.maximum + 1))))";
+
+// An owner rule with its {idle} and, for the buckets, {start} filled in.
+std::string owner_rule(const char* rule) {
+  return fmt::format(
+      fmt::runtime(rule), fmt::arg("idle", kIdle),
+      fmt::arg("start", bucket_start("s.level", "s.period_ms", "l.period_ms", "l.burst")));
+}
 
 // A table that gc sweeps.
 struct Sweep {
@@ -159,13 +172,9 @@ const std::vector<Sweep>& sweeps() {
   static const std::vector<Sweep> all{
       // Events first: the owners they leave without events then go in the same gc.
       {"quota_log", {"owner", "limit_name", "at_ms"}, kDeadEvent},
-      {"quota_log_owners", {"owner", "limit_name"}, kDeadLogOwner},
-      {"quota_windows", {"owner", "limit_name"}, kDeadWindow},
-      {"quota_buckets",
-       {"owner", "limit_name"},
-       fmt::format(
-           fmt::runtime(kDeadBucket),
-           fmt::arg("start", bucket_start("s.level", "s.period_ms", "l.period_ms", "l.burst")))},
+      {"quota_log_owners", {"owner", "limit_name"}, owner_rule(kDeadLogOwner)},
+      {"quota_windows", {"owner", "limit_name"}, owner_rule(kDeadWindow)},
+      {"quota_buckets", {"owner", "limit_name"}, owner_rule(kDeadBucket)},
   };
   return all;
 }
