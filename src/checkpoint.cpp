@@ -16,13 +16,21 @@ int on_commit(void* threshold, sqlite3* db, const char* schema, int pages) {
   if (pages < static_cast<int>(reinterpret_cast<std::intptr_t>(threshold))) return SQLITE_OK;
   const auto now = std::chrono::steady_clock::now();
   if (db == refused_connection && now < refused_until) return SQLITE_OK;
-  int status;
-  int wal_pages = -1;  // stays -1 when another connection is checkpointing: nothing refused
+  // First the copying and its fsyncs, without the write lock: other writers go on meanwhile.
+  // Refused only while another connection checkpoints, which restarts the WAL itself.
+  if (sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr) !=
+      SQLITE_OK) {
+    return SQLITE_OK;
+  }
+  // Then, with the write lock, what others committed meanwhile (a few pages), and the restart.
+  int restart_frames = -1;  // stays -1 when another connection is checkpointing: not refused
+  int restart_status;
   {
     const BusyHandler::WaitLimit limit(kRestartWait);
-    status = sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_RESTART, &wal_pages, nullptr);
+    restart_status =
+        sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_RESTART, &restart_frames, nullptr);
   }
-  if (status == SQLITE_BUSY && wal_pages >= 0) {
+  if (restart_status == SQLITE_BUSY && restart_frames >= 0) {
     refused_connection = db;
     refused_until = now + kRestartBackoff;
   }

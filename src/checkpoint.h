@@ -16,13 +16,18 @@ namespace quota::detail {
 // grows without limit (quota-bench's two processes on one owner: a 190 MB WAL after 2 s, and
 // a p99 consume of about 500 us).
 //
-// install_checkpoint replaces it on `db`, at the same threshold, with a RESTART checkpoint: it
-// takes the write lock, copies the whole WAL and waits until no reader uses it, so that the
-// next write starts the WAL over. Other writers wait for it (the fsyncs, once per threshold of
-// pages) instead of every commit paying them. It waits for other connections at most
-// kRestartWait with the engine's busy handler (another's transaction, a reader of old pages),
-// since it holds the write lock while it waits for readers; refused, it leaves that connection's
-// checkpoints alone on this thread for kRestartBackoff, and a later commit tries again.
+// install_checkpoint replaces it on `db`, at the same threshold, with a checkpoint in two
+// steps. First a PASSIVE one, as SQLite's: it copies the WAL and syncs without the write lock,
+// while other writers go on. Then a RESTART: it takes the write lock, copies what they
+// committed meanwhile (a few pages), syncs, and waits until no reader uses the WAL, so that
+// the next write starts the WAL over. Other writers wait for the second step only (about a
+// millisecond, once per threshold of pages) instead of every commit paying the fsyncs; the
+// WAL stays within the threshold plus what they commit during the first step. The second
+// step waits for other connections at most kRestartWait with the engine's busy handler
+// (another's transaction, a reader of old pages), since it holds the write lock while it waits
+// for readers; refused, it leaves that connection's checkpoints alone on this thread for
+// kRestartBackoff, and a later commit tries again. While another connection checkpoints, the
+// first step is refused and nothing more is tried: that one restarts the WAL.
 //
 // A connection whose automatic checkpoint is off or replaced (`PRAGMA wal_autocheckpoint`
 // reads 0) is left alone, so is one on which install_checkpoint already ran. Like the busy

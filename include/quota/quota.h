@@ -121,10 +121,10 @@ typedef struct quota_options {
   int fail_open;
   quota_error_fn on_error;
   void* on_error_context;
-  /* 1: replace SQLite's automatic WAL checkpoint on the engine's connection with a RESTART
-   * checkpoint at the same threshold, which keeps the WAL bounded while other processes keep
-   * writing, at the cost of making them wait for each checkpoint (quota::Options::
-   * restart_checkpoint; README "Embedding"). 0 (default): SQLite's own. */
+  /* 1 (default): replace SQLite's automatic WAL checkpoint on the engine's connection with
+   * the engine's at the same threshold (a PASSIVE copy, then a RESTART), which keeps the WAL
+   * bounded while other processes keep writing, at the cost of making them wait for the
+   * RESTART step (quota::Options::restart_checkpoint; README "Embedding"). 0: SQLite's own. */
   int restart_checkpoint;
 } quota_options;
 
