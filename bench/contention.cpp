@@ -4,9 +4,9 @@
 // one window, so exactly min(operations, maximum) consumes may be admitted whatever the
 // interleaving: more would be a lost update, fewer a lost admission. Each process opens its
 // own connection, builds quota::Engine{db} on it and then either keeps the engine's busy
-// handler (Options::busy_timeout) or replaces it with SQLite's own (sqlite3_busy_timeout, as a
-// user of SQLite would set it, and SQLite's automatic checkpoint of 1000 pages, in case the
-// engine's options ever installed their own); both wait at most 5 s.
+// handler (Options::busy_timeout) and checkpoint (Options::restart_checkpoint, both defaults)
+// or replaces them with SQLite's own (sqlite3_busy_timeout, as a user of SQLite would set it,
+// and SQLite's automatic checkpoint of 1000 pages); both wait at most 5 s.
 #include <SQLiteCpp/Database.h>
 #include <sqlite3.h>
 #include <unistd.h>
