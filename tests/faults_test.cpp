@@ -334,12 +334,13 @@ TEST_CASE("quotactl --busy-timeout takes a DURATION, checked before the database
           "[faults][busy][quotactl]") {
   TempDir dir;
   const std::string path = dir.file("missing.db");
-  for (const char* bad : {"0ms", "-1s", "abc", "1.5s", ""}) {
+  for (const char* bad : {"0ms", "-1s", "abc", "1.5s", "", "367d"}) {
     INFO(bad);
     const std::string outcome =
         quotactl_outcome(path, {"consume", "log", "u", "--busy-timeout", bad});
     CHECK_THAT(outcome, Catch::StartsWith("2|quotactl: error: invalid duration"));
     CHECK_THAT(outcome, Catch::Contains("--busy-timeout"));
+    CHECK_THAT(outcome, !Catch::Contains("period"));  // a timeout is not a limit's period
   }
   CHECK_FALSE(std::filesystem::exists(path));
   const Run help = quotactl_run({"--help"});

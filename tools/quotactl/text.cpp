@@ -67,11 +67,11 @@ std::chrono::milliseconds parse_duration(std::string_view text, std::string_view
   // More than 12 digits is beyond 366 days in any unit (and beyond what from_chars reads into
   // 64 bits, for very long numbers); the count is compared before it is multiplied, which
   // could overflow (366366366366d).
-  if (number.size() > 12) refuse("the longest period is 366d");
+  if (number.size() > 12) refuse("the longest duration is 366d");
   std::int64_t count = 0;
   std::from_chars(number.data(), number.data() + number.size(), count);
-  if (count == 0) refuse("a period is at least 1ms");
-  if (count > quota::kPeriodBound.count() / unit_ms) refuse("the longest period is 366d");
+  if (count == 0) refuse("a duration is at least 1ms");
+  if (count > quota::kPeriodBound.count() / unit_ms) refuse("the longest duration is 366d");
   return milliseconds{count * unit_ms};
 }
 
