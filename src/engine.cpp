@@ -315,6 +315,33 @@ struct Engine::Impl {
     return *slot;
   }
 
+  // `owner`'s usage of `limit` at `now`, by `check` (the limit's check statement, which
+  // changes nothing); nullopt when the statement finds no such limit.
+  std::optional<Usage> usage_at(Prepared& check, std::string_view limit, std::string_view owner,
+                                std::int64_t now) {
+    sqlite3_stmt* raw = check.statement.get();
+    bind_text(raw, check.limit, limit);
+    bind_text(raw, check.owner, owner);
+    bind_integer(raw, check.cost, 1);
+    bind_integer(raw, check.now, now);
+    std::optional<Usage> usage;
+    if (sqlite3_step(raw) == SQLITE_ROW) {
+      const Result result = read_result(raw);
+      usage = Usage{std::string(limit),
+                    std::string(owner),
+                    sqlite3_column_int64(raw, 7),
+                    result.remaining,
+                    result.denied,
+                    result.reset_at_ms,
+                    sqlite3_column_int64(raw, 8),
+                    sqlite3_column_int64(raw, 9)};
+    }
+    const int status = sqlite3_reset(raw);
+    sqlite3_clear_bindings(raw);
+    if (status != SQLITE_OK) throw SQLite::Exception(db.getHandle(), status);
+    return usage;
+  }
+
   // The limit's algorithm, from the cache or the database; nullopt when there is no limit.
   std::optional<Algorithm> algorithm_of(std::string_view name, bool refresh) {
     const auto found = algorithms.find(name);
@@ -710,35 +737,21 @@ std::vector<Usage> Engine::usage(std::string_view limit, std::size_t top, UsageO
     // Every owner with state, answered by the same check statement as Engine::check, so the
     // figures are exactly the engine's at the engine's clock. Only the table of the limit's
     // algorithm holds its owners (a change of algorithm discards the others' rows).
-    SQLite::Statement owners(impl_->db,
-                             fmt::format("SELECT owner FROM {} WHERE limit_name = ?1",
-                                         detail::state_table(*algorithm)));
+    SQLite::Statement owners(impl_->db, fmt::format("SELECT owner FROM {} WHERE limit_name = ?1",
+                                                    detail::state_table(*algorithm)));
     owners.bind(1, std::string(limit));
     std::vector<std::string> names;
     while (owners.executeStep()) names.push_back(owners.getColumn(0).getString());
     owners.reset();
 
     Prepared& check = impl_->statement(Operation::check, *algorithm);
-    sqlite3_stmt* raw = check.statement.get();
     const std::int64_t now = impl_->now();
     std::vector<Usage> rows;
     for (const std::string& owner : names) {
-      bind_text(raw, check.limit, limit);
-      bind_text(raw, check.owner, owner);
-      bind_integer(raw, check.cost, 1);
-      bind_integer(raw, check.now, now);
-      if (sqlite3_step(raw) == SQLITE_ROW) {
-        const Result result = read_result(raw);
-        const std::int64_t used = sqlite3_column_int64(raw, 7);
-        const std::int64_t shadow_denied = sqlite3_column_int64(raw, 8);
-        if (used > 0 || result.denied > 0 || shadow_denied > 0) {
-          rows.push_back({std::string(limit), owner, used, result.remaining, result.denied,
-                          result.reset_at_ms, shadow_denied});
-        }
+      const std::optional<Usage> row = impl_->usage_at(check, limit, owner, now);
+      if (row && (row->used > 0 || row->denied > 0 || row->shadow_denied > 0)) {
+        rows.push_back(*row);
       }
-      const int status = sqlite3_reset(raw);
-      sqlite3_clear_bindings(raw);
-      if (status != SQLITE_OK) throw SQLite::Exception(impl_->db.getHandle(), status);
     }
     std::stable_sort(rows.begin(), rows.end(), [order](const Usage& a, const Usage& b) {
       if (order == UsageOrder::denied && a.denied != b.denied) return a.denied > b.denied;
@@ -746,6 +759,19 @@ std::vector<Usage> Engine::usage(std::string_view limit, std::size_t top, UsageO
     });
     if (top > 0 && rows.size() > top) rows.resize(top);
     return rows;
+  });
+}
+
+Usage Engine::owner_usage(std::string_view limit, std::string_view owner) {
+  validate_limit_name(limit);
+  validate_owner(owner);
+  return impl_->guarded([&] {
+    const auto algorithm = impl_->algorithm_of(limit, true);
+    if (!algorithm) throw unknown_limit(limit);
+    const std::optional<Usage> row =
+        impl_->usage_at(impl_->statement(Operation::check, *algorithm), limit, owner, impl_->now());
+    if (!row) throw unknown_limit(limit);
+    return *row;
   });
 }
 

@@ -449,7 +449,7 @@ RETURNING last_allowed AS allowed, last_reason AS reason, last_remaining AS rema
 
 constexpr const char* kCheck = R"(SELECT allowed, reason, {remaining} AS remaining,
   {retry} AS retry_after_ms, reset_at_ms, denied, 0 AS shadow_denied, shown_used AS used,
-  coalesce(s_shadow_denied, 0) AS shadow_denials
+  coalesce(s_shadow_denied, 0) AS shadow_denials, capacity
 FROM ({decision}))";
 
 // The answer's reason, the same for every algorithm.

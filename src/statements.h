@@ -17,7 +17,8 @@ enum class Operation { check, consume, record, reset, refund };
 // The statement for `operation` on a limit of `algorithm` (reset is the same for all).
 // Every statement returns one row with allowed, reason, remaining, retry_after_ms,
 // reset_at_ms, denied and shadow_denied (1 when a shadow-mode consume would have been
-// denied); check also returns used and shadow_denials (the owner's count). check returns no
+// denied); check also returns used, shadow_denials (the owner's count) and capacity (the
+// owner's: the limit's maximum or burst, or its override's). check returns no
 // row for an unknown limit, the others fail with "unknown limit". refund gives back up to
 // :cost units and answers like a check of cost 1.
 const std::string& statement(Operation operation, Algorithm algorithm);

@@ -679,6 +679,7 @@ TEST_CASE("the unknown limit is an error for every operation", "[engine]") {
   expect_unknown([&] { f.engine.record("nope", "u"); });
   expect_unknown([&] { f.engine.reset("nope", "u"); });
   expect_unknown([&] { f.engine.usage("nope"); });
+  expect_unknown([&] { f.engine.owner_usage("nope", "u"); });
   CHECK_FALSE(f.engine.get("nope"));
   CHECK_FALSE(f.engine.remove("nope"));
   CHECK(dump(f.path) == before);

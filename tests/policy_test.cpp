@@ -133,6 +133,54 @@ TEST_CASE("a token bucket override has its own burst, and a new owner starts wit
   CHECK(f.engine.consume("tb", "big").allowed);
 }
 
+TEST_CASE("owner_usage answers one owner's figures out of its own capacity", "[policy][usage]") {
+  for (const Algorithm algorithm : kAlgorithms) {
+    CAPTURE(to_string(algorithm));
+    Fixture f;
+    const Limit limit = limit_of(algorithm, 10, 60'000);
+    f.engine.define(limit);
+    f.engine.set_override({limit.name, "premium", Policy::maximum, 100});
+    f.engine.set_override({"*", "everywhere", Policy::maximum, 20});
+    f.engine.set_override({limit.name, "admin", Policy::exempt});
+    f.engine.set_override({limit.name, "abuser", Policy::deny});
+    for (int i = 0; i < 4; ++i) REQUIRE(f.engine.consume(limit.name, "premium").allowed);
+
+    const Usage premium = f.engine.owner_usage(limit.name, "premium");
+    CHECK(premium.limit == limit.name);
+    CHECK(premium.owner == "premium");
+    CHECK(premium.capacity == 100);
+    CHECK(premium.used == 4);
+    CHECK(premium.remaining == 96);
+    CHECK(f.engine.owner_usage(limit.name, "everywhere").capacity == 20);
+    CHECK(f.engine.owner_usage(limit.name, "admin").capacity == 10);   // the limit's
+    CHECK(f.engine.owner_usage(limit.name, "abuser").capacity == 10);  // the limit's
+    // An owner without state: nothing used, the whole capacity left; nothing written.
+    const Usage fresh = f.engine.owner_usage(limit.name, "fresh");
+    CHECK(fresh.used == 0);
+    CHECK(fresh.denied == 0);
+    CHECK(fresh.remaining == 10);
+    CHECK(fresh.capacity == 10);
+    // usage() carries the same figures.
+    const std::vector<Usage> rows = f.engine.usage(limit.name);
+    REQUIRE(rows.size() == 1);
+    CHECK(rows.front().capacity == 100);
+    CHECK(rows.front().remaining == 96);
+    CHECK(f.raw.integer("SELECT count(*) FROM " +
+                       std::string(detail::state_table(algorithm)) + " WHERE owner = 'fresh'") ==
+          0);
+  }
+}
+
+TEST_CASE("owner_usage of a token bucket is out of the owner's burst", "[policy][usage]") {
+  Fixture f;
+  f.engine.define(make_bucket("tb", 1, 1000, 2));
+  f.engine.set_override({"tb", "big", Policy::maximum, 2, 10});
+  f.engine.set_override({"tb", "double", Policy::maximum, 4});  // burst: the maximum
+  CHECK(f.engine.owner_usage("tb", "plain").capacity == 2);
+  CHECK(f.engine.owner_usage("tb", "big").capacity == 10);
+  CHECK(f.engine.owner_usage("tb", "double").capacity == 4);
+}
+
 TEST_CASE("overrides set with plain SQL give the engine's answers", "[policy][override][sql]") {
   for (const Algorithm algorithm : kAlgorithms) {
     CAPTURE(to_string(algorithm));

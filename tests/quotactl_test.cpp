@@ -508,7 +508,8 @@ json run_raw(RawDb& db, const std::string& sql, const std::string& limit, const 
       row[name] = reinterpret_cast<const char*>(sqlite3_column_text(statement, i));
     } else if (name == "allowed" || name == "shadow_denied") {
       row[name] = sqlite3_column_int64(statement, i) != 0;
-    } else if (name != "used" && name != "shadow_denials") {  // check's, for Engine::usage
+    } else if (name != "used" && name != "shadow_denials" && name != "capacity") {
+      // (those three are check's, for Engine::usage and owner_usage)
       row[name] = sqlite3_column_int64(statement, i);
     }
   }
@@ -1090,6 +1091,14 @@ TEST_CASE("quotactl override set, list and rm", "[quotactl][policy]") {
 
   const Outcome table = f.ctl({"override", "list"});
   CHECK(table.out.find("send   vip      maximum 6") != std::string::npos);
+
+  // The readable line counts out of the owner's own capacity, not the limit's 3.
+  f.ok({"override", "set", "send", "gold", "--max", "100"});
+  CHECK(f.ctl({"consume", "send", "gold"}).out.find(": 99 of 100 left") != std::string::npos);
+  CHECK(f.ctl({"consume", "send", "gold", "--cost", "101"}).out.find("the capacity of 100") !=
+        std::string::npos);
+  CHECK(f.ctl({"check", "send", "plain"}).out.find(": 3 of 3 left") != std::string::npos);
+  f.ok({"override", "rm", "send", "gold"});
 
   CHECK(f.ok({"override", "rm", "send", "vip"}) ==
         json{{"removed", {{"limit", "send"}, {"owner", "vip"}}}});

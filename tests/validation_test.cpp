@@ -64,6 +64,7 @@ struct Fixture {
     expect_invalid([&] { engine.get(name); }, says);
     expect_invalid([&] { engine.remove(name); }, says);
     expect_invalid([&] { engine.usage(name); }, says);
+    expect_invalid([&] { engine.owner_usage(name, "u"); }, says);
   }
 
   // Every operation that takes an owner refuses `owner`, on both algorithms.
@@ -74,6 +75,7 @@ struct Fixture {
       expect_invalid([&] { engine.consume(limit, owner); }, {"invalid owner", says});
       expect_invalid([&] { engine.record(limit, owner); }, {"invalid owner", says});
       expect_invalid([&] { engine.reset(limit, owner); }, {"invalid owner", says});
+      expect_invalid([&] { engine.owner_usage(limit, owner); }, {"invalid owner", says});
     }
   }
 

@@ -99,6 +99,8 @@ struct Usage {
   std::int64_t denied = 0;     // denied consumes since created or reset
   std::int64_t reset_at_ms = 0;
   std::int64_t shadow_denied = 0;  // would-be denials in shadow mode since created or reset
+  // The owner's capacity: the limit's maximum (a token bucket's burst), or its override's.
+  std::int64_t capacity = 0;
 };
 
 // How far Engine::gc has got, reported after each batch.
@@ -166,6 +168,9 @@ class QUOTA_API Engine {
   // first (at most `top`, 0 = all).
   std::vector<Usage> usage(std::string_view limit, std::size_t top = 0,
                            UsageOrder order = UsageOrder::used);
+  // One owner's usage of `limit` now, as a check sees it (all zero but `remaining`,
+  // `capacity` and `reset_at_ms` for an owner without state). Changes nothing.
+  Usage owner_usage(std::string_view limit, std::string_view owner);
 
   // Creates or replaces the override of (override.limit, override.owner). The limit must
   // exist unless it is kEveryLimit. Throws Error: invalid_argument for a bad name, owner or

@@ -110,6 +110,17 @@ std::string human_line(const Session& session, Operation operation, const Reques
   return line;
 }
 
+// The capacity the owner's answers are out of (its override's, if it has one), for the human
+// line; nullopt when the limit is gone (a refund or reset of a limit removed meanwhile).
+std::optional<std::int64_t> owner_capacity(quota::Engine& engine, const Request& request) {
+  try {
+    return engine.owner_usage(request.limit, request.owner).capacity;
+  } catch (const quota::Error& error) {
+    if (error.code() != quota::ErrorCode::unknown_limit) throw;
+    return std::nullopt;
+  }
+}
+
 // The limits of `consume a,b`: each a valid name, none twice (Engine::consume_all checks).
 std::vector<std::string> split_limits(const std::string& text) {
   std::vector<std::string> limits;
@@ -140,9 +151,8 @@ int consume_all(Session& session, const Arguments& arguments) {
     session.emit(document);
     return status;
   }
-  std::optional<std::int64_t> capacity;
-  if (const auto limit = engine.get(request.limit)) capacity = limit->capacity();
-  session.out << human_line(session, Operation::consume, request, decision.result, capacity)
+  session.out << human_line(session, Operation::consume, request, decision.result,
+                            owner_capacity(engine, request))
               << fmt::format(" [decided by {} of {} limits]", decision.limit, limits.size())
               << '\n';
   return status;
@@ -157,9 +167,8 @@ int operate(Session& session, const Arguments& arguments, Operation operation) {
     session.emit(to_json(request, result));
     return status;
   }
-  std::optional<std::int64_t> capacity;
-  if (const auto limit = engine.get(request.limit)) capacity = limit->capacity();
-  session.out << human_line(session, operation, request, result, capacity) << '\n';
+  session.out << human_line(session, operation, request, result, owner_capacity(engine, request))
+              << '\n';
   return status;
 }
 
