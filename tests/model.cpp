@@ -425,7 +425,8 @@ std::vector<Usage> Model::usage(const std::string& limit, std::int64_t now) cons
     if (rule.policy == Policy::exempt) remaining = rule.limit.capacity();
     if (rule.policy == Policy::deny) remaining = 0;
     rows.push_back({limit, key.second, used, remaining, owner_state.denied,
-                    owner_state.counter->reset_at(rule.limit, t), owner_state.shadow_denied});
+                    owner_state.counter->reset_at(rule.limit, t), owner_state.shadow_denied,
+                    rule.limit.capacity()});
   }
   std::stable_sort(rows.begin(), rows.end(), [](const Usage& a, const Usage& b) {
     return a.used != b.used ? a.used > b.used : a.owner < b.owner;
@@ -450,7 +451,8 @@ bool same_usage(const std::vector<Usage>& actual, const std::vector<Usage>& expe
   for (std::size_t i = 0; i < actual.size(); ++i) {
     if (actual[i].owner != expected[i].owner || actual[i].used != expected[i].used ||
         actual[i].remaining != expected[i].remaining || actual[i].denied != expected[i].denied ||
-        actual[i].reset_at_ms != expected[i].reset_at_ms) {
+        actual[i].reset_at_ms != expected[i].reset_at_ms ||
+        actual[i].capacity != expected[i].capacity) {
       return false;
     }
   }
