@@ -1,5 +1,6 @@
 #include "checkpoint.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "busy.h"
@@ -57,7 +58,11 @@ int automatic_checkpoint_threshold(sqlite3* db) {
 void install_checkpoint(sqlite3* db) {
   const int threshold = automatic_checkpoint_threshold(db);
   if (threshold <= 0) return;
-  sqlite3_wal_hook(db, &on_commit, reinterpret_cast<void*>(static_cast<std::intptr_t>(threshold)));
+  // Half the threshold: the WAL keeps growing while the first step copies and syncs, and
+  // stays within the threshold; and another process's writer, which the write lock does not
+  // queue, gets it at the latest when this one pauses for a checkpoint.
+  const std::intptr_t start = std::max(threshold / 2, 1);
+  sqlite3_wal_hook(db, &on_commit, reinterpret_cast<void*>(start));
 }
 
 }  // namespace quota::detail

@@ -65,14 +65,14 @@ struct Options {
   // loss, at the cost of an fsync per consume.
   bool synchronous_full = false;
   // Replace SQLite's automatic WAL checkpoint on the connection (PASSIVE, at
-  // `PRAGMA wal_autocheckpoint` pages, 1000 by default) with the engine's, at the same
+  // `PRAGMA wal_autocheckpoint` pages, 1000 by default) with the engine's, from half that
   // threshold: a PASSIVE copy, then a RESTART that copies what was committed meanwhile and
   // starts the WAL over even while other processes keep writing. With SQLite's own, two
   // processes that never pause keep the WAL from ever being started over: it grows without
   // limit (190-270 MB after 2 s of quota-bench's contention case) and every commit past the
   // threshold pays a checkpoint's fsyncs (a consume's p99 there about 400 us). With the
-  // engine's, the WAL stays near the threshold and that p99 is about 50-80 us; other writers
-  // wait for the RESTART step (about 1 ms, once per threshold of pages). A connection whose
+  // engine's, the WAL stays within the threshold and that p99 is about 50-80 us; other
+  // writers wait for the RESTART step (about 1 ms, once per half threshold). A connection whose
   // automatic checkpoint is off is left alone. See README "Embedding". Default: on.
   bool restart_checkpoint = true;
   // What consume, check and record answer when the database fails: an I/O error, a full

@@ -122,7 +122,7 @@ typedef struct quota_options {
   quota_error_fn on_error;
   void* on_error_context;
   /* 1 (default): replace SQLite's automatic WAL checkpoint on the engine's connection with
-   * the engine's at the same threshold (a PASSIVE copy, then a RESTART), which keeps the WAL
+   * the engine's from half that threshold (a PASSIVE copy, then a RESTART), which keeps the WAL
    * bounded while other processes keep writing, at the cost of making them wait for the
    * RESTART step (quota::Options::restart_checkpoint; README "Embedding"). 0: SQLite's own. */
   int restart_checkpoint;
