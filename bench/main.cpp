@@ -10,7 +10,7 @@
 // FULL), with 1,000 owners; consume and the upserts also with 1,000,000 owners (wal_normal);
 // the sliding log held at capacity with limit 10 and limit 100,000 (10 owners, memory and
 // wal_normal); and two processes consuming on one owner (contention/...), with SQLite's busy
-// timeout and with the engine's busy handler.
+// timeout and checkpoint and with the engine's (the defaults).
 //
 // Each case runs for --duration after a warm-up, --repetitions times; the repetitions run
 // every case in turn, in reverse order every other time, so that drift on a noisy machine
