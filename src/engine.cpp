@@ -315,33 +315,6 @@ struct Engine::Impl {
     return *slot;
   }
 
-  // `owner`'s usage of `limit` at `now`, by `check` (the limit's check statement, which
-  // changes nothing); nullopt when the statement finds no such limit.
-  std::optional<Usage> usage_at(Prepared& check, std::string_view limit, std::string_view owner,
-                                std::int64_t now) {
-    sqlite3_stmt* raw = check.statement.get();
-    bind_text(raw, check.limit, limit);
-    bind_text(raw, check.owner, owner);
-    bind_integer(raw, check.cost, 1);
-    bind_integer(raw, check.now, now);
-    std::optional<Usage> usage;
-    if (sqlite3_step(raw) == SQLITE_ROW) {
-      const Result result = read_result(raw);
-      usage = Usage{std::string(limit),
-                    std::string(owner),
-                    sqlite3_column_int64(raw, 7),
-                    result.remaining,
-                    result.denied,
-                    result.reset_at_ms,
-                    sqlite3_column_int64(raw, 8),
-                    sqlite3_column_int64(raw, 9)};
-    }
-    const int status = sqlite3_reset(raw);
-    sqlite3_clear_bindings(raw);
-    if (status != SQLITE_OK) throw SQLite::Exception(db.getHandle(), status);
-    return usage;
-  }
-
   // The limit's algorithm, from the cache or the database; nullopt when there is no limit.
   std::optional<Algorithm> algorithm_of(std::string_view name, bool refresh) {
     const auto found = algorithms.find(name);
@@ -380,31 +353,60 @@ struct Engine::Impl {
     for (int attempt = 0; attempt < 2; ++attempt) {
       const auto algorithm = algorithm_of(limit, attempt > 0);
       if (!algorithm) throw unknown_limit(limit);
-      Prepared& prepared_statement = statement(operation, *algorithm);
-      sqlite3_stmt* raw = prepared_statement.statement.get();
-      bind_text(raw, prepared_statement.limit, limit);
-      bind_text(raw, prepared_statement.owner, owner);
-      bind_integer(raw, prepared_statement.cost, cost);
-      bind_integer(raw, prepared_statement.now, now);
-      int status = sqlite3_step(raw);
-      std::optional<Result> result;
-      if (status == SQLITE_ROW) {
-        // The answer is read from the first row, but it stands only once the statement is
-        // done: a write (and, outside a transaction, its commit) that fails at the end, on a
-        // full disk say, must be an error and not an answer.
-        result = read_result(raw);
-        while ((status = sqlite3_step(raw)) == SQLITE_ROW) {
-        }
-      }
-      const int reset_status = sqlite3_reset(raw);
-      sqlite3_clear_bindings(raw);
-      if (result && status == SQLITE_DONE && reset_status == SQLITE_OK) return *result;
-      if (status != SQLITE_DONE || reset_status != SQLITE_OK) {
-        SQLite::Exception error(db.getHandle(), reset_status != SQLITE_OK ? reset_status : status);
-        if (!mentions_unknown_limit(error)) throw error;
+      try {
+        const std::optional<Result> result =
+            step(statement(operation, *algorithm), limit, owner, cost, now, read_result);
+        if (result) return *result;
+      } catch (const SQLite::Exception& error) {
+        if (!mentions_unknown_limit(error)) throw;
       }
     }
     throw unknown_limit(limit);
+  }
+
+  // Binds the request to `prepared`, steps it to the end and resets it. Returns its first row
+  // as `read` reads it, nullopt when there is none. The answer is read from the first row,
+  // but it stands only once the statement is done: a write (and, outside a transaction, its
+  // commit) that fails at the end, on a full disk say, throws SQLite::Exception.
+  template <typename Read>
+  auto step(Prepared& prepared, std::string_view limit, std::string_view owner, std::int64_t cost,
+            std::int64_t now, Read read) -> std::optional<decltype(read(nullptr))> {
+    sqlite3_stmt* raw = prepared.statement.get();
+    bind_text(raw, prepared.limit, limit);
+    bind_text(raw, prepared.owner, owner);
+    bind_integer(raw, prepared.cost, cost);
+    bind_integer(raw, prepared.now, now);
+    int status = sqlite3_step(raw);
+    std::optional<decltype(read(nullptr))> row;
+    if (status == SQLITE_ROW) {
+      row = read(raw);
+      while ((status = sqlite3_step(raw)) == SQLITE_ROW) {
+      }
+    }
+    const int reset_status = sqlite3_reset(raw);
+    sqlite3_clear_bindings(raw);
+    if (status != SQLITE_DONE || reset_status != SQLITE_OK) {
+      throw SQLite::Exception(db.getHandle(), reset_status != SQLITE_OK ? reset_status : status);
+    }
+    return row;
+  }
+
+  // `owner`'s usage of `limit` at `now`, by the limit's check statement (which changes
+  // nothing); nullopt when the statement finds no such limit.
+  std::optional<Usage> usage_at(Algorithm algorithm, std::string_view limit, std::string_view owner,
+                                std::int64_t now) {
+    return step(statement(Operation::check, algorithm), limit, owner, 1, now,
+                [&](sqlite3_stmt* row) {
+                  const Result result = read_result(row);
+                  return Usage{std::string(limit),
+                               std::string(owner),
+                               sqlite3_column_int64(row, 7),
+                               result.remaining,
+                               result.denied,
+                               result.reset_at_ms,
+                               sqlite3_column_int64(row, 8),
+                               sqlite3_column_int64(row, 9)};
+                });
   }
 
   // ---------------------------------------------------------------------------------------
@@ -744,11 +746,10 @@ std::vector<Usage> Engine::usage(std::string_view limit, std::size_t top, UsageO
     while (owners.executeStep()) names.push_back(owners.getColumn(0).getString());
     owners.reset();
 
-    Prepared& check = impl_->statement(Operation::check, *algorithm);
     const std::int64_t now = impl_->now();
     std::vector<Usage> rows;
     for (const std::string& owner : names) {
-      const std::optional<Usage> row = impl_->usage_at(check, limit, owner, now);
+      const std::optional<Usage> row = impl_->usage_at(*algorithm, limit, owner, now);
       if (row && (row->used > 0 || row->denied > 0 || row->shadow_denied > 0)) {
         rows.push_back(*row);
       }
@@ -768,8 +769,7 @@ Usage Engine::owner_usage(std::string_view limit, std::string_view owner) {
   return impl_->guarded([&] {
     const auto algorithm = impl_->algorithm_of(limit, true);
     if (!algorithm) throw unknown_limit(limit);
-    const std::optional<Usage> row =
-        impl_->usage_at(impl_->statement(Operation::check, *algorithm), limit, owner, impl_->now());
+    const std::optional<Usage> row = impl_->usage_at(*algorithm, limit, owner, impl_->now());
     if (!row) throw unknown_limit(limit);
     return *row;
   });
