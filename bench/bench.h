@@ -64,6 +64,9 @@ enum class Subject {
   select_int,   // bare point SELECT, integer key
   select_text,  // bare point SELECT, text key
   article,      // the SQL-only design of "SQLite-only Rate Limiting"
+  // What storage alone costs, without any decision: a bare upsert (SET used = used + 1) on
+  upsert_state,   // the engine's own state table (quota_windows, the fixed_window limit's rows)
+  upsert_narrow,  // the narrowest row a state per owner (text) and limit can have
   consume,      // quota::Engine
   check,
   record,

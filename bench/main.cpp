@@ -5,6 +5,8 @@
 //                            on a one-table counter, integer and text key
 //   select_int, select_text  a bare point SELECT on the same tables (the floor of check)
 //   article                  the SQL-only design of "SQLite-only Rate Limiting" (verbatim)
+//   upsert_state,            storage without a decision: the bare upsert on the engine's own
+//   upsert_narrow            state table, and on the narrowest state row a text owner allows
 //   consume, check, record   quota::Engine, each algorithm
 // in the settings memory (":memory:"), wal_normal and wal_full (WAL, synchronous NORMAL or
 // FULL), with 1,000 owners; consume and the upserts also with 1,000,000 owners (wal_normal);
@@ -183,12 +185,16 @@ std::vector<Case> all_cases(const Scale& scale) {
     for (auto algorithm : kAlgorithms) add(Subject::record, setting, scale.owners, algorithm);
     add(Subject::select_text, setting, scale.owners);
     add(Subject::article, setting, scale.owners);
+    add(Subject::upsert_state, setting, scale.owners);
+    add(Subject::upsert_narrow, setting, scale.owners);
   }
   add(Subject::upsert_int, Setting::wal_normal, scale.large_owners);
   for (auto algorithm : kAlgorithms) {
     add(Subject::consume, Setting::wal_normal, scale.large_owners, algorithm);
   }
   add(Subject::upsert_text, Setting::wal_normal, scale.large_owners);
+  add(Subject::upsert_state, Setting::wal_normal, scale.large_owners);
+  add(Subject::upsert_narrow, Setting::wal_normal, scale.large_owners);
   for (Setting setting : {Setting::memory, Setting::wal_normal}) {
     for (std::int64_t limit : {scale.short_log, scale.long_log}) {
       add(Subject::consume, setting, scale.log_owners, quota::Algorithm::sliding_log, limit);

@@ -62,6 +62,25 @@ constexpr const char* kUpsertInt =
 constexpr const char* kUpsertText =
     "INSERT INTO text_counters (key, count) VALUES (?1, 1) "
     "ON CONFLICT (key) DO UPDATE SET count = count + 1 RETURNING count";
+// The engine's fixed_window state row, as the bare upsert changes a counter: `used` only, no
+// decision. The new-owner trigger fires as for every engine statement, and its WHEN (a
+// request's cost) is false at once: every owner has its row.
+constexpr const char* kUpsertState =
+    "INSERT INTO quota_windows (limit_name, owner, maximum) VALUES ('bench_fixed_window', ?1, 0) "
+    "ON CONFLICT (owner, limit_name) DO UPDATE SET used = used + 1 RETURNING used";
+// The least a fixed or sliding window's state per owner and limit holds, keyed as narrowly as
+// a text owner allows: the owner, a limit's integer id, the window, its count and the
+// previous one's, the denials, and one integer for the answer. One limit's owners only.
+constexpr const char* kNarrowSchema = R"(
+CREATE TABLE narrow_state (
+  owner TEXT NOT NULL, limit_id INTEGER NOT NULL, window_key INTEGER NOT NULL,
+  used INTEGER NOT NULL, previous_used INTEGER NOT NULL, denied INTEGER NOT NULL,
+  answer INTEGER NOT NULL, PRIMARY KEY (owner, limit_id)
+) STRICT, WITHOUT ROWID;)";
+constexpr const char* kUpsertNarrow =
+    "INSERT INTO narrow_state (owner, limit_id, window_key, used, previous_used, denied, answer) "
+    "VALUES (?1, 1, 0, 1, 0, 0, 0) "
+    "ON CONFLICT (owner, limit_id) DO UPDATE SET used = used + 1 RETURNING used";
 constexpr const char* kSelectInt = "SELECT count FROM counters WHERE id = ?1";
 constexpr const char* kSelectText = "SELECT count FROM text_counters WHERE key = ?1";
 
@@ -196,6 +215,8 @@ std::string template_file(const Case& c) {
       return fmt::format("bare_{}.db", c.owners);
     case Subject::article:
       return fmt::format("article_{}.db", c.owners);
+    case Subject::upsert_narrow:
+      return fmt::format("narrow_{}.db", c.owners);
     default:
       return fmt::format("engine_{}.db", c.owners);
   }
@@ -210,6 +231,16 @@ void build_bare(sqlite3* db, std::int64_t owners) {
   execute(db, numbers + "INSERT INTO counters (id, count) SELECT i, 1 FROM n");
   execute(db, numbers + "INSERT INTO text_counters (key, count) SELECT 'user:' || i, 1 FROM n");
   execute(db, "COMMIT");
+}
+
+// Every owner with one row of one limit, the window and figures of the engine's template (the
+// window of kStartMs, a count of 1).
+void build_narrow(sqlite3* db, std::int64_t owners) {
+  execute(db, kNarrowSchema);
+  execute(db, fmt::format("WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n "
+                          "WHERE i + 1 < {}) INSERT INTO narrow_state SELECT 'user:' || i, 1, "
+                          "{}, 1, 0, 0, 1 FROM n",
+                          owners, kStartMs / kPeriodMs));
 }
 
 using Prepared = std::unique_ptr<sqlite3_stmt, decltype(&sqlite3_finalize)>;
@@ -348,7 +379,8 @@ struct StatementOperation {
 
   int operator()() {
     const std::int64_t owner = owners.next();
-    if (subject == Subject::upsert_text || subject == Subject::select_text) {
+    if (subject == Subject::upsert_text || subject == Subject::select_text ||
+        subject == Subject::upsert_state || subject == Subject::upsert_narrow) {
       const std::string_view key = owners.text(owner);
       sqlite3_bind_text(statement, 1, key.data(), static_cast<int>(key.size()), SQLITE_STATIC);
     } else {
@@ -437,6 +469,10 @@ const char* statement_of(Subject subject) {
       return kSelectInt;
     case Subject::select_text:
       return kSelectText;
+    case Subject::upsert_state:
+      return kUpsertState;
+    case Subject::upsert_narrow:
+      return kUpsertNarrow;
     default:
       return kArticleStatement;
   }
@@ -489,8 +525,10 @@ std::string Templates::prepare(const Case& c) const {
     db.exec("PRAGMA journal_mode = OFF");
     if (c.log_limit > 0) {
       build_log(db, c.log_limit);
-    } else if (c.engine()) {
+    } else if (c.engine() || c.subject == Subject::upsert_state) {
       build_engine(db, c.owners);
+    } else if (c.subject == Subject::upsert_narrow) {
+      build_narrow(db.getHandle(), c.owners);
     } else if (c.subject == Subject::article) {
       build_article(db.getHandle(), c.owners);
     } else {
@@ -554,6 +592,10 @@ const char* subject_name(Subject subject) {
       return "select_text";
     case Subject::article:
       return "article";
+    case Subject::upsert_state:
+      return "upsert_state";
+    case Subject::upsert_narrow:
+      return "upsert_narrow";
     case Subject::consume:
       return "consume";
     case Subject::check:
