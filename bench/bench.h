@@ -59,15 +59,14 @@ struct Measurement {
 enum class Setting { memory, wal_normal, wal_full };
 
 enum class Subject {
-  upsert_int,   // bare INSERT ... ON CONFLICT DO UPDATE ... RETURNING, integer key
-  upsert_text,  // the same with a text key (WITHOUT ROWID)
-  select_int,   // bare point SELECT, integer key
-  select_text,  // bare point SELECT, text key
-  article,      // the SQL-only design of "SQLite-only Rate Limiting"
-  // What storage alone costs, without any decision: a bare upsert (SET used = used + 1) on
-  upsert_state,   // the engine's own state table (quota_windows, the fixed_window limit's rows)
-  upsert_narrow,  // the narrowest row a state per owner (text) and limit can have
-  consume,      // quota::Engine
+  upsert_int,     // bare INSERT ... ON CONFLICT DO UPDATE ... RETURNING, integer key
+  upsert_text,    // the same with a text key (WITHOUT ROWID)
+  select_int,     // bare point SELECT, integer key
+  select_text,    // bare point SELECT, text key
+  article,        // the SQL-only design of "SQLite-only Rate Limiting"
+  upsert_state,   // storage without a decision: the bare upsert on the engine's state table
+  upsert_narrow,  // and on the narrowest state row a text owner and a limit can have
+  consume,        // quota::Engine
   check,
   record,
 };
