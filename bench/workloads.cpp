@@ -222,11 +222,16 @@ std::string template_file(const Case& c) {
   }
 }
 
+// The owners' numbers 0 .. owners - 1 as the rows of `n(i)`, to put before an INSERT ... SELECT.
+std::string owner_numbers(std::int64_t owners) {
+  return fmt::format(
+      "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < {}) ", owners);
+}
+
 // Every owner with one counter row, written by one INSERT ... SELECT per table.
 void build_bare(sqlite3* db, std::int64_t owners) {
   execute(db, kBareSchema);
-  const std::string numbers = fmt::format(
-      "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < {}) ", owners);
+  const std::string numbers = owner_numbers(owners);
   execute(db, "BEGIN");
   execute(db, numbers + "INSERT INTO counters (id, count) SELECT i, 1 FROM n");
   execute(db, numbers + "INSERT INTO text_counters (key, count) SELECT 'user:' || i, 1 FROM n");
@@ -237,10 +242,10 @@ void build_bare(sqlite3* db, std::int64_t owners) {
 // window of kStartMs, a count of 1).
 void build_narrow(sqlite3* db, std::int64_t owners) {
   execute(db, kNarrowSchema);
-  execute(db, fmt::format("WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n "
-                          "WHERE i + 1 < {}) INSERT INTO narrow_state SELECT 'user:' || i, 1, "
-                          "{}, 1, 0, 0, 1 FROM n",
-                          owners, kStartMs / kPeriodMs));
+  execute(db,
+          owner_numbers(owners) +
+              fmt::format("INSERT INTO narrow_state SELECT 'user:' || i, 1, {}, 1, 0, 0, 1 FROM n",
+                          kStartMs / kPeriodMs));
 }
 
 using Prepared = std::unique_ptr<sqlite3_stmt, decltype(&sqlite3_finalize)>;
