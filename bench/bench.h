@@ -119,18 +119,32 @@ Measurement measure(Operation&& operation, const Budget& budget) {
   return measurement;
 }
 
+// Page and cache settings to try (--page-size, --pragma), the same for the baselines and the
+// engine: every case's database but the two processes' (contention.cpp), which is the
+// engine's own file as Engine::open makes it.
+struct FileSettings {
+  // The page size the templates are built with; 0 for SQLite's default. A template of another
+  // page size than the default has its own file name, so one work directory holds both.
+  int page_size = 0;
+  // "NAME = VALUE", each run as a PRAGMA on every case's connection after it is opened.
+  std::vector<std::string> pragmas;
+};
+
 // The databases the cases start from. Each is built once, in `work_dir`, the first time a
 // case needs it; a case then works on a copy (or, for the 1,000,000-owner databases, on the
 // file itself: see workloads.cpp).
 class Templates {
  public:
-  explicit Templates(std::string work_dir) : work_dir_(std::move(work_dir)) {}
+  explicit Templates(std::string work_dir, FileSettings settings = {})
+      : work_dir_(std::move(work_dir)), settings_(std::move(settings)) {}
   // The template's path; builds it first when it does not exist yet.
   std::string prepare(const Case& c) const;
   const std::string& work_dir() const { return work_dir_; }
+  const FileSettings& settings() const { return settings_; }
 
  private:
   std::string work_dir_;
+  FileSettings settings_;
 };
 
 // Runs one case in this process: sets up its database from the template, warms up, then

@@ -5,8 +5,11 @@ mean anything, and the machine is shared.
 usage: python3 check_json.py PATH/TO/quota-bench
 """
 import json
+import os
+import sqlite3
 import subprocess
 import sys
+import tempfile
 
 bench = sys.argv[1]
 failures = []
@@ -28,6 +31,13 @@ for arguments, said in (
     (["--statement", "x.sql"], "--statement needs --count-instructions"),
     (["--prepare"], "--prepare needs --work-dir"),
     (["--report", "/nonexistent/run.json"], "cannot read /nonexistent/run.json"),
+    (["--page-size", "1000"], "--page-size takes a power of two"),
+    (["--page-size", "256"], "--page-size takes a number from 512 to 65536"),
+    (["--pragma", "journal_mode=OFF"], "the setting (memory, wal_normal, wal_full) decides it"),
+    (["--pragma", "page_size=1024"], "use --page-size N"),
+    (["--pragma", "cache_size=1; DROP TABLE x"], "--pragma takes NAME=VALUE"),
+    (["--pragma", "cache_size"], "--pragma takes NAME=VALUE"),
+    (["--pragma", "cache_sise=100"], "has no such pragma"),
 ):
     refused = subprocess.run([bench, *arguments], capture_output=True, text=True)
     expect(refused.returncode == 2 and refused.stderr.startswith("quota-bench: error: ")
@@ -86,6 +96,22 @@ for name in ("contention/sqlite_busy_timeout", "contention/engine"):
     processes = item["repetitions"][0]["processes"]
     expect(len(processes) == 2 and all(p["operations"] > 0 for p in processes),
            f"{name}: a process did no operation")
+
+# --page-size builds the templates with that page size, under a name of their own, and the run
+# records it and the pragmas.
+with tempfile.TemporaryDirectory() as work:
+    settings = ["--page-size", "1024", "--pragma", "cache_size = -4000", "--pragma", "temp_store=2"]
+    tuned = json.loads(subprocess.run(
+        [bench, "--quick", "--json", "--filter", "consume/fixed_window/wal_normal/1000",
+         "--work-dir", work, *settings], check=True, capture_output=True, text=True).stdout)
+    expect(tuned["run"]["page_size"] == 1024 and
+           tuned["run"]["pragmas"] == ["cache_size = -4000", "temp_store = 2"],
+           f"the run does not record --page-size and --pragma: {tuned['run']}")
+    expect(all(case["operations"] > 0 for case in tuned["cases"]), "a case with --page-size did not run")
+    for name in ("engine_1000_p1024.db", "bare_1000_p1024.db"):
+        path = os.path.join(work, name)
+        size = sqlite3.connect(path).execute("PRAGMA page_size").fetchone()[0] if os.path.exists(path) else None
+        expect(size == 1024, f"{name}: page size {size}, not 1024")
 
 measures = [row["measure"] for row in document["targets"]]
 expect(len(measures) == 12, f"expected 12 targets, got {len(measures)}")

@@ -24,10 +24,14 @@
 //   quota-bench --json          the same as one JSON document
 //   quota-bench --quick --json  tiny counts (the test suite checks the document's shape)
 //   quota-bench --help          every option
+#include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Statement.h>
+#include <fmt/format.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -68,6 +72,11 @@ SELECT) and the article's SQL-only design, in one run, and evaluates the targets
                          the case's operation, on the case's database, with :limit, :owner,
                          :cost and :now bound as the engine binds them
   --setup FILE           with --statement: SQL to run once first (e.g. DROP TRIGGER ...)
+  --page-size N          build the templates with this page size (512 to 65536, a power of
+                         two; default SQLite's, 4096), for every case but the two processes'
+  --pragma NAME=VALUE    run PRAGMA NAME = VALUE on every case's connection but the two
+                         processes' (repeatable), e.g. cache_size=-65536, mmap_size=268435456;
+                         journal_mode and synchronous are the setting's, page_size --page-size's
 )";
 
 struct Config {
@@ -78,6 +87,7 @@ struct Config {
   bool prepare = false;
   std::optional<std::string> out, report, work_dir, count_case, statement, setup;
   std::vector<std::string> filters;
+  FileSettings file;
   double duration_s = 1.0;
   int repetitions = 3;
   std::int64_t operations = 0;
@@ -92,10 +102,47 @@ double parse_number(const std::string& option, const char* text, double low, dou
   char* end = nullptr;
   const double value = std::strtod(text, &end);
   if (end == text || *end != '\0' || !(value >= low && value <= high)) {
-    usage_error(option + " takes a number from " + std::to_string(low) + " to " +
-                std::to_string(high) + ", not '" + text + "'");
+    usage_error(fmt::format("{} takes a number from {} to {}, not '{}'", option, low, high, text));
   }
   return value;
+}
+
+// "NAME=VALUE" (spaces around '=' allowed) as "NAME = VALUE": NAME a pragma's name, VALUE an
+// integer or a word, so that nothing but one setting reaches the PRAGMA statement.
+std::string parse_pragma(const std::string& text) {
+  const auto is_word = [](const std::string& s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char ch) {
+      return std::isalnum(ch) || ch == '_';
+    });
+  };
+  const auto trim = [](std::string s) {
+    s.erase(0, s.find_first_not_of(' '));
+    s.erase(s.find_last_not_of(' ') + 1);
+    return s;
+  };
+  const std::size_t equals = text.find('=');
+  const std::string name = trim(text.substr(0, equals));
+  std::string value = equals == std::string::npos ? "" : trim(text.substr(equals + 1));
+  const bool negative = !value.empty() && value[0] == '-';
+  if (!is_word(name) || !is_word(negative ? value.substr(1) : value)) {
+    usage_error(
+        "--pragma takes NAME=VALUE, a pragma's name and an integer or a word, such as "
+        "cache_size=-65536, not '" +
+        text + "'");
+  }
+  if (name == "journal_mode" || name == "synchronous") {
+    usage_error("--pragma " + name + ": the setting (memory, wal_normal, wal_full) decides it");
+  }
+  if (name == "page_size") usage_error("--pragma page_size: use --page-size N");
+  // SQLite ignores a pragma it does not know: a misspelt one would measure nothing new.
+  SQLite::Database probe(":memory:");
+  SQLite::Statement known(probe, "SELECT 1 FROM pragma_pragma_list WHERE name = ?");
+  known.bind(1, name);
+  if (!known.executeStep()) {
+    usage_error("--pragma " + name + ": SQLite " + sqlite3_libversion() +
+                " has no such pragma (PRAGMA pragma_list names them)");
+  }
+  return name + " = " + value;
 }
 
 Config parse(int argc, char** argv) {
@@ -137,6 +184,15 @@ Config parse(int argc, char** argv) {
       config.statement = value();
     } else if (arg == "--setup") {
       config.setup = value();
+    } else if (arg == "--page-size") {
+      const double size = parse_number(arg, value(), 512, 65536);
+      if (size != static_cast<int>(size) || !std::has_single_bit(static_cast<unsigned>(size))) {
+        usage_error("--page-size takes a power of two from 512 to 65536, not '" +
+                    std::string(argv[i]) + "'");
+      }
+      config.file.page_size = static_cast<int>(size);
+    } else if (arg == "--pragma") {
+      config.file.pragmas.push_back(parse_pragma(value()));
     } else if (arg == "--operations") {
       config.operations = static_cast<std::int64_t>(parse_number(arg, value(), 1, 1e9));
     } else {
@@ -477,13 +533,13 @@ int run(const Config& config) {
                                                        read_text(*config.statement)})
                          : std::nullopt;
     const WorkDir work_dir(config.work_dir);
-    count_case(*found, Templates(work_dir.path()), config.operations,
+    count_case(*found, Templates(work_dir.path(), config.file), config.operations,
                replacement ? &*replacement : nullptr);
     return 0;
   }
 
   const WorkDir work_dir(config.work_dir);
-  const Templates templates(work_dir.path());
+  const Templates templates(work_dir.path(), config.file);
 
   // Templates first, each built in a child so that the parent stays small.
   const std::string load_before = load_average();
@@ -533,6 +589,8 @@ int run(const Config& config) {
       {"duration_s", std::chrono::duration<double>(budget.duration).count()},
       {"repetitions", repetitions},
       {"filters", config.filters},
+      {"page_size", config.file.page_size},
+      {"pragmas", config.file.pragmas},
       {"wall_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()},
       {"scale",
        {{"owners", scale.owners},

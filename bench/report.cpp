@@ -156,16 +156,30 @@ std::string markdown(const Table& table, bool left = false) {
   return out;
 }
 
+// What --page-size and --pragma changed, for the line under the machine; empty by default.
+std::string settings_note(const json& r) {
+  std::string note;
+  if (r.value("page_size", 0) != 0)
+    note += fmt::format("; templates of {}-byte pages", r.at("page_size").get<int>());
+  if (r.contains("pragmas") && !r.at("pragmas").empty()) {
+    note += "; on every case's connection";
+    for (const json& pragma : r.at("pragmas")) note += " PRAGMA " + pragma.get<std::string>() + ";";
+    note.pop_back();
+  }
+  return note;
+}
+
 std::string machine_line(const json& run) {
   const json& m = run.at("machine");
   const json& r = run.at("run");
-  return fmt::format(
+  const std::string line = fmt::format(
       "{}, {} cores, {}; SQLite {}; {} ({}); load average {} before, {} after; {} s per case, "
       "median of {} repetitions{}",
       m.value("cpu", "?"), m.value("cores", 0), m.value("kernel", "?"), m.value("sqlite", "?"),
       m.value("compiler", "?"), m.value("build_type", "?"), m.value("load_average_before", "?"),
       m.value("load_average_after", "?"), r.value("duration_s", 0.0), r.value("repetitions", 0),
       r.value("quick", false) ? " (--quick: tiny counts, figures mean nothing)" : "");
+  return line + settings_note(r);
 }
 
 std::string first_line_of(const std::string& path, const std::string& key) {

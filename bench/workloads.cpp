@@ -6,7 +6,8 @@
 // then build `quota::Engine{db}` on that connection, the baselines use its sqlite3 handle
 // with statements prepared once (sqlite3_prepare_v3, SQLITE_PREPARE_PERSISTENT, as the
 // engine prepares its own). Page size, cache size and every other setting are SQLite's
-// defaults for all of them. open_database repeats what Engine::open sets on its connection:
+// defaults for all of them, unless --page-size or --pragma set another (FileSettings), again
+// for all of them alike. open_database repeats what Engine::open sets on its connection:
 // a setting added there must be added here too, for the engine and the baselines alike.
 //
 // Time is simulated: the engine's clock (Options::clock) advances 1 ms per operation, so
@@ -337,6 +338,10 @@ void remove_database(const std::string& path) {
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(path + suffix);
 }
 
+void apply_pragmas(SQLite::Database& db, const FileSettings& settings) {
+  for (const std::string& pragma : settings.pragmas) db.exec("PRAGMA " + pragma);
+}
+
 // The case's connection, on a copy of its template: in memory (SQLite's backup API), or a
 // file. A template of more than kCopiedOwners owners is used in place: copying a database of
 // hundreds of megabytes per case would cost more than the case, and what the cases change in
@@ -345,7 +350,8 @@ std::unique_ptr<SQLite::Database> open_database(const Case& c, const Templates& 
   const std::string from = templates.prepare(c);
   if (c.setting == Setting::memory) {
     auto db = std::make_unique<SQLite::Database>(":memory:", kOpenFlags);
-    copy_database(from, db->getHandle());
+    copy_database(from, db->getHandle());  // the copy takes the template's page size
+    apply_pragmas(*db, templates.settings());
     return db;
   }
   std::string path = from;
@@ -358,6 +364,7 @@ std::unique_ptr<SQLite::Database> open_database(const Case& c, const Templates& 
   db->exec("PRAGMA journal_mode = WAL");
   db->exec(c.setting == Setting::wal_full ? "PRAGMA synchronous = FULL"
                                           : "PRAGMA synchronous = NORMAL");
+  apply_pragmas(*db, templates.settings());
   return db;
 }
 
@@ -518,12 +525,16 @@ void with_operation(const Case& c, const Templates& templates, int repetition,
 }  // namespace
 
 std::string Templates::prepare(const Case& c) const {
-  const std::string path = work_dir_ + "/" + template_file(c);
+  std::string file = template_file(c);
+  if (settings_.page_size) file.insert(file.size() - 3, fmt::format("_p{}", settings_.page_size));
+  const std::string path = work_dir_ + "/" + file;
   if (fs::exists(path)) return path;
   const std::string building = path + ".building";
   remove_database(building);
   {
     SQLite::Database db(building, kOpenFlags);
+    // Before the first table: afterwards a page size takes a VACUUM.
+    if (settings_.page_size) db.exec(fmt::format("PRAGMA page_size = {}", settings_.page_size));
     // Building only: a cache that holds the whole database and no rollback journal, so that
     // a million owners take seconds. The cases open the copy with SQLite's defaults.
     db.exec("PRAGMA cache_size = -2000000");

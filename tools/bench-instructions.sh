@@ -6,6 +6,7 @@
 #   tools/bench-instructions.sh --annotate consume/sliding_log/wal_normal/1000
 #   tools/bench-instructions.sh --operations 5000 upsert_int/memory/1000 check/token_bucket/memory/1000
 #   tools/bench-instructions.sh --statement variant.sql [--setup drop.sql] consume/fixed_window/memory/1000
+#   tools/bench-instructions.sh --page-size 1024 --pragma temp_store=2 upsert_int/memory/1000
 #
 # Each case (a name from `quota-bench --list`) runs in its own process: its database is set
 # up and 1,000 operations warm it (preparing the statements), then callgrind counts only the
@@ -15,8 +16,9 @@
 # the template databases there for the next call (the 1,000,000-owner ones take minutes to
 # build). --statement FILE counts the statement in FILE instead of the case's operation, on
 # the case's database, bound as the engine binds its own (:limit, :owner, :cost, :now), after
-# the SQL of --setup FILE: a statement variant is judged without rebuilding. Builds quota-bench
-# in build/release (Release) first, or in --build DIR.
+# the SQL of --setup FILE: a statement variant is judged without rebuilding. --page-size and
+# --pragma are quota-bench's (page and cache settings for the baselines and the engine alike).
+# Builds quota-bench in build/release (Release) first, or in --build DIR.
 set -euo pipefail
 caller=$PWD
 cd "$(dirname "$0")/.."
@@ -27,6 +29,7 @@ annotate=0
 keep=""
 work=""
 replacement=()
+settings=()
 cases=()
 while (($#)); do
   case "$1" in
@@ -36,7 +39,8 @@ while (($#)); do
     --keep) keep=$2; shift 2 ;;
     --work-dir) work=$2; shift 2 ;;
     --statement|--setup) replacement+=("$1" "$(cd "$caller" && realpath "$2")"); shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --page-size|--pragma) settings+=("$1" "$2"); shift 2 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "bench-instructions: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) cases+=("$1"); shift ;;
   esac
@@ -62,11 +66,11 @@ mkdir -p "$work"
 for name in "${cases[@]}"; do
   "$bench" --list | grep -qx -- "$name" || { echo "bench-instructions: no case '$name' (see quota-bench --list)" >&2; exit 2; }
   # The templates are built natively first: under callgrind that would take minutes.
-  "$bench" --prepare --work-dir "$work" --filter "$name" 2>/dev/null
+  "$bench" --prepare --work-dir "$work" --filter "$name" ${settings[@]+"${settings[@]}"} 2>/dev/null
   out="$work/callgrind.out"
   valgrind --tool=callgrind --collect-atstart=no --toggle-collect='quota_bench_run_ops*' \
     --callgrind-out-file="$out" "$bench" --work-dir "$work" --count-instructions "$name" \
-    --operations "$operations" ${replacement[@]+"${replacement[@]}"} 2>"$work/valgrind.log" || { cat "$work/valgrind.log" >&2; exit 1; }
+    --operations "$operations" ${replacement[@]+"${replacement[@]}"} ${settings[@]+"${settings[@]}"} 2>"$work/valgrind.log" || { cat "$work/valgrind.log" >&2; exit 1; }
   total=$(awk '/^(summary|totals):/ {print $2; exit}' "$out")
   awk -v name="$name" -v total="$total" -v n="$operations" \
     'BEGIN { printf "%-48s %9.0f Ir/op\n", name, total / n }'
