@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Where a consume's instructions go: callgrind instructions per operation of a fixed_window
 # consume (in memory, 1,000 owners) and of the same statement with one part taken away at a
-# time, down to SQLite's floor, the bare upsert. Every variant is made here from the text
-# that `quotactl sql consume` prints, so the table can be reproduced after any change:
+# time, down to SQLite's floor, the bare upsert; then the narrowest state row, keyed by the
+# owner's text and by an integer owner id. The consume's variants are made here from the
+# text that `quotactl sql consume` prints, so the table can be reproduced after any change:
 #
 #   tools/bench-floors.sh              # prints a markdown table (about 3 minutes)
 #   tools/bench-floors.sh --keep DIR   # also keeps the statement variants in DIR
@@ -16,7 +17,7 @@ keep=""
 while (($#)); do
   case "$1" in
     --keep) keep=$2; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-floors: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -69,6 +70,36 @@ INSERT INTO text_counters (key, count) VALUES (:owner, 1)
 ON CONFLICT (key) DO UPDATE SET count = count + 1
 EOF
 
+# Integer owner ids: the narrowest state (upsert_narrow's table) keyed by an integer owner id
+# instead of the owner's text, the id looked up by the owner in a table of its own (a rowid
+# table with the owner UNIQUE, or WITHOUT ROWID keyed by the owner), inside the same upsert.
+id_state() {  # the state table keyed by owner id, from narrow_state and owner_ids
+  cat <<'EOF'
+CREATE TABLE id_state (
+  owner_id INTEGER NOT NULL, limit_id INTEGER NOT NULL, window_key INTEGER NOT NULL,
+  used INTEGER NOT NULL, previous_used INTEGER NOT NULL, denied INTEGER NOT NULL,
+  answer INTEGER NOT NULL, PRIMARY KEY (owner_id, limit_id)
+) STRICT, WITHOUT ROWID;
+INSERT INTO id_state SELECT o.id, limit_id, window_key, used, previous_used, denied, answer
+  FROM narrow_state JOIN owner_ids AS o USING (owner);
+EOF
+}
+{
+  echo "CREATE TABLE owner_ids (id INTEGER PRIMARY KEY, owner TEXT NOT NULL UNIQUE);"
+  echo "INSERT INTO owner_ids (owner) SELECT owner FROM narrow_state;"
+  id_state
+} >"$variants/owner_ids_rowid.sql"
+{
+  echo "CREATE TABLE owner_ids (owner TEXT PRIMARY KEY, id INTEGER NOT NULL UNIQUE) WITHOUT ROWID;"
+  echo "INSERT INTO owner_ids (owner, id) SELECT owner, row_number() OVER () FROM narrow_state;"
+  id_state
+} >"$variants/owner_ids_keyed.sql"
+cat >"$variants/owner_id_upsert.sql" <<'EOF'
+INSERT INTO id_state (owner_id, limit_id, window_key, used, previous_used, denied, answer)
+VALUES ((SELECT id FROM owner_ids WHERE owner = :owner), 1, 0, 1, 0, 0, 0)
+ON CONFLICT (owner_id, limit_id) DO UPDATE SET used = used + 1 RETURNING used
+EOF
+
 floor=$(count upsert_int/memory/1000)
 row() {  # row LABEL IR
   awk -v label="$1" -v ir="$2" -v floor="$floor" \
@@ -93,3 +124,11 @@ row "the bare text-key upsert without \`RETURNING\`" \
   "$(count upsert_text/memory/1000 --statement "$variants/text_upsert_no_returning.sql")"
 row "the bare text-key upsert (\`upsert_text\`)" "$(count upsert_text/memory/1000)"
 row "the bare integer-key upsert (\`upsert_int\`), the floor" "$floor"
+row "the narrowest state, keyed by the owner's text (\`upsert_narrow\`)" \
+  "$(count upsert_narrow/memory/1000)"
+row "… keyed by an integer owner id, looked up in a rowid table (\`owner_ids_rowid.sql\`)" \
+  "$(count upsert_narrow/memory/1000 --statement "$variants/owner_id_upsert.sql" \
+    --setup "$variants/owner_ids_rowid.sql")"
+row "… looked up in a \`WITHOUT ROWID\` table keyed by the owner (\`owner_ids_keyed.sql\`)" \
+  "$(count upsert_narrow/memory/1000 --statement "$variants/owner_id_upsert.sql" \
+    --setup "$variants/owner_ids_keyed.sql")"
