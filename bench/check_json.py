@@ -98,15 +98,19 @@ for name in ("contention/sqlite_busy_timeout", "contention/engine"):
            f"{name}: a process did no operation")
 
 # --page-size builds the templates with that page size, under a name of their own, and the run
-# records it and the pragmas.
+# records it, the pragmas and --no-memstatus.
 with tempfile.TemporaryDirectory() as work:
-    settings = ["--page-size", "1024", "--pragma", "cache_size = -4000", "--pragma", "temp_store=2"]
+    settings = ["--page-size", "1024", "--pragma", "cache_size = -4000", "--pragma", "temp_store=2",
+                "--no-memstatus"]
     tuned = json.loads(subprocess.run(
         [bench, "--quick", "--json", "--filter", "consume/fixed_window/wal_normal/1000",
          "--work-dir", work, *settings], check=True, capture_output=True, text=True).stdout)
     expect(tuned["run"]["page_size"] == 1024 and
-           tuned["run"]["pragmas"] == ["cache_size = -4000", "temp_store = 2"],
-           f"the run does not record --page-size and --pragma: {tuned['run']}")
+           tuned["run"]["pragmas"] == ["cache_size = -4000", "temp_store = 2"] and
+           tuned["run"]["memstatus"] is False,
+           f"the run does not record --page-size, --pragma and --no-memstatus: {tuned['run']}")
+    expect(document["run"]["page_size"] == 0 and document["run"]["pragmas"] == [] and
+           document["run"]["memstatus"] is True, f"the default run records settings: {document['run']}")
     expect(all(case["operations"] > 0 for case in tuned["cases"]), "a case with --page-size did not run")
     for name in ("engine_1000_p1024.db", "bare_1000_p1024.db"):
         path = os.path.join(work, name)

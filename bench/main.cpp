@@ -77,6 +77,10 @@ SELECT) and the article's SQL-only design, in one run, and evaluates the targets
   --pragma NAME=VALUE    run PRAGMA NAME = VALUE on every case's connection but the two
                          processes' (repeatable), e.g. cache_size=-65536, mmap_size=268435456;
                          journal_mode and synchronous are the setting's, page_size --page-size's
+  --no-memstatus         sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) before SQLite starts: no
+                         global mutex and statistics around every allocation SQLite makes (a
+                         setting of the whole process, which an application may make and the
+                         engine never does)
 )";
 
 struct Config {
@@ -88,6 +92,7 @@ struct Config {
   std::optional<std::string> out, report, work_dir, count_case, statement, setup;
   std::vector<std::string> filters;
   FileSettings file;
+  bool memstatus = true;
   double duration_s = 1.0;
   int repetitions = 3;
   std::int64_t operations = 0;
@@ -134,15 +139,24 @@ std::string parse_pragma(const std::string& text) {
     usage_error("--pragma " + name + ": the setting (memory, wal_normal, wal_full) decides it");
   }
   if (name == "page_size") usage_error("--pragma page_size: use --page-size N");
-  // SQLite ignores a pragma it does not know: a misspelt one would measure nothing new.
+  return name + " = " + value;
+}
+
+// SQLite ignores a pragma it does not know: a misspelt one would measure nothing new. Run
+// after sqlite3_config (see main), which must come before SQLite's first use.
+void check_pragmas_known(const FileSettings& file) {
+  if (file.pragmas.empty()) return;
   SQLite::Database probe(":memory:");
   SQLite::Statement known(probe, "SELECT 1 FROM pragma_pragma_list WHERE name = ?");
-  known.bind(1, name);
-  if (!known.executeStep()) {
-    usage_error("--pragma " + name + ": SQLite " + sqlite3_libversion() +
-                " has no such pragma (PRAGMA pragma_list names them)");
+  for (const std::string& pragma : file.pragmas) {
+    const std::string name = pragma.substr(0, pragma.find(' '));
+    known.bind(1, name);
+    if (!known.executeStep()) {
+      usage_error("--pragma " + name + ": SQLite " + sqlite3_libversion() +
+                  " has no such pragma (PRAGMA pragma_list names them)");
+    }
+    known.reset();
   }
-  return name + " = " + value;
 }
 
 Config parse(int argc, char** argv) {
@@ -193,6 +207,8 @@ Config parse(int argc, char** argv) {
       config.file.page_size = static_cast<int>(size);
     } else if (arg == "--pragma") {
       config.file.pragmas.push_back(parse_pragma(value()));
+    } else if (arg == "--no-memstatus") {
+      config.memstatus = false;
     } else if (arg == "--operations") {
       config.operations = static_cast<std::int64_t>(parse_number(arg, value(), 1, 1e9));
     } else {
@@ -591,6 +607,7 @@ int run(const Config& config) {
       {"filters", config.filters},
       {"page_size", config.file.page_size},
       {"pragmas", config.file.pragmas},
+      {"memstatus", config.memstatus},
       {"wall_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()},
       {"scale",
        {{"owners", scale.owners},
@@ -620,7 +637,12 @@ int run(const Config& config) {
 
 int main(int argc, char** argv) {
   try {
-    return quota_bench::run(quota_bench::parse(argc, argv));
+    const quota_bench::Config config = quota_bench::parse(argc, argv);
+    if (!config.memstatus && sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) != SQLITE_OK) {
+      throw std::runtime_error("SQLite refused SQLITE_CONFIG_MEMSTATUS: it had started already");
+    }
+    quota_bench::check_pragmas_known(config.file);
+    return quota_bench::run(config);
   } catch (const std::exception& error) {
     std::cerr << "quota-bench: error: " << error.what() << "\n";
     return 1;

@@ -156,7 +156,8 @@ std::string markdown(const Table& table, bool left = false) {
   return out;
 }
 
-// What --page-size and --pragma changed, for the line under the machine; empty by default.
+// What --page-size, --pragma and --no-memstatus changed, for the line under the machine;
+// empty by default.
 std::string settings_note(const json& r) {
   std::string note;
   if (r.value("page_size", 0) != 0)
@@ -166,6 +167,7 @@ std::string settings_note(const json& r) {
     for (const json& pragma : r.at("pragmas")) note += " PRAGMA " + pragma.get<std::string>() + ";";
     note.pop_back();
   }
+  if (!r.value("memstatus", true)) note += "; SQLITE_CONFIG_MEMSTATUS off";
   return note;
 }
 

@@ -16,8 +16,9 @@
 # the template databases there for the next call (the 1,000,000-owner ones take minutes to
 # build). --statement FILE counts the statement in FILE instead of the case's operation, on
 # the case's database, bound as the engine binds its own (:limit, :owner, :cost, :now), after
-# the SQL of --setup FILE: a statement variant is judged without rebuilding. --page-size and
-# --pragma are quota-bench's (page and cache settings for the baselines and the engine alike).
+# the SQL of --setup FILE: a statement variant is judged without rebuilding. --page-size,
+# --pragma and --no-memstatus are quota-bench's (settings for the baselines and the engine
+# alike).
 # Builds quota-bench in build/release (Release) first, or in --build DIR.
 set -euo pipefail
 caller=$PWD
@@ -40,7 +41,8 @@ while (($#)); do
     --work-dir) work=$2; shift 2 ;;
     --statement|--setup) replacement+=("$1" "$(cd "$caller" && realpath "$2")"); shift 2 ;;
     --page-size|--pragma) settings+=("$1" "$2"); shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --no-memstatus) settings+=("$1"); shift ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "bench-instructions: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) cases+=("$1"); shift ;;
   esac
