@@ -55,7 +55,7 @@ def number(item, key, where):
            f"{where}: {key} is not a number >= 0: {item.get(key)!r}")
 
 
-for key in ("cpu", "cores", "kernel", "sqlite", "compiler", "build_type", "date"):
+for key in ("cpu", "cores", "kernel", "sqlite", "sqlite_lookaside", "compiler", "build_type", "date"):
     expect(key in document.get("machine", {}), f"machine: no {key}")
 expect(document["run"]["quick"] is True, "run.quick is not true")
 

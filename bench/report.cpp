@@ -175,9 +175,10 @@ std::string machine_line(const json& run) {
   const json& m = run.at("machine");
   const json& r = run.at("run");
   const std::string line = fmt::format(
-      "{}, {} cores, {}; SQLite {}; {} ({}); load average {} before, {} after; {} s per case, "
+      "{}, {} cores, {}; SQLite {}{}; {} ({}); load average {} before, {} after; {} s per case, "
       "median of {} repetitions{}",
       m.value("cpu", "?"), m.value("cores", 0), m.value("kernel", "?"), m.value("sqlite", "?"),
+      m.value("sqlite_lookaside", false) ? " with lookaside" : "",
       m.value("compiler", "?"), m.value("build_type", "?"), m.value("load_average_before", "?"),
       m.value("load_average_after", "?"), r.value("duration_s", 0.0), r.value("repetitions", 0),
       r.value("quick", false) ? " (--quick: tiny counts, figures mean nothing)" : "");
@@ -215,6 +216,7 @@ json describe_machine(const std::string& build_type) {
           {"cores", std::thread::hardware_concurrency()},
           {"kernel", std::string(name.sysname) + " " + name.release},
           {"sqlite", sqlite3_libversion()},
+          {"sqlite_lookaside", sqlite3_compileoption_used("OMIT_LOOKASIDE") == 0},
           {"compiler", compiler},
           {"build_type", build_type},
           {"date", date}};

@@ -373,7 +373,7 @@ struct Engine::Impl {
   // before it steps, so the text they point to is never read again. Clearing them
   // (sqlite3_clear_bindings) expires a statement whose plan SQLite made with a bound value in
   // view, and SQLite 3.54 does that for every `column = :parameter` of the check statements,
-  // so each check was prepared again (about 60 times its cost).
+  // so each check was prepared again (about 70 times its cost).
   template <typename Read>
   auto step(Prepared& prepared, std::string_view limit, std::string_view owner, std::int64_t cost,
             std::int64_t now, Read read) -> std::optional<decltype(read(nullptr))> {
