@@ -685,11 +685,17 @@ TEST_CASE("the unknown limit is an error for every operation", "[engine]") {
   CHECK(dump(f.path) == before);
 }
 
-TEST_CASE("a consume, check, record or reset is one statement", "[engine]") {
+// An Engine on the application's own connection to a scratch file, with a manual clock.
+struct AppEngine {
   TempDir dir;
   ManualClock clock;
-  SQLite::Database db(dir.file("app.db"), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-  Engine engine(db, options_with(clock));
+  SQLite::Database db{dir.file("app.db"), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE};
+  Engine engine{db, options_with(clock)};
+};
+
+TEST_CASE("a consume, check, record or reset is one statement", "[engine]") {
+  AppEngine app;
+  auto& [dir, clock, db, engine] = app;
   const auto algorithm = GENERATE(Algorithm::sliding_log, Algorithm::fixed_window,
                                   Algorithm::sliding_window, Algorithm::token_bucket);
   CAPTURE(to_string(algorithm));
@@ -721,10 +727,8 @@ TEST_CASE("a consume, check, record or reset is one statement", "[engine]") {
 // engine that cleared its bindings after each operation prepared its check statement again
 // every time. On an older SQLite this test passes either way; it guards the newer ones.
 TEST_CASE("the engine's statements are prepared once and never again", "[engine]") {
-  TempDir dir;
-  ManualClock clock;
-  SQLite::Database db(dir.file("app.db"), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-  Engine engine(db, options_with(clock));
+  AppEngine app;
+  auto& [dir, clock, db, engine] = app;
   const auto algorithm = GENERATE(Algorithm::sliding_log, Algorithm::fixed_window,
                                   Algorithm::sliding_window, Algorithm::token_bucket);
   CAPTURE(to_string(algorithm));
