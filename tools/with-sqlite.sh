@@ -61,6 +61,7 @@ version=$(awk '/^#define SQLITE_VERSION /{gsub(/"/, "", $3); print $3; exit}' "$
 work=${keep:-$(mktemp -d)}
 [ -n "$keep" ] || trap 'rm -rf "$work"' EXIT
 mkdir -p "$work"
+work=$(cd "$work" && pwd)  # absolute: the command may change folders
 stamp=$( (sha256sum "$source" | cut -d' ' -f1; echo "$options") | sha256sum | cut -d' ' -f1)
 library="$work/$stamp/libsqlite3.so.0"
 if [ ! -f "$library" ]; then
