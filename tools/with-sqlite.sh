@@ -67,8 +67,9 @@ library="$work/$stamp/libsqlite3.so.0"
 if [ ! -f "$library" ]; then
   mkdir -p "$work/$stamp"
   echo "with-sqlite: building SQLite $version$( ((lookaside)) && echo ' with lookaside') (about a minute)" >&2
+  # -w: the options repeat some of the amalgamation's own defines (MUTEX_PTHREADS), which only warns.
   # shellcheck disable=SC2086  # one option a word
-  cc -O2 -fPIC -shared -Wl,-soname,libsqlite3.so.0 -Wno-builtin-macro-redefined -w $options \
+  cc -O2 -fPIC -shared -Wl,-soname,libsqlite3.so.0 -w $options \
     -o "$library.tmp" "$source" -lpthread -ldl -lm
   mv "$library.tmp" "$library"
 fi
