@@ -49,12 +49,25 @@
 namespace quota::detail {
 namespace {
 
-// The database's current time in Unix milliseconds. julianday('now') has millisecond
-// resolution and is fixed for the duration of one statement.
-constexpr const char* kDatabaseNow =
-    "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
+// Every template is formatted with the names of the dialect's fragments (src/sql/dialect.h)
+// standing for themselves, so that the fragments pass unchanged through the layers of a
+// statement; `finish` fills them in once the statement is whole. No SQL here uses braces.
+template <typename... Args>
+std::string expand(std::string_view text, Args&&... args) {
+  return fmt::format(fmt::runtime(text), std::forward<Args>(args)..., fmt::arg("max", "{max}"),
+                     fmt::arg("min", "{min}"), fmt::arg("barrier", "{barrier}"),
+                     fmt::arg("now", "{now}"), fmt::arg("int", "{int}"),
+                     fmt::arg("limit", "{limit}"), fmt::arg("owner", "{owner}"),
+                     fmt::arg("cost", "{cost}"), fmt::arg("now_ms", "{now_ms}"));
+}
 
-constexpr const char* kBarrier = "LIMIT -1 OFFSET 0";
+std::string finish(std::string_view text, const Dialect& dialect) {
+  return fmt::format(fmt::runtime(text), fmt::arg("max", dialect.greatest),
+                     fmt::arg("min", dialect.least), fmt::arg("barrier", dialect.barrier),
+                     fmt::arg("now", dialect.database_now), fmt::arg("int", dialect.as_integer),
+                     fmt::arg("limit", dialect.limit), fmt::arg("owner", dialect.owner),
+                     fmt::arg("cost", dialect.cost), fmt::arg("now_ms", dialect.now));
+}
 
 // What each operation records and counts, given the decision's `allowed` (the verdict as if
 // enforcing), the owner's override `policy` and the limit's `shadow` flag.
@@ -70,16 +83,16 @@ constexpr const char* kRequest = "excluded.cost AS cost";
 OperationParts parts_of(Operation operation) {
   switch (operation) {
     case Operation::check:
-      return {"0", "0", "allowed", ""};
+      return {"FALSE", "FALSE", "allowed", ""};
     case Operation::consume:
       // Shadow mode: never denied, and a would-be denial is counted in shadow_denied.
-      return {"allowed AND policy IS NOT 'exempt'", "NOT allowed AND NOT shadow",
+      return {"allowed AND policy IS DISTINCT FROM 'exempt'", "NOT allowed AND NOT shadow",
               "allowed OR shadow", kRequest};
     case Operation::record:
-      return {"policy IS NOT 'exempt'", "0", "allowed", kRequest};
+      return {"policy IS DISTINCT FROM 'exempt'", "FALSE", "allowed", kRequest};
     case Operation::refund:
       // The refund itself is the decision's {take}; the answer is a check of cost 1.
-      return {"0", "0", "allowed", "1 AS cost, excluded.cost AS refund"};
+      return {"FALSE", "FALSE", "allowed", "1 AS cost, excluded.cost AS refund"};
     case Operation::reset:
       break;
   }
@@ -112,16 +125,16 @@ std::string maximum_for_owner(Algorithm algorithm) {
   const bool bounded =
       algorithm == Algorithm::sliding_window || algorithm == Algorithm::token_bucket;
   const std::string value =
-      bounded ? fmt::format("min({}, 4611686018427387904 / l.period_ms)", kOverrideMaximum)
+      bounded ? expand("{min}({}, 4611686018427387904 / l.period_ms)", kOverrideMaximum)
               : std::string(kOverrideMaximum);
-  return fmt::format(fmt::runtime(kMaximumForOwner), fmt::arg("bounded", value));
+  return expand(kMaximumForOwner, fmt::arg("bounded", value));
 }
 
 // A token bucket's capacity as the owner sees it (an override without a burst: its maximum).
 std::string burst_for_owner() {
-  return fmt::format(
+  return expand(
       "CASE coalesce(o.policy, a.policy) WHEN 'maximum' "
-      "THEN min({}, 2305843009213693952 / l.period_ms) ELSE l.burst END",
+      "THEN {min}({}, 2305843009213693952 / l.period_ms) ELSE l.burst END",
       kOverrideBurst);
 }
 
@@ -129,13 +142,15 @@ std::string burst_for_owner() {
 // allowed, a denied one never, any other when the cost fits the capacity and {fits}, the
 // family's test of whether `cost` may be taken now.
 constexpr const char* kAllowed =
-    "CASE policy WHEN 'exempt' THEN 1 WHEN 'deny' THEN 0 ELSE cost <= capacity AND {fits} END";
+    "CASE policy WHEN 'exempt' THEN TRUE WHEN 'deny' THEN FALSE ELSE cost <= capacity AND {fits} "
+    "END";
 
 // The answer's remaining and retry_after_ms under the owner's policy: an exempt owner has the
 // whole capacity, a denied one nothing and never a retry.
 constexpr const char* kAnswerRemaining =
     "CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE remaining END";
-constexpr const char* kAnswerRetry = "CASE WHEN policy IS 'deny' THEN -1 ELSE retry_after_ms END";
+constexpr const char* kAnswerRetry =
+    "CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 ELSE retry_after_ms END";
 
 // ---------------------------------------------------------------------------------------
 // fixed_window and sliding_window, on quota_windows.
@@ -150,15 +165,15 @@ constexpr const char* kAnswerRetry = "CASE WHEN policy IS 'deny' THEN -1 ELSE re
 // Counts saturate at 2^62 (reached only after millions of records of the largest cost).
 constexpr const char* kWindowDecision = R"(
   SELECT *,
-    max({remaining}, 0) AS remaining,
+    {max}({remaining}, 0) AS remaining,
     {reason} AS reason,
     CASE WHEN allowed THEN 0 WHEN cost > capacity THEN -1 ELSE {retry} END AS retry_after_ms,
     {reset_at} AS reset_at_ms,
     {shown_used} AS shown_used
   FROM (
     SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed{carry},
-      min(used + CASE WHEN {recorded} THEN cost ELSE 0 END, 4611686018427387904) AS used_after,
-      denied_before + ({denied}) AS denied
+      {min}(used + CASE WHEN {recorded} THEN cost ELSE 0 END, 4611686018427387904) AS used_after,
+      denied_before + {int}({denied}) AS denied
     FROM (
       SELECT maximum, capacity, period_ms, cost, t, window_key, rest, used, previous_used,
         denied_before{carry},
@@ -175,13 +190,13 @@ constexpr const char* kWindowDecision = R"(
                  ELSE s_seen / period_ms END AS row_key,
             coalesce(s_denied, 0) AS denied_before
           FROM (
-            SELECT *, max(now, coalesce(s_seen, 0)) AS t
-            FROM ({inputs})
-          ) {barrier}
-        )
-      ) {barrier}
-    )
-  ))";
+            SELECT *, {max}(now, coalesce(s_seen, 0)) AS t
+            FROM ({inputs}) AS inputs
+          ) AS clocked {barrier}
+        ) AS keyed
+      ) AS counted {barrier}
+    ) AS decided
+  ) AS written)";
 
 struct WindowExpressions {
   const char* allowed;     // given cost <= capacity: may `cost` be added to `used` now?
@@ -211,7 +226,7 @@ constexpr WindowExpressions kFixedWindow = {
 // floor is 0.
 constexpr WindowExpressions kSlidingWindow = {
     "CASE WHEN used + cost <= maximum"
-    "     THEN previous_used <= ((maximum - used - cost) * period_ms) / rest ELSE 0 END",
+    "     THEN previous_used <= ((maximum - used - cost) * period_ms) / rest ELSE FALSE END",
     "CASE WHEN used_after >= maximum THEN 0"
     "     WHEN previous_used > ((maximum - used_after) * period_ms) / rest THEN 0"
     "     ELSE ((maximum - used_after) * period_ms - previous_used * rest) / period_ms END",
@@ -219,7 +234,7 @@ constexpr WindowExpressions kSlidingWindow = {
     "          AND ((maximum - used_after - cost) * period_ms) / previous_used > 0"
     "     THEN rest - ((maximum - used_after - cost) * period_ms) / previous_used"
     "     ELSE rest + CASE WHEN used_after = 0 THEN 0"
-    "                      ELSE max(0, period_ms - ((maximum - cost) * period_ms) / used_after)"
+    "                      ELSE {max}(0, period_ms - ((maximum - cost) * period_ms) / used_after)"
     "                 END END",
     "CASE WHEN used_after > 0 THEN (window_key + 2) * period_ms"
     "     WHEN previous_used > 0 THEN (window_key + 1) * period_ms ELSE t END",
@@ -229,13 +244,13 @@ constexpr WindowExpressions kSlidingWindow = {
 
 constexpr const char* kWindowCheckInputs = R"(
       SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
-             coalesce(:cost, 1) AS cost, coalesce(:now, {now}) AS now,
+             coalesce({cost}, 1) AS cost, coalesce({now_ms}, {now}) AS now,
              {policy} AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
              s.window_key AS s_window_key, s.period_ms AS s_period, s.used AS s_used,
              s.previous_used AS s_previous, s.denied AS s_denied, s.seen_ms AS s_seen
       FROM quota_limits AS l
-      LEFT JOIN quota_windows AS s ON s.limit_name = l.name AND s.owner = :owner{overrides}
-      WHERE l.name = :limit AND l.algorithm = '{algorithm}')";
+      LEFT JOIN quota_windows AS s ON s.limit_name = l.name AND s.owner = {owner}{overrides}
+      WHERE l.name = {limit} AND l.algorithm = '{algorithm}')";
 
 constexpr const char* kWindowUpdateInputs = R"(
       SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
@@ -243,7 +258,7 @@ constexpr const char* kWindowUpdateInputs = R"(
              quota_windows.window_key AS s_window_key, quota_windows.period_ms AS s_period,
              quota_windows.used AS s_used, quota_windows.previous_used AS s_previous,
              quota_windows.denied AS s_denied, quota_windows.seen_ms AS s_seen
-      FROM (SELECT 1)
+      FROM (SELECT 1) AS request
       LEFT JOIN quota_limits AS l
         ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}'{overrides})";
 
@@ -261,12 +276,12 @@ constexpr const char* kWindowUpdateInputs = R"(
 // stays below 2^63.
 constexpr const char* kBucketDecision = R"(
   SELECT *,
-    max(level_after / period_ms, 0) AS remaining,
+    {max}(level_after / period_ms, 0) AS remaining,
     {reason} AS reason,
     CASE WHEN allowed THEN 0 WHEN cost > capacity THEN -1
          ELSE (cost * period_ms - level_after - 1) / maximum + 1 END AS retry_after_ms,
-    CASE WHEN level_after >= full THEN t
-         ELSE t + (full - level_after - 1) / maximum + 1 END AS reset_at_ms,
+    CASE WHEN level_after >= full_level THEN t
+         ELSE t + (full_level - level_after - 1) / maximum + 1 END AS reset_at_ms,
     capacity - CASE WHEN level_after >= 0 THEN level_after / period_ms
                     ELSE -((period_ms - 1 - level_after) / period_ms) END AS shown_used
   FROM (
@@ -274,7 +289,7 @@ constexpr const char* kBucketDecision = R"(
       CASE WHEN NOT ({recorded}) THEN level
            WHEN cost > (level + 4611686018427387904) / period_ms THEN -4611686018427387904
            ELSE level - cost * period_ms END AS level_after,
-      denied_before + ({denied}) AS denied
+      denied_before + {int}({denied}) AS denied
     FROM (
       SELECT *,
         {allowed} AS allowed
@@ -282,42 +297,42 @@ constexpr const char* kBucketDecision = R"(
         SELECT *, {level} AS level
         FROM (
           SELECT *,
-            CASE WHEN s_level IS NULL THEN full ELSE {start} END AS start,
+            CASE WHEN s_level IS NULL THEN full_level ELSE {start} END AS start,
             coalesce(s_denied, 0) AS denied_before
           FROM (
-            SELECT *, max(now, coalesce(s_seen, 0)) AS t, capacity * period_ms AS full
-            FROM ({inputs}) {barrier}
-          ) {barrier}
-        ) {barrier}
-      )
-    ) {barrier}
-  ))";
+            SELECT *, {max}(now, coalesce(s_seen, 0)) AS t, capacity * period_ms AS full_level
+            FROM ({inputs}) AS inputs {barrier}
+          ) AS clocked {barrier}
+        ) AS started {barrier}
+      ) AS refilled
+    ) AS decided {barrier}
+  ) AS recorded)";
 
 // A stored level under the limit as it is now: clamped to the capacity, or re-scaled to
 // whole tokens (rounded down, a debt floored) when the period has changed.
 constexpr const char* kBucketStart = R"(CASE
-                 WHEN {row_period} = {period} THEN min({level}, {capacity} * {period})
+                 WHEN {row_period} = {period} THEN {min}({level}, {capacity} * {period})
                  WHEN {level} / {row_period} >= {capacity} THEN {capacity} * {period}
-                 ELSE max(CASE WHEN {level} >= 0 THEN {level} / {row_period}
+                 ELSE {max}(CASE WHEN {level} >= 0 THEN {level} / {row_period}
                                ELSE -(({row_period} - 1 - {level}) / {row_period}) END,
                           -(4611686018427387904 / {period})) * {period} END)";
 
 // The level refilled from s_seen to t, at most full.
-constexpr const char* kBucketRefill = R"(CASE WHEN start >= full THEN full
-               WHEN t - coalesce(s_seen, t) >= (full - start - 1) / maximum + 1 THEN full
+constexpr const char* kBucketRefill = R"(CASE WHEN start >= full_level THEN full_level
+               WHEN t - coalesce(s_seen, t) >= (full_level - start - 1) / maximum + 1 THEN full_level
                ELSE start + maximum * (t - coalesce(s_seen, t)) END)";
 
 // A row that no request has written yet (seen_ms NULL, made by the "new owner" trigger with
 // the limit's burst) reads as no row: a full bucket of the owner's own capacity.
 constexpr const char* kBucketCheckInputs = R"(
       SELECT {maximum} AS maximum, {capacity} AS capacity, l.period_ms AS period_ms,
-             coalesce(:cost, 1) AS cost, coalesce(:now, {now}) AS now,
+             coalesce({cost}, 1) AS cost, coalesce({now_ms}, {now}) AS now,
              {policy} AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
              s.level AS s_level, s.period_ms AS s_period, s.denied AS s_denied,
              s.seen_ms AS s_seen
       FROM quota_limits AS l
-      LEFT JOIN quota_buckets AS s ON s.limit_name = l.name AND s.owner = :owner{overrides}
-      WHERE l.name = :limit AND l.algorithm = '{algorithm}')";
+      LEFT JOIN quota_buckets AS s ON s.limit_name = l.name AND s.owner = {owner}{overrides}
+      WHERE l.name = {limit} AND l.algorithm = '{algorithm}')";
 
 constexpr const char* kBucketUpdateInputs = R"(
       SELECT {maximum} AS maximum, {capacity} AS capacity, l.period_ms AS period_ms,
@@ -325,7 +340,7 @@ constexpr const char* kBucketUpdateInputs = R"(
              CASE WHEN quota_buckets.seen_ms IS NOT NULL THEN quota_buckets.level END AS s_level,
              quota_buckets.period_ms AS s_period,
              quota_buckets.denied AS s_denied, quota_buckets.seen_ms AS s_seen
-      FROM (SELECT 1)
+      FROM (SELECT 1) AS request
       LEFT JOIN quota_limits AS l
         ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}'{overrides})";
 
@@ -342,7 +357,7 @@ constexpr const char* kBucketUpdateInputs = R"(
 // older event.
 constexpr const char* kLogDecision = R"(
   SELECT *,
-    max(maximum - used_after, 0) AS remaining,
+    {max}(maximum - used_after, 0) AS remaining,
     {reason} AS reason,
     used_after AS shown_used,
     CASE WHEN allowed THEN 0
@@ -360,7 +375,7 @@ constexpr const char* kLogDecision = R"(
     CASE WHEN recorded > 0 THEN t ELSE {newest} END AS newest_at_ms
   FROM (
     SELECT *, used + recorded AS used_after, used + recorded + cost - maximum AS excess,
-           denied_before + ({denied}) AS denied
+           denied_before + {int}({denied}) AS denied
     FROM (
       SELECT *, CASE WHEN {recorded} THEN cost ELSE 0 END AS recorded
       FROM (
@@ -375,25 +390,25 @@ constexpr const char* kLogDecision = R"(
                ORDER BY e.at_ms LIMIT 1) AS live_base,
               coalesce(s_denied, 0) AS denied_before
             FROM (
-              SELECT *, max(now, coalesce(s_seen, 0)) AS t
-              FROM ({inputs}) {barrier}
-            ) {barrier}
-          )
-        )
-      ) {barrier}
-    )
-  ))";
+              SELECT *, {max}(now, coalesce(s_seen, 0)) AS t
+              FROM ({inputs}) AS inputs {barrier}
+            ) AS clocked {barrier}
+          ) AS based
+        ) AS counted
+      ) AS decided {barrier}
+    ) AS booked
+  ) AS summed)";
 
 constexpr const char* kLogCheckInputs = R"(
       SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
-             coalesce(:cost, 1) AS cost, coalesce(:now, {now}) AS now,
+             coalesce({cost}, 1) AS cost, coalesce({now_ms}, {now}) AS now,
              {policy} AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
-             l.name AS key_limit, :owner AS key_owner,
+             l.name AS key_limit, {owner} AS key_owner,
              s.total AS s_total, s.newest_at_ms AS s_newest_at, s.denied AS s_denied,
              s.seen_ms AS s_seen
       FROM quota_limits AS l
-      LEFT JOIN quota_log_owners AS s ON s.limit_name = l.name AND s.owner = :owner{overrides}
-      WHERE l.name = :limit AND l.algorithm = '{algorithm}')";
+      LEFT JOIN quota_log_owners AS s ON s.limit_name = l.name AND s.owner = {owner}{overrides}
+      WHERE l.name = {limit} AND l.algorithm = '{algorithm}')";
 
 constexpr const char* kLogUpdateInputs = R"(
       SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
@@ -402,7 +417,7 @@ constexpr const char* kLogUpdateInputs = R"(
              excluded.owner AS key_owner, quota_log_owners.total AS s_total,
              quota_log_owners.newest_at_ms AS s_newest_at,
              quota_log_owners.denied AS s_denied, quota_log_owners.seen_ms AS s_seen
-      FROM (SELECT 1)
+      FROM (SELECT 1) AS request
       LEFT JOIN quota_limits AS l
         ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}'{overrides})";
 
@@ -423,7 +438,7 @@ constexpr LogParts kLogRecord = {
 };
 
 constexpr LogParts kLogRefund = {
-    "max(coalesce(s_total - live_base, 0) - refund, 0)",
+    "{max}(coalesce(s_total - live_base, 0) - refund, 0)",
     "coalesce(live_base + used, s_total)",
     "coalesce((SELECT e.at_ms FROM quota_log AS e"
     " WHERE e.limit_name = key_limit AND e.owner = key_owner"
@@ -436,37 +451,37 @@ constexpr LogParts kLogRefund = {
 // {table} is the family's state table, {columns} its state columns and {values} the
 // decision's columns written to them, in the same order.
 constexpr const char* kWrite = R"(INSERT INTO {table} (limit_name, owner, cost, seen_ms, maximum)
-VALUES (:limit, :owner, coalesce(:cost, 1), coalesce(:now, {now}), 0)
+VALUES ({limit}, {owner}, coalesce({cost}, 1), coalesce({now_ms}, {now}), 0)
 ON CONFLICT (limit_name, owner) DO UPDATE SET
   ({columns}, seen_ms, cost, maximum, period_ms,
    last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms{more}) =
   (SELECT {values}, t, cost, maximum, period_ms,
           {granted}, reason, {remaining}, {retry}, reset_at_ms{more_values}
-   FROM ({decision}))
+   FROM ({decision}) AS decision)
 RETURNING last_allowed AS allowed, last_reason AS reason, last_remaining AS remaining,
   last_retry_after_ms AS retry_after_ms, last_reset_at_ms AS reset_at_ms, denied,
   last_allowed AND last_reason <> 'ok' AS shadow_denied)";
 
 constexpr const char* kCheck = R"(SELECT allowed, reason, {remaining} AS remaining,
-  {retry} AS retry_after_ms, reset_at_ms, denied, 0 AS shadow_denied, shown_used AS used,
+  {retry} AS retry_after_ms, reset_at_ms, denied, FALSE AS shadow_denied, shown_used AS used,
   coalesce(s_shadow_denied, 0) AS shadow_denials, capacity
-FROM ({decision}))";
+FROM ({decision}) AS decision)";
 
 // The answer's reason, the same for every algorithm.
 constexpr const char* kReason =
-    "CASE WHEN allowed THEN 'ok' WHEN policy IS 'deny' THEN 'owner_denied' "
+    "CASE WHEN allowed THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' "
     "WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END";
 
 // reset: a request row whose trigger deletes the owner's state for the limit, then itself.
 constexpr const char* kReset = R"(INSERT INTO quota_resets (limit_name, owner, now_ms, remaining)
-VALUES (:limit, :owner, coalesce(:now, {now}),
+VALUES ({limit}, {owner}, coalesce({now_ms}, {now}),
         (SELECT CASE l.algorithm WHEN 'token_bucket' THEN {burst}
                                  WHEN 'sliding_window' THEN {bounded_maximum}
                                  ELSE {maximum} END
          FROM quota_limits AS l{overrides}
-         WHERE l.name = :limit))
-RETURNING 1 AS allowed, 'ok' AS reason, remaining, 0 AS retry_after_ms,
-  now_ms AS reset_at_ms, 0 AS denied, 0 AS shadow_denied)";
+         WHERE l.name = {limit}))
+RETURNING TRUE AS allowed, 'ok' AS reason, remaining, 0 AS retry_after_ms,
+  now_ms AS reset_at_ms, 0 AS denied, FALSE AS shadow_denied)";
 
 struct Family {
   const char* decision;
@@ -489,17 +504,17 @@ constexpr const char* kBucketValues = "level_after, denied, capacity";
 Family family_of(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::sliding_log:
-      return {kLogDecision, kLogCheckInputs, kLogUpdateInputs, "quota_log_owners", kLogColumns,
-              kLogValues, "used + cost <= maximum"};
+      return {kLogDecision, kLogCheckInputs, kLogUpdateInputs,        "quota_log_owners",
+              kLogColumns,  kLogValues,      "used + cost <= maximum"};
     case Algorithm::fixed_window:
-      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, "quota_windows",
-              kWindowColumns, kWindowValues, kFixedWindow.allowed, &kFixedWindow};
+      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs,  "quota_windows",
+              kWindowColumns,  kWindowValues,      kFixedWindow.allowed, &kFixedWindow};
     case Algorithm::sliding_window:
-      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, "quota_windows",
-              kWindowColumns, kWindowValues, kSlidingWindow.allowed, &kSlidingWindow};
+      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs,    "quota_windows",
+              kWindowColumns,  kWindowValues,      kSlidingWindow.allowed, &kSlidingWindow};
     case Algorithm::token_bucket:
-      return {kBucketDecision, kBucketCheckInputs, kBucketUpdateInputs, "quota_buckets",
-              kBucketColumns, kBucketValues, "level >= cost * period_ms"};
+      return {kBucketDecision, kBucketCheckInputs, kBucketUpdateInputs,        "quota_buckets",
+              kBucketColumns,  kBucketValues,      "level >= cost * period_ms"};
   }
   throw std::logic_error("unknown algorithm");
 }
@@ -510,11 +525,10 @@ std::string override_joins(std::string_view limit, std::string_view owner) {
 }
 
 std::string build_reset() {
-  return fmt::format(fmt::runtime(kReset), fmt::arg("now", kDatabaseNow),
-                     fmt::arg("burst", burst_for_owner()),
-                     fmt::arg("bounded_maximum", maximum_for_owner(Algorithm::sliding_window)),
-                     fmt::arg("maximum", maximum_for_owner(Algorithm::sliding_log)),
-                     fmt::arg("overrides", override_joins(":limit", ":owner")));
+  return expand(kReset, fmt::arg("burst", burst_for_owner()),
+                fmt::arg("bounded_maximum", maximum_for_owner(Algorithm::sliding_window)),
+                fmt::arg("maximum", maximum_for_owner(Algorithm::sliding_log)),
+                fmt::arg("overrides", override_joins("{limit}", "{owner}")));
 }
 
 // What a write adds to the SET list of kWrite beyond the family's columns: consume counts
@@ -527,7 +541,7 @@ struct MoreColumns {
 MoreColumns more_columns(Operation operation, const Family& family) {
   if (operation == Operation::consume) {
     return {", shadow_denied",
-            fmt::format(", {}.shadow_denied + (NOT allowed AND shadow)", family.table)};
+            fmt::format(", {}.shadow_denied + {{int}}(NOT allowed AND shadow)", family.table)};
   }
   if (operation == Operation::refund && family.decision == kLogDecision) {
     return {", refunded", ", s_total - total"};
@@ -541,16 +555,16 @@ std::string build(Operation operation, Algorithm algorithm) {
   const OperationParts parts = parts_of(operation);
   const bool check = operation == Operation::check;
   const bool refund = operation == Operation::refund;
-  const std::string inputs = fmt::format(
-      fmt::runtime(check ? family.check_inputs : family.update_inputs),
-      fmt::arg("now", kDatabaseNow), fmt::arg("algorithm", to_string(algorithm)),
-      fmt::arg("request", parts.request), fmt::arg("policy", kPolicy),
-      fmt::arg("maximum", maximum_for_owner(algorithm)), fmt::arg("capacity", burst_for_owner()),
-      fmt::arg("overrides", check ? override_joins(":limit", ":owner")
+  const std::string inputs = expand(
+      check ? family.check_inputs : family.update_inputs,
+      fmt::arg("algorithm", to_string(algorithm)), fmt::arg("request", parts.request),
+      fmt::arg("policy", kPolicy), fmt::arg("maximum", maximum_for_owner(algorithm)),
+      fmt::arg("capacity", burst_for_owner()),
+      fmt::arg("overrides", check ? override_joins("{limit}", "{owner}")
                                   : override_joins("excluded.limit_name", "excluded.owner")));
   const LogParts& log = refund ? kLogRefund : kLogRecord;
   const std::string level =
-      refund ? fmt::format("min({} + min(refund, capacity) * period_ms, full)", kBucketRefill)
+      refund ? expand("{min}({} + {min}(refund, capacity) * period_ms, full_level)", kBucketRefill)
              : std::string(kBucketRefill);
   // What the window layers, which pass on only the columns later layers use, carry for the
   // policies: the owner's policy and the shadow flag, the refund, check's shadow count.
@@ -558,53 +572,68 @@ std::string build(Operation operation, Algorithm algorithm) {
                             (check ? ", s_shadow_denied" : "");
   const WindowExpressions none{};
   const WindowExpressions& window = family.window ? *family.window : none;
-  const std::string decision = fmt::format(
-      fmt::runtime(family.decision), fmt::arg("inputs", inputs),
-      fmt::arg("recorded", parts.recorded), fmt::arg("denied", parts.denied),
-      fmt::arg("barrier", kBarrier), fmt::arg("reason", kReason),
-      fmt::arg("allowed", fmt::format(fmt::runtime(kAllowed), fmt::arg("fits", family.fits))),
+  const std::string decision = expand(
+      family.decision, fmt::arg("inputs", inputs), fmt::arg("recorded", parts.recorded),
+      fmt::arg("denied", parts.denied), fmt::arg("reason", kReason),
+      fmt::arg("allowed", expand(kAllowed, fmt::arg("fits", family.fits))),
       fmt::arg("remaining", window.remaining ? window.remaining : ""),
       fmt::arg("retry", window.retry ? window.retry : ""),
       fmt::arg("reset_at", window.reset_at ? window.reset_at : ""),
       fmt::arg("shown_used", window.shown_used ? window.shown_used : ""),
-      fmt::arg("start", bucket_start("s_level", "s_period", "period_ms", "capacity")),
-      fmt::arg("take", refund ? " - min(s_used, refund)" : ""), fmt::arg("level", level),
+      fmt::arg("start", expand(kBucketStart, fmt::arg("level", "s_level"),
+                               fmt::arg("row_period", "s_period"), fmt::arg("period", "period_ms"),
+                               fmt::arg("capacity", "capacity"))),
+      fmt::arg("take", refund ? " - {min}(s_used, refund)" : ""), fmt::arg("level", level),
       fmt::arg("carry", carry), fmt::arg("used", log.used), fmt::arg("total", log.total),
       fmt::arg("newest", log.newest));
   if (check) {
-    return fmt::format(fmt::runtime(kCheck), fmt::arg("decision", decision),
-                       fmt::arg("remaining", kAnswerRemaining), fmt::arg("retry", kAnswerRetry));
+    return expand(kCheck, fmt::arg("decision", decision), fmt::arg("remaining", kAnswerRemaining),
+                  fmt::arg("retry", kAnswerRetry));
   }
   const MoreColumns more = more_columns(operation, family);
-  return fmt::format(fmt::runtime(kWrite), fmt::arg("table", family.table),
-                     fmt::arg("columns", family.columns), fmt::arg("values", family.values),
-                     fmt::arg("decision", decision), fmt::arg("now", kDatabaseNow),
-                     fmt::arg("granted", parts.granted), fmt::arg("remaining", kAnswerRemaining),
-                     fmt::arg("retry", kAnswerRetry), fmt::arg("more", more.columns),
-                     fmt::arg("more_values", more.values));
+  return expand(kWrite, fmt::arg("table", family.table), fmt::arg("columns", family.columns),
+                fmt::arg("values", family.values), fmt::arg("decision", decision),
+                fmt::arg("granted", parts.granted), fmt::arg("remaining", kAnswerRemaining),
+                fmt::arg("retry", kAnswerRetry), fmt::arg("more", more.columns),
+                fmt::arg("more_values", more.values));
 }
 
 }  // namespace
 
 std::string bucket_start(std::string_view level, std::string_view row_period,
-                         std::string_view period, std::string_view capacity) {
-  return fmt::format(fmt::runtime(kBucketStart), fmt::arg("level", level),
-                     fmt::arg("row_period", row_period), fmt::arg("period", period),
-                     fmt::arg("capacity", capacity));
+                         std::string_view period, std::string_view capacity,
+                         const Dialect& dialect) {
+  return finish(expand(kBucketStart, fmt::arg("level", level), fmt::arg("row_period", row_period),
+                       fmt::arg("period", period), fmt::arg("capacity", capacity)),
+                dialect);
 }
 
-const std::string& statement(Operation operation, Algorithm algorithm) {
-  static const auto table = [] {
-    std::array<std::array<std::string, 4>, 5> built;
-    for (Operation op : {Operation::check, Operation::consume, Operation::record, Operation::reset,
-                         Operation::refund}) {
-      for (Algorithm algo : {Algorithm::sliding_log, Algorithm::fixed_window,
-                             Algorithm::sliding_window, Algorithm::token_bucket}) {
-        built[static_cast<int>(op)][static_cast<int>(algo)] = build(op, algo);
-      }
+namespace {
+
+using Statements = std::array<std::array<std::string, 4>, 5>;
+
+Statements build_all(const Dialect& dialect) {
+  Statements built;
+  for (Operation op : {Operation::check, Operation::consume, Operation::record, Operation::reset,
+                       Operation::refund}) {
+    for (Algorithm algo : {Algorithm::sliding_log, Algorithm::fixed_window,
+                           Algorithm::sliding_window, Algorithm::token_bucket}) {
+      built[static_cast<int>(op)][static_cast<int>(algo)] = finish(build(op, algo), dialect);
     }
-    return built;
-  }();
+  }
+  return built;
+}
+
+}  // namespace
+
+const std::string& statement(Operation operation, Algorithm algorithm) {
+  return statement(kSqlite, operation, algorithm);
+}
+
+const std::string& statement(const Dialect& dialect, Operation operation, Algorithm algorithm) {
+  static const Statements sqlite = build_all(kSqlite);
+  static const Statements postgresql = build_all(kPostgresql);
+  const Statements& table = dialect.name == kPostgresql.name ? postgresql : sqlite;
   const std::string& text = table[static_cast<int>(operation)][static_cast<int>(algorithm)];
   if (text.empty()) throw std::logic_error("no statement for this algorithm");
   return text;

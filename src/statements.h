@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "quota/limit.h"
+#include "sql/dialect.h"
 
 namespace quota::detail {
 
@@ -22,6 +23,9 @@ enum class Operation { check, consume, record, reset, refund };
 // row for an unknown limit, the others fail with "unknown limit". refund gives back up to
 // :cost units and answers like a check of cost 1.
 const std::string& statement(Operation operation, Algorithm algorithm);
+// The same statement in `dialect`'s spelling (src/sql/dialect.h): PostgreSQL's takes $1..$4
+// for :limit, :owner, :cost and :now.
+const std::string& statement(const Dialect& dialect, Operation operation, Algorithm algorithm);
 
 // The table that holds the per-owner state of `algorithm`'s limits: quota_windows,
 // quota_log_owners or quota_buckets.
@@ -34,6 +38,7 @@ const char* operation_name(Operation operation);
 // decision reads it under the limit's `period` and `capacity`: clamped, or re-scaled to
 // whole tokens. The arguments are SQL expressions (column names). gc uses it too.
 std::string bucket_start(std::string_view level, std::string_view row_period,
-                         std::string_view period, std::string_view capacity);
+                         std::string_view period, std::string_view capacity,
+                         const Dialect& dialect = kSqlite);
 
 }  // namespace quota::detail

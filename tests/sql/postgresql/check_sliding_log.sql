@@ -1,0 +1,57 @@
+SELECT allowed, reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE remaining END AS remaining,
+  CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 ELSE retry_after_ms END AS retry_after_ms, reset_at_ms, denied, FALSE AS shadow_denied, shown_used AS used,
+  coalesce(s_shadow_denied, 0) AS shadow_denials, capacity
+FROM (
+  SELECT *,
+    greatest(maximum - used_after, 0) AS remaining,
+    CASE WHEN allowed THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
+    used_after AS shown_used,
+    CASE WHEN allowed THEN 0
+         WHEN cost > capacity THEN -1
+         ELSE coalesce((SELECT e.at_ms FROM quota_log AS e
+                        WHERE e.limit_name = key_limit AND e.owner = key_owner
+                          AND e.at_ms > t - period_ms
+                          AND e.total - live_base >= excess
+                        ORDER BY e.at_ms LIMIT 1), t) + period_ms - t
+    END AS retry_after_ms,
+    CASE WHEN used_after = 0 THEN t
+         WHEN recorded > 0 THEN t + period_ms
+         ELSE s_newest_at + period_ms END AS reset_at_ms,
+    CASE WHEN recorded = 0 THEN s_total WHEN used = 0 THEN recorded ELSE s_total + recorded END AS total,
+    CASE WHEN recorded > 0 THEN t ELSE s_newest_at END AS newest_at_ms
+  FROM (
+    SELECT *, used + recorded AS used_after, used + recorded + cost - maximum AS excess,
+           denied_before + int4(FALSE) AS denied
+    FROM (
+      SELECT *, CASE WHEN FALSE THEN cost ELSE 0 END AS recorded
+      FROM (
+        SELECT *, CASE policy WHEN 'exempt' THEN TRUE WHEN 'deny' THEN FALSE ELSE cost <= capacity AND used + cost <= maximum END AS allowed
+        FROM (
+          SELECT *, coalesce(s_total - live_base, 0) AS used
+          FROM (
+            SELECT *,
+              (SELECT e.total - e.cost FROM quota_log AS e
+               WHERE e.limit_name = key_limit AND e.owner = key_owner
+                 AND e.at_ms > t - period_ms
+               ORDER BY e.at_ms LIMIT 1) AS live_base,
+              coalesce(s_denied, 0) AS denied_before
+            FROM (
+              SELECT *, greatest(now, coalesce(s_seen, 0)) AS t
+              FROM (
+      SELECT CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END ELSE l.maximum END AS maximum, CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END ELSE l.maximum END AS capacity, l.period_ms AS period_ms,
+             coalesce($3, 1) AS cost, coalesce($4, CAST(floor(extract(epoch FROM statement_timestamp()) * 1000) AS bigint)) AS now,
+             coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
+             l.name AS key_limit, $2 AS key_owner,
+             s.total AS s_total, s.newest_at_ms AS s_newest_at, s.denied AS s_denied,
+             s.seen_ms AS s_seen
+      FROM quota_limits AS l
+      LEFT JOIN quota_log_owners AS s ON s.limit_name = l.name AND s.owner = $2
+      LEFT JOIN quota_overrides AS o ON o.limit_name = $1 AND o.owner = $2
+      LEFT JOIN quota_overrides AS a ON a.limit_name = '*' AND a.owner = $2
+      WHERE l.name = $1 AND l.algorithm = 'sliding_log') AS inputs OFFSET 0
+            ) AS clocked OFFSET 0
+          ) AS based
+        ) AS counted
+      ) AS decided OFFSET 0
+    ) AS booked
+  ) AS summed) AS decision

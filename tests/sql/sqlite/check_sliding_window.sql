@@ -1,0 +1,47 @@
+SELECT allowed, reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE remaining END AS remaining,
+  CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 ELSE retry_after_ms END AS retry_after_ms, reset_at_ms, denied, FALSE AS shadow_denied, shown_used AS used,
+  coalesce(s_shadow_denied, 0) AS shadow_denials, capacity
+FROM (
+  SELECT *,
+    max(CASE WHEN used_after >= maximum THEN 0     WHEN previous_used > ((maximum - used_after) * period_ms) / rest THEN 0     ELSE ((maximum - used_after) * period_ms - previous_used * rest) / period_ms END, 0) AS remaining,
+    CASE WHEN allowed THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
+    CASE WHEN allowed THEN 0 WHEN cost > capacity THEN -1 ELSE CASE WHEN used_after + cost <= maximum AND previous_used > 0          AND ((maximum - used_after - cost) * period_ms) / previous_used > 0     THEN rest - ((maximum - used_after - cost) * period_ms) / previous_used     ELSE rest + CASE WHEN used_after = 0 THEN 0                      ELSE max(0, period_ms - ((maximum - cost) * period_ms) / used_after)                 END END END AS retry_after_ms,
+    CASE WHEN used_after > 0 THEN (window_key + 2) * period_ms     WHEN previous_used > 0 THEN (window_key + 1) * period_ms ELSE t END AS reset_at_ms,
+    used_after + (previous_used / period_ms) * rest + ((previous_used % period_ms) * rest + period_ms - 1) / period_ms AS shown_used
+  FROM (
+    SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed, policy, shadow, s_shadow_denied,
+      min(used + CASE WHEN FALSE THEN cost ELSE 0 END, 4611686018427387904) AS used_after,
+      denied_before + (FALSE) AS denied
+    FROM (
+      SELECT maximum, capacity, period_ms, cost, t, window_key, rest, used, previous_used,
+        denied_before, policy, shadow, s_shadow_denied,
+        CASE policy WHEN 'exempt' THEN TRUE WHEN 'deny' THEN FALSE ELSE cost <= capacity AND CASE WHEN used + cost <= maximum     THEN previous_used <= ((maximum - used - cost) * period_ms) / rest ELSE FALSE END END AS allowed
+      FROM (
+        SELECT maximum, capacity, period_ms, cost, t, window_key, rest, denied_before, policy, shadow, s_shadow_denied,
+          CASE WHEN row_key = window_key THEN s_used ELSE 0 END AS used,
+          CASE row_key WHEN window_key THEN s_previous WHEN window_key - 1 THEN s_used
+                       ELSE 0 END AS previous_used
+        FROM (
+          SELECT maximum, capacity, period_ms, cost, t, s_used, s_previous, policy, shadow, s_shadow_denied,
+            t / period_ms AS window_key, period_ms - t % period_ms AS rest,
+            CASE WHEN s_period = period_ms THEN s_window_key
+                 ELSE s_seen / period_ms END AS row_key,
+            coalesce(s_denied, 0) AS denied_before
+          FROM (
+            SELECT *, max(now, coalesce(s_seen, 0)) AS t
+            FROM (
+      SELECT CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN min(CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END, 4611686018427387904 / l.period_ms) ELSE l.maximum END AS maximum, CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN min(CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END, 4611686018427387904 / l.period_ms) ELSE l.maximum END AS capacity, l.period_ms AS period_ms,
+             coalesce(:cost, 1) AS cost, coalesce(:now, CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)) AS now,
+             coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
+             s.window_key AS s_window_key, s.period_ms AS s_period, s.used AS s_used,
+             s.previous_used AS s_previous, s.denied AS s_denied, s.seen_ms AS s_seen
+      FROM quota_limits AS l
+      LEFT JOIN quota_windows AS s ON s.limit_name = l.name AND s.owner = :owner
+      LEFT JOIN quota_overrides AS o ON o.limit_name = :limit AND o.owner = :owner
+      LEFT JOIN quota_overrides AS a ON a.limit_name = '*' AND a.owner = :owner
+      WHERE l.name = :limit AND l.algorithm = 'sliding_window') AS inputs
+          ) AS clocked LIMIT -1 OFFSET 0
+        ) AS keyed
+      ) AS counted LIMIT -1 OFFSET 0
+    ) AS decided
+  ) AS written) AS decision

@@ -1,0 +1,53 @@
+SELECT allowed, reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE remaining END AS remaining,
+  CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 ELSE retry_after_ms END AS retry_after_ms, reset_at_ms, denied, FALSE AS shadow_denied, shown_used AS used,
+  coalesce(s_shadow_denied, 0) AS shadow_denials, capacity
+FROM (
+  SELECT *,
+    max(level_after / period_ms, 0) AS remaining,
+    CASE WHEN allowed THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
+    CASE WHEN allowed THEN 0 WHEN cost > capacity THEN -1
+         ELSE (cost * period_ms - level_after - 1) / maximum + 1 END AS retry_after_ms,
+    CASE WHEN level_after >= full_level THEN t
+         ELSE t + (full_level - level_after - 1) / maximum + 1 END AS reset_at_ms,
+    capacity - CASE WHEN level_after >= 0 THEN level_after / period_ms
+                    ELSE -((period_ms - 1 - level_after) / period_ms) END AS shown_used
+  FROM (
+    SELECT *,
+      CASE WHEN NOT (FALSE) THEN level
+           WHEN cost > (level + 4611686018427387904) / period_ms THEN -4611686018427387904
+           ELSE level - cost * period_ms END AS level_after,
+      denied_before + (FALSE) AS denied
+    FROM (
+      SELECT *,
+        CASE policy WHEN 'exempt' THEN TRUE WHEN 'deny' THEN FALSE ELSE cost <= capacity AND level >= cost * period_ms END AS allowed
+      FROM (
+        SELECT *, CASE WHEN start >= full_level THEN full_level
+               WHEN t - coalesce(s_seen, t) >= (full_level - start - 1) / maximum + 1 THEN full_level
+               ELSE start + maximum * (t - coalesce(s_seen, t)) END AS level
+        FROM (
+          SELECT *,
+            CASE WHEN s_level IS NULL THEN full_level ELSE CASE
+                 WHEN s_period = period_ms THEN min(s_level, capacity * period_ms)
+                 WHEN s_level / s_period >= capacity THEN capacity * period_ms
+                 ELSE max(CASE WHEN s_level >= 0 THEN s_level / s_period
+                               ELSE -((s_period - 1 - s_level) / s_period) END,
+                          -(4611686018427387904 / period_ms)) * period_ms END END AS start,
+            coalesce(s_denied, 0) AS denied_before
+          FROM (
+            SELECT *, max(now, coalesce(s_seen, 0)) AS t, capacity * period_ms AS full_level
+            FROM (
+      SELECT CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN min(CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END, 4611686018427387904 / l.period_ms) ELSE l.maximum END AS maximum, CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN min(CASE WHEN o.policy IS NULL THEN coalesce(a.burst, a.maximum) ELSE coalesce(o.burst, o.maximum) END, 2305843009213693952 / l.period_ms) ELSE l.burst END AS capacity, l.period_ms AS period_ms,
+             coalesce(:cost, 1) AS cost, coalesce(:now, CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)) AS now,
+             coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
+             s.level AS s_level, s.period_ms AS s_period, s.denied AS s_denied,
+             s.seen_ms AS s_seen
+      FROM quota_limits AS l
+      LEFT JOIN quota_buckets AS s ON s.limit_name = l.name AND s.owner = :owner
+      LEFT JOIN quota_overrides AS o ON o.limit_name = :limit AND o.owner = :owner
+      LEFT JOIN quota_overrides AS a ON a.limit_name = '*' AND a.owner = :owner
+      WHERE l.name = :limit AND l.algorithm = 'token_bucket') AS inputs LIMIT -1 OFFSET 0
+          ) AS clocked LIMIT -1 OFFSET 0
+        ) AS started LIMIT -1 OFFSET 0
+      ) AS refilled
+    ) AS decided LIMIT -1 OFFSET 0
+  ) AS recorded) AS decision

@@ -1,0 +1,60 @@
+INSERT INTO quota_buckets (limit_name, owner, cost, seen_ms, maximum)
+VALUES (:limit, :owner, coalesce(:cost, 1), coalesce(:now, CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)), 0)
+ON CONFLICT (limit_name, owner) DO UPDATE SET
+  (level, denied, burst, seen_ms, cost, maximum, period_ms,
+   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms, shadow_denied) =
+  (SELECT level_after, denied, capacity, t, cost, maximum, period_ms,
+          allowed OR shadow, reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE remaining END, CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 ELSE retry_after_ms END, reset_at_ms, quota_buckets.shadow_denied + (NOT allowed AND shadow)
+   FROM (
+  SELECT *,
+    max(level_after / period_ms, 0) AS remaining,
+    CASE WHEN allowed THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
+    CASE WHEN allowed THEN 0 WHEN cost > capacity THEN -1
+         ELSE (cost * period_ms - level_after - 1) / maximum + 1 END AS retry_after_ms,
+    CASE WHEN level_after >= full_level THEN t
+         ELSE t + (full_level - level_after - 1) / maximum + 1 END AS reset_at_ms,
+    capacity - CASE WHEN level_after >= 0 THEN level_after / period_ms
+                    ELSE -((period_ms - 1 - level_after) / period_ms) END AS shown_used
+  FROM (
+    SELECT *,
+      CASE WHEN NOT (allowed AND policy IS DISTINCT FROM 'exempt') THEN level
+           WHEN cost > (level + 4611686018427387904) / period_ms THEN -4611686018427387904
+           ELSE level - cost * period_ms END AS level_after,
+      denied_before + (NOT allowed AND NOT shadow) AS denied
+    FROM (
+      SELECT *,
+        CASE policy WHEN 'exempt' THEN TRUE WHEN 'deny' THEN FALSE ELSE cost <= capacity AND level >= cost * period_ms END AS allowed
+      FROM (
+        SELECT *, CASE WHEN start >= full_level THEN full_level
+               WHEN t - coalesce(s_seen, t) >= (full_level - start - 1) / maximum + 1 THEN full_level
+               ELSE start + maximum * (t - coalesce(s_seen, t)) END AS level
+        FROM (
+          SELECT *,
+            CASE WHEN s_level IS NULL THEN full_level ELSE CASE
+                 WHEN s_period = period_ms THEN min(s_level, capacity * period_ms)
+                 WHEN s_level / s_period >= capacity THEN capacity * period_ms
+                 ELSE max(CASE WHEN s_level >= 0 THEN s_level / s_period
+                               ELSE -((s_period - 1 - s_level) / s_period) END,
+                          -(4611686018427387904 / period_ms)) * period_ms END END AS start,
+            coalesce(s_denied, 0) AS denied_before
+          FROM (
+            SELECT *, max(now, coalesce(s_seen, 0)) AS t, capacity * period_ms AS full_level
+            FROM (
+      SELECT CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN min(CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END, 4611686018427387904 / l.period_ms) ELSE l.maximum END AS maximum, CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN min(CASE WHEN o.policy IS NULL THEN coalesce(a.burst, a.maximum) ELSE coalesce(o.burst, o.maximum) END, 2305843009213693952 / l.period_ms) ELSE l.burst END AS capacity, l.period_ms AS period_ms,
+             excluded.cost AS cost, excluded.seen_ms AS now, coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow,
+             CASE WHEN quota_buckets.seen_ms IS NOT NULL THEN quota_buckets.level END AS s_level,
+             quota_buckets.period_ms AS s_period,
+             quota_buckets.denied AS s_denied, quota_buckets.seen_ms AS s_seen
+      FROM (SELECT 1) AS request
+      LEFT JOIN quota_limits AS l
+        ON l.name = excluded.limit_name AND l.algorithm = 'token_bucket'
+      LEFT JOIN quota_overrides AS o ON o.limit_name = excluded.limit_name AND o.owner = excluded.owner
+      LEFT JOIN quota_overrides AS a ON a.limit_name = '*' AND a.owner = excluded.owner) AS inputs LIMIT -1 OFFSET 0
+          ) AS clocked LIMIT -1 OFFSET 0
+        ) AS started LIMIT -1 OFFSET 0
+      ) AS refilled
+    ) AS decided LIMIT -1 OFFSET 0
+  ) AS recorded) AS decision)
+RETURNING last_allowed AS allowed, last_reason AS reason, last_remaining AS remaining,
+  last_retry_after_ms AS retry_after_ms, last_reset_at_ms AS reset_at_ms, denied,
+  last_allowed AND last_reason <> 'ok' AS shadow_denied

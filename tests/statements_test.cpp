@@ -1,0 +1,80 @@
+// The golden files of tests/sql/: every statement of src/statements.cpp, in each dialect, as
+// it is checked in, so that a change to a statement shows in review as a change to a file.
+// After a deliberate change, rewrite them with
+//   QUOTA_UPDATE_GOLDEN=1 build/debug/tests/quota_tests "[golden]"
+// and review the diff.
+#include "statements.h"
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "support.h"
+
+namespace quota::test {
+namespace {
+
+using detail::Operation;
+
+std::filesystem::path golden_path(const detail::Dialect& dialect, Operation operation,
+                                  Algorithm algorithm) {
+  const std::string name = operation == Operation::reset
+                               ? std::string("reset.sql")
+                               : std::string(detail::operation_name(operation)) + "_" +
+                                     std::string(to_string(algorithm)) + ".sql";
+  return std::filesystem::path(QUOTA_SOURCE_DIR) / "tests" / "sql" / std::string(dialect.name) /
+         name;
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST_CASE("every statement matches its golden file in tests/sql/", "[golden]") {
+  const bool update = std::getenv("QUOTA_UPDATE_GOLDEN") != nullptr;
+  for (const detail::Dialect* dialect : {&detail::kSqlite, &detail::kPostgresql}) {
+    for (Operation operation : {Operation::check, Operation::consume, Operation::record,
+                                Operation::refund, Operation::reset}) {
+      for (Algorithm algorithm : kAllAlgorithms) {
+        if (operation == Operation::reset && algorithm != Algorithm::sliding_log) continue;
+        const std::filesystem::path path = golden_path(*dialect, operation, algorithm);
+        const std::string text = detail::statement(*dialect, operation, algorithm) + "\n";
+        CAPTURE(path.string());
+        if (update) {
+          std::filesystem::create_directories(path.parent_path());
+          std::ofstream(path, std::ios::binary) << text;
+        }
+        REQUIRE(std::filesystem::exists(path));
+        CHECK(read_file(path) == text);
+      }
+    }
+  }
+}
+
+TEST_CASE("the SQLite statements name their parameters, the PostgreSQL ones number them",
+          "[golden]") {
+  for (Algorithm algorithm : kAllAlgorithms) {
+    const std::string& sqlite = detail::statement(detail::kSqlite, Operation::consume, algorithm);
+    const std::string& postgresql =
+        detail::statement(detail::kPostgresql, Operation::consume, algorithm);
+    for (const char* name : {":limit", ":owner", ":cost", ":now"}) {
+      CHECK(sqlite.find(name) != std::string::npos);
+      CHECK(postgresql.find(name) == std::string::npos);
+    }
+    for (const char* number : {"$1", "$2", "$3", "$4"}) {
+      CHECK(postgresql.find(number) != std::string::npos);
+    }
+    CHECK(sqlite.find("LIMIT -1 OFFSET 0") != std::string::npos);
+    CHECK(postgresql.find("LIMIT -1") == std::string::npos);
+    CHECK(postgresql.find("julianday") == std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace quota::test
