@@ -67,7 +67,7 @@ SELECT) and the article's SQL-only design, in one run, and evaluates the targets
   --count-instructions CASE --operations N
                          run N operations of CASE in this process with no timing, inside the
                          function quota_bench_run_ops (for callgrind; see
-                         tools/bench-instructions.sh)
+                         bench/scripts/bench-instructions.sh)
   --statement FILE       with --count-instructions: run the SQL statement in FILE instead of
                          the case's operation, on the case's database, with :limit, :owner,
                          :cost and :now bound as the engine binds them
