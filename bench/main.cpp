@@ -50,7 +50,7 @@ Measures quota::Engine's operations against SQLite's floor (a bare upsert, a bar
 SELECT) and the article's SQL-only design, in one run, and evaluates the targets.
 
   --json                 print the run as one JSON document instead of tables
-  --markdown             print the tables as Markdown (for the README)
+  --markdown             print the tables as Markdown (for docs/performance.md)
   --out FILE             also write the run's JSON to FILE
   --report FILE          print the tables (or --markdown) of a saved JSON run, its targets
                          evaluated again; measure nothing
