@@ -50,7 +50,7 @@ Measures quota::Engine's operations against SQLite's floor (a bare upsert, a bar
 SELECT) and the article's SQL-only design, in one run, and evaluates the targets.
 
   --json                 print the run as one JSON document instead of tables
-  --markdown             print the tables as Markdown (for the README)
+  --markdown             print the tables as Markdown (for docs/performance.md)
   --out FILE             also write the run's JSON to FILE
   --report FILE          print the tables (or --markdown) of a saved JSON run, its targets
                          evaluated again; measure nothing
@@ -67,7 +67,7 @@ SELECT) and the article's SQL-only design, in one run, and evaluates the targets
   --count-instructions CASE --operations N
                          run N operations of CASE in this process with no timing, inside the
                          function quota_bench_run_ops (for callgrind; see
-                         tools/bench-instructions.sh)
+                         bench/scripts/bench-instructions.sh)
   --statement FILE       with --count-instructions: run the SQL statement in FILE instead of
                          the case's operation, on the case's database, with :limit, :owner,
                          :cost and :now bound as the engine binds them

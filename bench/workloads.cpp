@@ -26,8 +26,8 @@
 #include "bench.h"
 #include "quota/engine.h"
 
-// The loop callgrind counts (tools/bench-instructions.sh: --toggle-collect='quota_bench_run_ops*',
-// with the star because GCC may clone it);
+// The loop callgrind counts (bench/scripts/bench-instructions.sh:
+// --toggle-collect='quota_bench_run_ops*', with the star because GCC may clone it);
 // a C name, so that the option does not depend on C++ name mangling.
 extern "C" __attribute__((noinline)) void quota_bench_run_ops(int (*operation)(void*),
                                                               void* context, std::int64_t count) {

@@ -27,8 +27,8 @@ class BusyHandler {
   // processor) for the first kYields, then 16 us doubling up to kLongestPause.
   static std::chrono::microseconds pause(int attempt);
   static constexpr int kYields = 16;
-  // 128 us rather than 1 ms: with two processes consuming on one owner (quota-bench's
-  // contention case) the slowest consume fell from 22-29 ms to 15-19 ms in three runs each.
+  // 128 us rather than 1 ms: it shortens the slowest consume of two processes contending for
+  // one owner (docs/performance-notes.md, "Figures behind the code's choices").
   static constexpr std::chrono::microseconds kLongestPause{128};
 
   // While one is alive, a wait on this thread gives up after `limit` even when the handler's

@@ -13,8 +13,8 @@ namespace quota::detail {
 // not completely copied when the next write begins, so that write cannot start the WAL over.
 // Under sustained writes from two processes this never ends: every commit finds the WAL over
 // the threshold and checkpoints again, paying the fsyncs inside the operation, and the WAL
-// grows without limit (quota-bench's two processes on one owner: a 190 MB WAL after 2 s, and
-// a p99 consume of about 500 us).
+// grows without limit (docs/performance-notes.md, "Figures behind the code's choices"; the
+// same page's "Two processes on one owner").
 //
 // install_checkpoint replaces it on `db` with a checkpoint that starts at half that threshold
 // (so that the WAL, which keeps growing during the first step, stays within it), in two

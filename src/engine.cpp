@@ -415,7 +415,7 @@ struct Engine::Impl {
   }
 
   // ---------------------------------------------------------------------------------------
-  // Hooks (SPEC §7). An operation on a limit without hooks runs its one statement and
+  // Hooks (docs/).   An operation on a limit without hooks runs its one statement and
   // nothing else; with hooks, it runs inside a savepoint so that a hook that throws takes
   // the whole operation back.
 

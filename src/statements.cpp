@@ -25,9 +25,8 @@
 //
 // Some layers end with "LIMIT -1 OFFSET 0", which stops SQLite from flattening them:
 // flattening copies each expression into every place that uses it, while an unflattened
-// layer costs a co-routine. Every family's barriers were placed by measurement (callgrind
-// instructions per consume against one barrier per layer: fixed_window 80.6k -> 75.7k,
-// sliding_log 104.6k -> 98.2k, token_bucket 74.1k -> 71.7k); the log's first-live-event
+// layer costs a co-routine. Every family's barriers were placed by measurement, where they
+// cost the fewest instructions (docs/performance-notes.md); the log's first-live-event
 // subquery sits in a layer of its own behind one, so that it is never copied. The window
 // layers also pass on only the columns that later layers use: a co-routine copies every
 // column it yields.
@@ -161,7 +160,7 @@ constexpr const char* kAnswerRetry =
 // was written, the window that holds its seen_ms. Its used counts if that is the current
 // window k = floor(t / period_ms); it becomes the previous window's count if row_key = k - 1.
 // `rest` = (k + 1) * period_ms - t is what remains of the current window (P - e in the
-// SPEC). The algorithms differ only in the expressions of kFixedWindow and kSlidingWindow.
+// docs). The algorithms differ only in the expressions of kFixedWindow and kSlidingWindow.
 // Counts saturate at 2^62 (reached only after millions of records of the largest cost).
 constexpr const char* kWindowDecision = R"(
   SELECT *,

@@ -1,5 +1,5 @@
-// The clock rule of SPEC §8 for every algorithm: an operation that arrives with a time earlier
-// than the latest its owner's state has seen is evaluated at that latest time, whether the
+// The clock rule (docs/concepts.md) for every algorithm: an operation arriving with a time
+// earlier than the latest its owner's state has seen is evaluated at that latest time, whether the
 // clock went back by less or by more than one period (or to the epoch). Each case runs the
 // same operations on two engines, one whose clock went back and one whose clock stayed at
 // the latest time: every answer, and the state afterwards, must be the same.

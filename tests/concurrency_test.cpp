@@ -1,4 +1,4 @@
-// SPEC §8 under contention: processes and threads consuming on one WAL file admit exactly what
+// Guarantees under contention: processes and threads consuming on one WAL file admit exactly what
 // each algorithm allows and lose no update; a held lock is waited out promptly, up to the busy
 // timeout, then a clear busy error; a consume inside the application's transaction commits or
 // rolls back with it, and a deferred transaction whose snapshot went stale is refused with

@@ -1,4 +1,4 @@
-// Crashes (SPEC §8): a process killed with SIGKILL at random moments while it consumes never
+// Crashes (guarantees): a process killed with SIGKILL at random moments while it consumes never
 // leaves the file corrupt, and with synchronous=FULL every consume it was told was allowed is
 // in the file; a process killed inside a migration leaves the schema as it was, and the next
 // migrate completes it.

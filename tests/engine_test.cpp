@@ -291,7 +291,7 @@ TEST_CASE("retry_after_ms is tight: token_bucket, fractional rates, bursts and d
   }
 }
 
-TEST_CASE("reset_at_ms follows SPEC §3", "[engine]") {
+TEST_CASE("reset_at_ms follows docs/concepts.md", "[engine]") {
   Fixture f;
   f.engine.define(make_limit("log", Algorithm::sliding_log, 5, 1000));
   f.engine.define(make_limit("win", Algorithm::fixed_window, 5, 1000));
@@ -946,8 +946,8 @@ TEST_CASE("the largest token bucket keeps two records of its capacity as an exac
   CHECK(f.engine.check("tb", "u", 1'000'000'000'000).allowed);
 }
 
-TEST_CASE("the SPEC's example defines a limit with four braced values", "[engine]") {
-  // Regression: without a default for burst, this line of SPEC §7 warned under -Wextra
+TEST_CASE("the docs' example defines a limit with four braced values", "[engine]") {
+  // Regression: without a default for burst, this example line warned under -Wextra
   // (-Wmissing-field-initializers), an error in a build like this suite's.
   Engine engine = Engine::open(":memory:");
   engine.define({"send_message", quota::Algorithm::sliding_log, 10, std::chrono::minutes(1)});

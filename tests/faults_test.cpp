@@ -1,4 +1,4 @@
-// Faults and bad files (SPEC §8): a truncated or corrupted database, a read-only file or
+// Faults and bad files (guarantees): a truncated or corrupted database, a read-only file or
 // folder, a full disk, a database locked by another process past the timeout. Each is a clear
 // error that changes nothing, through the library and through quotactl. And the failure
 // policy: what consume, check and record answer when the database itself fails.

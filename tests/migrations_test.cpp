@@ -1,4 +1,4 @@
-// Schema migrations (SPEC §8, issue 2): a fresh database is migrated, a migrated one is left
+// Schema migrations (docs/sql.md, issue 2): a fresh database is migrated, a migrated one is left
 // alone, and a database this build cannot use (newer, edited, not a database, not migrated)
 // is refused with the right code and left exactly as it was.
 #include "migrations.h"
@@ -82,7 +82,7 @@ TEST_CASE("a new database is migrated to the latest version", "[migrations]") {
     CHECK(rows[i] == std::vector<std::string>{std::to_string(built_in[i].version), built_in[i].name,
                                               built_in[i].checksum, "1234567"});
   }
-  // Every object is the engine's and named quota_* (SPEC §5).
+  // Every object is the engine's and named quota_* (docs/sql.md).
   CHECK(raw.rows("SELECT name FROM sqlite_schema WHERE name NOT LIKE 'quota\\_%' ESCAPE '\\' "
                  "AND name NOT LIKE 'sqlite\\_autoindex\\_quota\\_%' ESCAPE '\\'")
             .empty());
@@ -386,7 +386,7 @@ TEST_CASE("engines opening a new file at the same time all get a migrated databa
           "[migrations]") {
   // Regression: apply_pending read the pending list before taking the write lock, so the
   // openers that lost the race re-ran 0001 and failed with "table quota_migrations already
-  // exists" (ErrorCode::io). SPEC §7: several Engines and processes may share one file.
+  // exists" (ErrorCode::io). Embedding: several Engines and processes may share one file.
   int failed = 0;
   std::string message;
   for (int round = 0; round < 10; ++round) {

@@ -1,4 +1,4 @@
-// A reference model of SPEC §3-§4 and the clock rule of §8, written from the SPEC alone and
+// A reference model of docs/concepts.md (operations, algorithms, clock), written from it and
 // independently of the SQL: plain containers, no cleverness, so that it is obviously right.
 // The property tests run the engine and this model side by side and compare every field.
 //
@@ -6,10 +6,10 @@
 // an operation that writes has seen), the denied counter, and a Counter that knows one
 // algorithm's usage. Every operation is evaluated at t = max(request time, remembered time).
 // Everything the Result reports is derived from a few questions put to the Counter:
-//   used(t)            the usage at t, as the SPEC's table defines it (`remaining` is the
+//   used(t)            the usage at t, as the docs' table defines it (`remaining` is the
 //                      capacity minus that, for every algorithm);
-//   fits(t, cost)      the SPEC's "allowed" inequality, in exact integers;
-//   reset_at(t)        when usage is back to zero, per the SPEC's table.
+//   fits(t, cost)      the docs' "allowed" inequality, in exact integers;
+//   reset_at(t)        when usage is back to zero, per the docs' table.
 // retry_after is not a formula: usage never grows while nothing happens, so "the request
 // fits at t + d" is false up to some d and true from then on (at reset_at at the latest),
 // and a binary search over d finds the smallest. changes_after(t) lists the moments after t
@@ -138,7 +138,7 @@ class Model {
   // Removes the limit and its state; false when there was none.
   bool remove(const std::string& name);
 
-  // The operations of SPEC §4 at request time `now`. The limit must be defined.
+  // The operations (docs/) at request time `now`. The limit must be defined.
   Result check(const std::string& limit, const std::string& owner, std::int64_t cost,
                std::int64_t now) const;
   Result consume(const std::string& limit, const std::string& owner, std::int64_t cost,
@@ -149,7 +149,7 @@ class Model {
   Result refund(const std::string& limit, const std::string& owner, std::int64_t cost,
                 std::int64_t now);
 
-  // Policies of SPEC §4a: overrides (limit or "*") and, through Limit::shadow, shadow mode.
+  // Policies (docs/): overrides (limit or "*") and, through Limit::shadow, shadow mode.
   void set_override(const Override& override);
   void remove_override(const std::string& limit, const std::string& owner);
 

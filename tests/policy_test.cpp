@@ -1,4 +1,4 @@
-// The policies of SPEC §4a and the hooks of §7 through the C++ API and the plain SQL
+// The policies and hooks of docs/concepts.md through the C++ API and the plain SQL
 // statements: overrides on all four algorithms, shadow mode, refund, consume_all, hooks and
 // their rollback (also inside the application's own transaction), and a property test that
 // runs all of them against the reference model, comparing every field.
@@ -60,7 +60,7 @@ Result plain(RawDb& db, Operation operation, Algorithm algorithm, const std::str
   return result;
 }
 
-// An override written with plain SQL, as the README shows.
+// An override written with plain SQL, as docs/sql.md shows.
 void plain_override(RawDb& db, const Override& override) {
   auto number = [](const std::optional<std::int64_t>& value) {
     return value ? std::to_string(*value) : std::string("NULL");

@@ -70,7 +70,7 @@ std::optional<std::int64_t> random_burst(Random& random, Scale scale, std::int64
   }
 }
 
-// The largest period the engine accepts for `maximum` (SPEC §2, and the 2^62 products; a
+// The largest period the engine accepts for `maximum` (docs/concepts.md, 2^62 products; a
 // bucket's burst, which defaults to its maximum, times its period at most 2^61).
 std::int64_t longest_period(Algorithm algorithm, std::int64_t maximum) {
   switch (algorithm) {
@@ -211,7 +211,7 @@ class Run {
     return std::clamp<std::int64_t>(left + between(random_, -2, 2), 1, most);
   }
 
-  // The README: a bucket's debt saturates at 2^62 units of tokens x period_ms, and three records
+  // docs/concepts.md: a bucket's debt saturates at 2^62 units of tokens x period_ms; three records
   // of a large configuration's capacity can reach that. The model keeps debts exactly, so
   // large runs record no deeper than that: at most this cost (used = capacity - floor(level /
   // P), so level >= (capacity - used) * P).

@@ -336,7 +336,7 @@ TEST_CASE("quotactl limit set/get/list/rm", "[quotactl]") {
 
 // --- operations ---------------------------------------------------------------------------
 
-TEST_CASE("quotactl consume, check, record and reset answer per SPEC §4", "[quotactl]") {
+TEST_CASE("quotactl consume, check, record and reset answer per docs/concepts.md", "[quotactl]") {
   Fixture f;
   f.ok({"migrate"});
   f.ok({"limit", "set", "send", "--max", "2", "--per", "1m"});
@@ -642,7 +642,7 @@ TEST_CASE("quotactl --help, help COMMAND and --version", "[quotactl]") {
   CHECK(version.status == 0);
   CHECK(version.out == std::string("quotactl ") + quota::kVersion + "\n");
 
-  // With --json, exactly one JSON document holding the same text (SPEC §6).
+  // With --json, exactly one JSON document holding the same text (docs/quotactl.md).
   const Outcome json_version = run_quotactl({"--version", "--json"});
   CHECK(json_version.status == 0);
   CHECK(json::parse(json_version.out) == json{{"version", quota::kVersion}});

@@ -1,4 +1,4 @@
-// The SQL interface of SPEC §5 without the Engine, for all four algorithms: the statements of
+// The SQL interface (docs/sql.md) without the Engine, for all four algorithms: the statements of
 // src/statements.cpp run through SQLite's C API on a database the engine created, interleaved
 // with the engine on another connection, give the engine's answers; unknown limits; NULL
 // :cost and :now; the quota_usage view.

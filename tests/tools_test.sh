@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Bad input to tools/with-sqlite.sh: each exits with status 2 and a message that says what to
-# do, and runs nothing (the command would leave a marker file).
+# Bad input to bench/scripts/with-sqlite.sh: each exits with status 2 and a message that says
+# what to do, and runs nothing (the command would leave a marker file).
 set -uo pipefail
-tool="$(dirname "$0")/../tools/with-sqlite.sh"
+tool="$(dirname "$0")/../bench/scripts/with-sqlite.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 printf 'int main(void) { return 0; }\n' >"$work/not-sqlite.c"

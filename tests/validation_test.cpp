@@ -1,4 +1,4 @@
-// Bad input per SPEC §2 through the Engine: a quota::Error with ErrorCode::invalid_argument
+// Bad input (docs/concepts.md) through the Engine: a quota::Error with ErrorCode::invalid_argument
 // whose message says what is accepted, and a database exactly as it was. The boundaries
 // themselves (64-character names, 1024-byte owners, the largest cost, maximum and period)
 // are accepted. sliding_window and token_bucket multiply by the period: their smallest
@@ -380,7 +380,7 @@ TEST_CASE("token_bucket: the largest accepted configurations work at their edges
        }) {
     Edge edge(limit);
     // Overdrafts of the whole capacity from an empty bucket, as deep as the engine keeps a
-    // debt exactly (the README: a debt is floored at 2^62 units of tokens x period_ms, two
+    // debt exactly (docs/concepts.md: a debt is floored at 2^62 units of tokens x period_ms, two
     // whole capacities of the largest bucket).
     work_at_the_edges(edge, limit.capacity(), 2);
   }
@@ -388,7 +388,7 @@ TEST_CASE("token_bucket: the largest accepted configurations work at their edges
 
 TEST_CASE("token_bucket: debts beyond what 64 bits hold saturate and stay consistent",
           "[validation]") {
-  // A debt deeper than 2^62 units of tokens x period_ms is not kept exactly (the README), and
+  // A debt deeper than 2^62 units of tokens x period_ms is not kept exactly (docs/concepts.md), and
   // with the largest configurations three records of the capacity go that deep. Whatever the
   // engine keeps, its answers must stay in range and its waits tight.
   for (const Limit& limit : {

@@ -69,7 +69,7 @@ class Gateway {
 
   // Charges the request to its address, then to its API key. Two consumes, so a request that
   // the key's limit refuses has still used a unit of the address's limit. Engine::consume_all
-  // (SPEC §4a, not built yet) will make both one atomic decision in which a denial changes
+  // (docs/concepts.md) will make both one atomic decision in which a denial changes
   // neither limit; this is the place to switch to it.
   std::vector<Verdict> admit(const std::string& address, const std::string& key) {
     std::vector<Verdict> verdicts;

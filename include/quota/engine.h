@@ -69,17 +69,17 @@ struct Options {
   // threshold: a PASSIVE copy, then a RESTART that copies what was committed meanwhile and
   // starts the WAL over even while other processes keep writing. With SQLite's own, two
   // processes that never pause keep the WAL from ever being started over: it grows without
-  // limit (190-270 MB after 2 s of quota-bench's contention case) and every commit past the
-  // threshold pays a checkpoint's fsyncs (a consume's p99 there about 400 us). With the
-  // engine's, the WAL stays within the threshold and that p99 is about 50-80 us; other
+  // limit and every commit past the threshold pays a checkpoint's fsyncs. With the engine's,
+  // the WAL stays within the threshold and a contended consume's p99 falls about fivefold
+  // (figures: docs/performance-notes.md, "Figures behind the code's choices"); other
   // writers wait for the RESTART step (about 1 ms, once per half threshold). A connection whose
-  // automatic checkpoint is off is left alone. See README "Embedding". Default: on.
+  // automatic checkpoint is off is left alone. See docs/embedding.md. Default: on.
   bool restart_checkpoint = true;
   // What consume, check and record answer when the database fails: an I/O error, a full
   // disk, a corrupt file, or a lock held past busy_timeout (ErrorCode io, not_a_database,
   // busy). Bad input (invalid_argument, unknown_limit) is an error under either policy, and
   // so is the one busy error that asks for a retry rather than a verdict: a write refused to
-  // a snapshot that another connection has moved past (see README "Transactions"). The other
+  // a snapshot that another connection has moved past (docs/embedding.md). The other
   // operations (define, get, list, remove, reset, usage, gc, opening) always fail closed.
   // A fail-open answer is allowed, reason store_unavailable, remaining 0, retry_after_ms 0,
   // denied 0, reset_at_ms the clock's now; nothing was recorded. Default: fail_closed.
@@ -94,7 +94,7 @@ struct Options {
 struct Usage {
   std::string limit;
   std::string owner;
-  std::int64_t used = 0;       // per the algorithm (see README "Concepts")
+  std::int64_t used = 0;       // per the algorithm (see docs/concepts.md)
   std::int64_t remaining = 0;  // capacity - used, >= 0
   std::int64_t denied = 0;     // denied consumes since created or reset
   std::int64_t reset_at_ms = 0;

@@ -12,7 +12,7 @@
  *     reject(r.retry_after_ms);
  *   quota_close(engine);
  *
- * The same engine as the C++ API (quota/engine.h); see there, and README "Concepts", for what
+ * The same engine as the C++ API (quota/engine.h); see there, and docs/concepts.md, for what
  * each operation means. The conventions:
  *
  * - Every function that can fail returns an int status: QUOTA_OK (0) or a QUOTA_ERROR_*
@@ -124,7 +124,7 @@ typedef struct quota_options {
   /* 1 (default): replace SQLite's automatic WAL checkpoint on the engine's connection with
    * the engine's from half that threshold (a PASSIVE copy, then a RESTART), which keeps the WAL
    * bounded while other processes keep writing, at the cost of making them wait for the
-   * RESTART step (quota::Options::restart_checkpoint; README "Embedding"). 0: SQLite's own. */
+   * RESTART step (quota::Options::restart_checkpoint; docs/embedding.md). 0: SQLite's own. */
   int restart_checkpoint;
 } quota_options;
 

@@ -10,12 +10,13 @@
                     find_package project and pkg-config command
   python_readme     README's Python example, run against --library
 
-The README's code is the test's code: every fenced block preceded by a line
-`<!-- test-file: NAME -->` is written to NAME in a scratch project, and NAME.out, when present,
-is the exact output the program must print. Everything runs offline, in WORK/STEP (emptied
-first). With --sanitize-flags, programs linked against --build's instrumented library are
-compiled and linked with those flags (for the README's shell commands, through `cc` and `c++`
-wrappers put first in PATH).
+The documentation's code is the test's code: every fenced block of README.md and docs/*.md
+preceded by a line `<!-- test-file: NAME -->` is written to NAME in a scratch project, and
+NAME.out, when present, is the exact output the program must print (docs_test.py checks that
+every block has a marker and that every test-file is in USED_FILES). Everything runs
+offline, in WORK/STEP (emptied first). With --sanitize-flags, programs linked against
+--build's instrumented library are compiled and linked with those flags (for the README's
+shell commands, through `cc` and `c++` wrappers put first in PATH).
 """
 import argparse
 import glob
@@ -26,6 +27,10 @@ import subprocess
 import sys
 
 README_FILE = re.compile(r"<!-- test-file: (\S+) -->\n```[\w+-]*\n(.*?)```\n", re.S)
+# Every test-file block a step below uses; docs_test.py fails on a block outside this list.
+USED_FILES = ["main.cpp", "main.cpp.out", "find_package/CMakeLists.txt",
+              "add_subdirectory/CMakeLists.txt", "pkg-config.sh", "c-api/main.c",
+              "c-api/pkg-config.sh", "c-api/main.c.out", "python/app.py", "python/app.py.out"]
 API_SYMBOL = re.compile(r"^(quota_\w+|quota::.*|(typeinfo|typeinfo name|vtable) for quota::.*)$")
 
 
@@ -46,10 +51,13 @@ def run(command, cwd=None, env=None, capture=False):
 
 
 def readme_files(source):
-    with open(os.path.join(source, "README.md"), encoding="utf-8") as readme:
-        files = dict(README_FILE.findall(readme.read()))
+    """The test-file blocks of README.md and docs/*.md, by name."""
+    files = {}
+    for path in [os.path.join(source, "README.md")] + sorted(glob.glob(f"{source}/docs/*.md")):
+        with open(path, encoding="utf-8") as page:
+            files.update(README_FILE.findall(page.read()))
     if not files:
-        raise Failure("README.md has no `<!-- test-file: NAME -->` blocks")
+        raise Failure("README.md and docs/*.md have no `<!-- test-file: NAME -->` blocks")
     return files
 
 
@@ -59,7 +67,7 @@ def write_project(files, directory, names):
     os.makedirs(directory, exist_ok=True)
     for name in names:
         if name not in files:
-            raise Failure(f"README.md lacks the block {name}")
+            raise Failure(f"README.md and docs/*.md lack the block {name}")
         with open(os.path.join(directory, os.path.basename(name)), "w", encoding="utf-8") as out:
             out.write(files[name])
 

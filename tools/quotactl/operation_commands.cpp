@@ -1,4 +1,4 @@
-// consume, check, record, reset, usage and sql: the operations of SPEC §4 and their SQL.
+// consume, check, record, reset, usage and sql: the operations (docs/concepts.md) and their SQL.
 #include <fmt/format.h>
 
 #include <algorithm>

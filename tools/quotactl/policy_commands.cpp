@@ -1,4 +1,4 @@
-// override set, rm and list: per-owner overrides (SPEC §4a), stored in quota_overrides.
+// override set, rm and list: per-owner overrides (docs/), stored in quota_overrides.
 #include <fmt/format.h>
 
 #include <ostream>

@@ -10,8 +10,8 @@ checkpoints off, and counts the WAL's frames, by table and page type (the dbstat
   build/release/bench/quota-bench --prepare --filter /10/limit_ --work-dir /tmp/templates
   build/release/tools/quotactl/quotactl --db /tmp/templates/log_10.db \\
       sql consume bench_sliding_log > consume.sql
-  tools/wal-frames.py --statement consume.sql /tmp/templates/log_10.db /tmp/templates/log_100000.db
-  tools/wal-frames.py --statement consume.sql --setup variant.sql /tmp/templates/log_100000.db
+  bench/scripts/wal-frames.py --statement consume.sql /tmp/templates/log_10.db /tmp/templates/log_100000.db
+  bench/scripts/wal-frames.py --statement consume.sql --setup variant.sql /tmp/templates/log_100000.db
 
 --setup FILE runs SQL first (a trigger variant: DROP TRIGGER ...; CREATE TRIGGER ...), so that a
 schema change is judged without rebuilding. --warm-up N operations (default 100,000) run before

@@ -2,11 +2,11 @@
 # Instructions per operation of quota-bench cases, counted by callgrind: stable on a noisy
 # machine, so a change to a statement can be judged by one run.
 #
-#   tools/bench-instructions.sh consume/fixed_window/memory/1000
-#   tools/bench-instructions.sh --annotate consume/sliding_log/wal_normal/1000
-#   tools/bench-instructions.sh --operations 5000 upsert_int/memory/1000 check/token_bucket/memory/1000
-#   tools/bench-instructions.sh --statement variant.sql [--setup drop.sql] consume/fixed_window/memory/1000
-#   tools/bench-instructions.sh --page-size 1024 --pragma temp_store=2 upsert_int/memory/1000
+#   bench/scripts/bench-instructions.sh consume/fixed_window/memory/1000
+#   bench/scripts/bench-instructions.sh --annotate consume/sliding_log/wal_normal/1000
+#   bench/scripts/bench-instructions.sh --operations 5000 upsert_int/memory/1000 check/token_bucket/memory/1000
+#   bench/scripts/bench-instructions.sh --statement variant.sql [--setup drop.sql] consume/fixed_window/memory/1000
+#   bench/scripts/bench-instructions.sh --page-size 1024 --pragma temp_store=2 upsert_int/memory/1000
 #
 # Each case (a name from `quota-bench --list`) runs in its own process: its database is set
 # up and 1,000 operations warm it (preparing the statements), then callgrind counts only the
@@ -22,7 +22,7 @@
 # Builds quota-bench in build/release (Release) first, or in --build DIR.
 set -euo pipefail
 caller=$PWD
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 build=build/release
 operations=20000

@@ -5,11 +5,11 @@
 # fetched: the amalgamation is yours to give. The project is not rebuilt; SQLite's interface
 # is stable, so the same binaries run against either library.
 #
-#   tools/with-sqlite.sh SQLITE3_C [--lookaside] [--keep DIR] -- COMMAND [ARGS...]
+#   bench/scripts/with-sqlite.sh SQLITE3_C [--lookaside] [--keep DIR] -- COMMAND [ARGS...]
 #
-#   tools/with-sqlite.sh ~/sqlite-3.54.1/sqlite3.c -- build/debug/tests/quota_tests
-#   tools/with-sqlite.sh ~/sqlite-3.54.1/sqlite3.c -- tools/bench-instructions.sh check/fixed_window/memory/1000
-#   tools/with-sqlite.sh ~/sqlite-3.54.1/sqlite3.c --lookaside -- build/release/bench/quota-bench --filter /memory/
+#   bench/scripts/with-sqlite.sh ~/sqlite-3.54.1/sqlite3.c -- build/debug/tests/quota_tests
+#   bench/scripts/with-sqlite.sh ~/sqlite-3.54.1/sqlite3.c -- bench/scripts/bench-instructions.sh check/fixed_window/memory/1000
+#   bench/scripts/with-sqlite.sh ~/sqlite-3.54.1/sqlite3.c --lookaside -- build/release/bench/quota-bench --filter /memory/
 #
 # --lookaside leaves out SQLITE_OMIT_LOOKASIDE (Debian builds without lookaside memory, so
 # every cursor and buffer is a malloc); --keep DIR keeps the built library in DIR for the next

@@ -5,13 +5,13 @@
 # owner's text and by an integer owner id. The consume's variants are made here from the
 # text that `quotactl sql consume` prints, so the table can be reproduced after any change:
 #
-#   tools/bench-floors.sh              # prints a markdown table (about 3 minutes)
-#   tools/bench-floors.sh --keep DIR   # also keeps the statement variants in DIR
+#   bench/scripts/bench-floors.sh              # prints a markdown table (about 3 minutes)
+#   bench/scripts/bench-floors.sh --keep DIR   # also keeps the statement variants in DIR
 #
-# Each figure comes from tools/bench-instructions.sh (one process per variant, setup and
+# Each figure comes from bench/scripts/bench-instructions.sh (one process per variant, setup and
 # warm-up not counted), on copies of the same template databases.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 keep=""
 while (($#)); do
@@ -31,7 +31,7 @@ consume=consume/fixed_window/memory/1000
 count() {  # count CASE [bench-instructions options...] -> Ir per operation
   local name=$1
   shift
-  tools/bench-instructions.sh --work-dir "$work/templates" "$@" "$name" | awk '{print $2}'
+  bench/scripts/bench-instructions.sh --work-dir "$work/templates" "$@" "$name" | awk '{print $2}'
 }
 
 # The templates, and the statement the library runs, printed from a copy of the template.
