@@ -53,11 +53,13 @@ namespace {
 // statement; `finish` fills them in once the statement is whole. No SQL here uses braces.
 template <typename... Args>
 std::string expand(std::string_view text, Args&&... args) {
-  return fmt::format(fmt::runtime(text), std::forward<Args>(args)..., fmt::arg("max", "{max}"),
-                     fmt::arg("min", "{min}"), fmt::arg("barrier", "{barrier}"),
-                     fmt::arg("now", "{now}"), fmt::arg("int", "{int}"),
-                     fmt::arg("limit", "{limit}"), fmt::arg("owner", "{owner}"),
-                     fmt::arg("cost", "{cost}"), fmt::arg("now_ms", "{now_ms}"));
+  return fmt::format(
+      fmt::runtime(text), std::forward<Args>(args)..., fmt::arg("max", "{max}"),
+      fmt::arg("min", "{min}"), fmt::arg("barrier", "{barrier}"), fmt::arg("now", "{now}"),
+      fmt::arg("int", "{int}"), fmt::arg("limit", "{limit}"), fmt::arg("owner", "{owner}"),
+      fmt::arg("cost", "{cost}"), fmt::arg("now_ms", "{now_ms}"),
+      fmt::arg("live_base", "{live_base}"), fmt::arg("covering_event", "{covering_event}"),
+      fmt::arg("newest_kept", "{newest_kept}"));
 }
 
 std::string finish(std::string_view text, const Dialect& dialect) {
@@ -65,7 +67,10 @@ std::string finish(std::string_view text, const Dialect& dialect) {
                      fmt::arg("min", dialect.least), fmt::arg("barrier", dialect.barrier),
                      fmt::arg("now", dialect.database_now), fmt::arg("int", dialect.as_integer),
                      fmt::arg("limit", dialect.limit), fmt::arg("owner", dialect.owner),
-                     fmt::arg("cost", dialect.cost), fmt::arg("now_ms", dialect.now));
+                     fmt::arg("cost", dialect.cost), fmt::arg("now_ms", dialect.now),
+                     fmt::arg("live_base", dialect.log_live_base),
+                     fmt::arg("covering_event", dialect.log_covering_event),
+                     fmt::arg("newest_kept", dialect.log_newest_kept));
 }
 
 // What each operation records and counts, given the decision's `allowed` (the verdict as if
@@ -257,7 +262,7 @@ constexpr const char* kWindowUpdateInputs = R"(
              quota_windows.window_key AS s_window_key, quota_windows.period_ms AS s_period,
              quota_windows.used AS s_used, quota_windows.previous_used AS s_previous,
              quota_windows.denied AS s_denied, quota_windows.seen_ms AS s_seen
-      FROM (SELECT 1) AS request
+      FROM {request_row}
       LEFT JOIN quota_limits AS l
         ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}'{overrides})";
 
@@ -339,7 +344,7 @@ constexpr const char* kBucketUpdateInputs = R"(
              CASE WHEN quota_buckets.seen_ms IS NOT NULL THEN quota_buckets.level END AS s_level,
              quota_buckets.period_ms AS s_period,
              quota_buckets.denied AS s_denied, quota_buckets.seen_ms AS s_seen
-      FROM (SELECT 1) AS request
+      FROM {request_row}
       LEFT JOIN quota_limits AS l
         ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}'{overrides})";
 
@@ -361,11 +366,7 @@ constexpr const char* kLogDecision = R"(
     used_after AS shown_used,
     CASE WHEN allowed THEN 0
          WHEN cost > capacity THEN -1
-         ELSE coalesce((SELECT e.at_ms FROM quota_log AS e
-                        WHERE e.limit_name = key_limit AND e.owner = key_owner
-                          AND e.at_ms > t - period_ms
-                          AND e.total - live_base >= excess
-                        ORDER BY e.at_ms LIMIT 1), t) + period_ms - t
+         ELSE coalesce({covering_event}, t) + period_ms - t
     END AS retry_after_ms,
     CASE WHEN used_after = 0 THEN t
          WHEN recorded > 0 THEN t + period_ms
@@ -383,10 +384,7 @@ constexpr const char* kLogDecision = R"(
           SELECT *, {used} AS used
           FROM (
             SELECT *,
-              (SELECT e.total - e.cost FROM quota_log AS e
-               WHERE e.limit_name = key_limit AND e.owner = key_owner
-                 AND e.at_ms > t - period_ms
-               ORDER BY e.at_ms LIMIT 1) AS live_base,
+              {live_base} AS live_base,
               coalesce(s_denied, 0) AS denied_before
             FROM (
               SELECT *, {max}(now, coalesce(s_seen, 0)) AS t
@@ -416,7 +414,7 @@ constexpr const char* kLogUpdateInputs = R"(
              excluded.owner AS key_owner, quota_log_owners.total AS s_total,
              quota_log_owners.newest_at_ms AS s_newest_at,
              quota_log_owners.denied AS s_denied, quota_log_owners.seen_ms AS s_seen
-      FROM (SELECT 1) AS request
+      FROM {request_row}
       LEFT JOIN quota_limits AS l
         ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}'{overrides})";
 
@@ -439,9 +437,7 @@ constexpr LogParts kLogRecord = {
 constexpr LogParts kLogRefund = {
     "{max}(coalesce(s_total - live_base, 0) - refund, 0)",
     "coalesce(live_base + used, s_total)",
-    "coalesce((SELECT e.at_ms FROM quota_log AS e"
-    " WHERE e.limit_name = key_limit AND e.owner = key_owner"
-    " AND e.total >= live_base + used ORDER BY e.at_ms LIMIT 1), s_newest_at)",
+    "coalesce({newest_kept}, s_newest_at)",
 };
 
 // ---------------------------------------------------------------------------------------
@@ -449,17 +445,32 @@ constexpr LogParts kLogRefund = {
 // The statement of a consume or record: the request in VALUES, the decision in DO UPDATE.
 // {table} is the family's state table, {columns} its state columns and {values} the
 // decision's columns written to them, in the same order.
-constexpr const char* kWrite = R"(INSERT INTO {table} (limit_name, owner, cost, seen_ms, maximum)
-VALUES ({limit}, {owner}, coalesce({cost}, 1), coalesce({now_ms}, {now}), 0)
+constexpr const char* kWrite = R"(INSERT INTO {table} {proposed}
 ON CONFLICT (limit_name, owner) DO UPDATE SET
-  ({columns}, seen_ms, cost, maximum, period_ms,
-   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms{more}) =
-  (SELECT {values}, t, cost, maximum, period_ms,
-          {granted}, reason, {remaining}, {retry}, reset_at_ms{more_values}
+  ({set_columns}) =
+  (SELECT {set_values}
    FROM ({decision}) AS decision)
 RETURNING last_allowed AS allowed, last_reason AS reason, last_remaining AS remaining,
   last_retry_after_ms AS retry_after_ms, last_reset_at_ms AS reset_at_ms, denied,
   last_allowed AND last_reason <> 'ok' AS shadow_denied)";
+
+// The proposed row of a write (src/sql/dialect.h): SQLite's is the bare request, whose
+// "new owner" trigger makes the row that the DO UPDATE then decides over; PostgreSQL's is
+// the decision over an owner without state, in the same columns as the SET list.
+constexpr const char* kProposedRequest = R"((limit_name, owner, cost, seen_ms, maximum)
+VALUES ({limit}, {owner}, coalesce({cost}, 1), coalesce({now_ms}, {now}), 0))";
+
+constexpr const char* kProposedDecision = R"((limit_name, owner, {set_columns})
+SELECT {limit}, {owner}, {set_values}
+FROM ({decision}) AS decision)";
+
+// The update inputs' request row: none (the DO UPDATE reads `excluded` and the row itself),
+// or, for PostgreSQL's proposed row, `excluded` made from the parameters and the state table
+// joined to nothing, so that every column of the row reads as NULL with its own type.
+constexpr const char* kUpdateRequestRow = "(SELECT 1) AS request";
+constexpr const char* kProposedRequestRow =
+    "(SELECT {limit} AS limit_name, {owner} AS owner, coalesce({cost}, 1) AS cost,"
+    " coalesce({now_ms}, {now}) AS seen_ms) AS excluded LEFT JOIN {table} ON FALSE";
 
 constexpr const char* kCheck = R"(SELECT allowed, reason, {remaining} AS remaining,
   {retry} AS retry_after_ms, reset_at_ms, denied, FALSE AS shadow_denied, shown_used AS used,
@@ -530,17 +541,20 @@ std::string build_reset() {
                 fmt::arg("overrides", override_joins("{limit}", "{owner}")));
 }
 
-// What a write adds to the SET list of kWrite beyond the family's columns: consume counts
-// shadow denials, a sliding_log refund hands its trigger the units given back.
 struct MoreColumns {
   std::string columns;
   std::string values;
 };
 
-MoreColumns more_columns(Operation operation, const Family& family) {
+// What a write adds to the SET list of kWrite beyond the family's columns: consume counts
+// shadow denials (on the owner's row, or from none in a proposed row), a sliding_log refund
+// hands its trigger the units given back.
+MoreColumns more_columns(Operation operation, const Family& family, bool proposed) {
   if (operation == Operation::consume) {
     return {", shadow_denied",
-            fmt::format(", {}.shadow_denied + {{int}}(NOT allowed AND shadow)", family.table)};
+            proposed ? std::string(", {int}(NOT allowed AND shadow)")
+                     : fmt::format(", {}.shadow_denied + {{int}}(NOT allowed AND shadow)",
+                                   family.table)};
   }
   if (operation == Operation::refund && family.decision == kLogDecision) {
     return {", refunded", ", s_total - total"};
@@ -548,9 +562,10 @@ MoreColumns more_columns(Operation operation, const Family& family) {
   return {};
 }
 
-std::string build(Operation operation, Algorithm algorithm) {
-  if (operation == Operation::reset) return build_reset();
-  const Family family = family_of(algorithm);
+// The decision of `operation` over `family`'s inputs: the check's (the owner's row joined by
+// the parameters), or the update's, whose request comes from `request_row`.
+std::string decision_of(Operation operation, Algorithm algorithm, const Family& family,
+                        const char* request_row) {
   const OperationParts parts = parts_of(operation);
   const bool check = operation == Operation::check;
   const bool refund = operation == Operation::refund;
@@ -559,6 +574,7 @@ std::string build(Operation operation, Algorithm algorithm) {
       fmt::arg("algorithm", to_string(algorithm)), fmt::arg("request", parts.request),
       fmt::arg("policy", kPolicy), fmt::arg("maximum", maximum_for_owner(algorithm)),
       fmt::arg("capacity", burst_for_owner()),
+      fmt::arg("request_row", expand(request_row, fmt::arg("table", family.table))),
       fmt::arg("overrides", check ? override_joins("{limit}", "{owner}")
                                   : override_joins("excluded.limit_name", "excluded.owner")));
   const LogParts& log = refund ? kLogRefund : kLogRecord;
@@ -571,7 +587,7 @@ std::string build(Operation operation, Algorithm algorithm) {
                             (check ? ", s_shadow_denied" : "");
   const WindowExpressions none{};
   const WindowExpressions& window = family.window ? *family.window : none;
-  const std::string decision = expand(
+  return expand(
       family.decision, fmt::arg("inputs", inputs), fmt::arg("recorded", parts.recorded),
       fmt::arg("denied", parts.denied), fmt::arg("reason", kReason),
       fmt::arg("allowed", expand(kAllowed, fmt::arg("fits", family.fits))),
@@ -585,16 +601,52 @@ std::string build(Operation operation, Algorithm algorithm) {
       fmt::arg("take", refund ? " - {min}(s_used, refund)" : ""), fmt::arg("level", level),
       fmt::arg("carry", carry), fmt::arg("used", log.used), fmt::arg("total", log.total),
       fmt::arg("newest", log.newest));
-  if (check) {
-    return expand(kCheck, fmt::arg("decision", decision), fmt::arg("remaining", kAnswerRemaining),
-                  fmt::arg("retry", kAnswerRetry));
+}
+
+// The SET list of a write (or a proposed row's columns): the family's state, then what every
+// write stores. `cost` is what the row keeps as the request's cost: a proposed row keeps the
+// parameter, which the DO UPDATE reads back as excluded.cost (a refund's units).
+struct Assignments {
+  std::string columns;
+  std::string values;
+};
+
+Assignments assignments_of(Operation operation, const Family& family, bool proposed) {
+  const OperationParts parts = parts_of(operation);
+  const MoreColumns more = more_columns(operation, family, proposed);
+  return {expand("{columns}, seen_ms, cost, maximum, period_ms,\n"
+                 "   last_allowed, last_reason, last_remaining, last_retry_after_ms, "
+                 "last_reset_at_ms{more}",
+                 fmt::arg("columns", family.columns), fmt::arg("more", more.columns)),
+          expand("{values}, t, {cost_kept}, maximum, period_ms,\n"
+                 "          {granted}, reason, {remaining}, {retry}, reset_at_ms{more_values}",
+                 fmt::arg("values", family.values),
+                 fmt::arg("cost_kept", proposed ? "coalesce({cost}, 1)" : "cost"),
+                 fmt::arg("granted", parts.granted), fmt::arg("remaining", kAnswerRemaining),
+                 fmt::arg("retry", kAnswerRetry), fmt::arg("more_values", more.values))};
+}
+
+std::string build(Operation operation, Algorithm algorithm, const Dialect& dialect) {
+  if (operation == Operation::reset) return build_reset();
+  const Family family = family_of(algorithm);
+  if (operation == Operation::check) {
+    return expand(
+        kCheck, fmt::arg("decision", decision_of(operation, algorithm, family, kUpdateRequestRow)),
+        fmt::arg("remaining", kAnswerRemaining), fmt::arg("retry", kAnswerRetry));
   }
-  const MoreColumns more = more_columns(operation, family);
-  return expand(kWrite, fmt::arg("table", family.table), fmt::arg("columns", family.columns),
-                fmt::arg("values", family.values), fmt::arg("decision", decision),
-                fmt::arg("granted", parts.granted), fmt::arg("remaining", kAnswerRemaining),
-                fmt::arg("retry", kAnswerRetry), fmt::arg("more", more.columns),
-                fmt::arg("more_values", more.values));
+  const Assignments update = assignments_of(operation, family, false);
+  std::string proposed;
+  if (dialect.proposes_decided_row) {
+    const Assignments row = assignments_of(operation, family, true);
+    proposed = expand(
+        kProposedDecision, fmt::arg("set_columns", row.columns), fmt::arg("set_values", row.values),
+        fmt::arg("decision", decision_of(operation, algorithm, family, kProposedRequestRow)));
+  } else {
+    proposed = expand(kProposedRequest);
+  }
+  return expand(kWrite, fmt::arg("table", family.table), fmt::arg("proposed", proposed),
+                fmt::arg("set_columns", update.columns), fmt::arg("set_values", update.values),
+                fmt::arg("decision", decision_of(operation, algorithm, family, kUpdateRequestRow)));
 }
 
 }  // namespace
@@ -617,7 +669,8 @@ Statements build_all(const Dialect& dialect) {
                        Operation::refund}) {
     for (Algorithm algo : {Algorithm::sliding_log, Algorithm::fixed_window,
                            Algorithm::sliding_window, Algorithm::token_bucket}) {
-      built[static_cast<int>(op)][static_cast<int>(algo)] = finish(build(op, algo), dialect);
+      built[static_cast<int>(op)][static_cast<int>(algo)] =
+          finish(build(op, algo, dialect), dialect);
     }
   }
   return built;

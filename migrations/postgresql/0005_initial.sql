@@ -246,6 +246,41 @@ CREATE TABLE quota_resets (
   remaining  bigint CONSTRAINT "unknown limit" CHECK (remaining IS NOT NULL)
 );
 
+-- The sliding log's reads of its events, for the statements' decision (src/sql/dialect.h).
+-- A subquery of an INSERT's ON CONFLICT DO UPDATE reads other tables at the statement's
+-- snapshot, taken before the statement waited for the owner's row lock: it would not see the
+-- events that the transaction holding the lock committed meanwhile, and would admit too much.
+-- A VOLATILE function takes a fresh snapshot for each query it runs, and the DO UPDATE calls
+-- it once the row is locked, so these see every event of the owner that is committed. They
+-- are the same queries as SQLite's subqueries in the statements.
+--   quota_log_live_base: the running total before the first event after `after_ms` (NULL
+--     when there is none): the owner's usage is its total minus this.
+--   quota_log_covering_event: the time of the first event after `after_ms` whose running
+--     total reaches `total`: a denied request waits until it expires.
+--   quota_log_newest_kept: the time of the first event whose running total reaches `total`:
+--     the newest event a refund down to `total` keeps.
+CREATE FUNCTION quota_log_live_base(limit_name text, owner text, after_ms bigint)
+RETURNS bigint LANGUAGE sql VOLATILE AS $$
+  SELECT e.total - e.cost FROM quota_log AS e
+  WHERE e.limit_name = $1 AND e.owner = $2 AND e.at_ms > $3
+  ORDER BY e.at_ms LIMIT 1
+$$;
+
+CREATE FUNCTION quota_log_covering_event(limit_name text, owner text, after_ms bigint,
+                                         total bigint)
+RETURNS bigint LANGUAGE sql VOLATILE AS $$
+  SELECT e.at_ms FROM quota_log AS e
+  WHERE e.limit_name = $1 AND e.owner = $2 AND e.at_ms > $3 AND e.total >= $4
+  ORDER BY e.at_ms LIMIT 1
+$$;
+
+CREATE FUNCTION quota_log_newest_kept(limit_name text, owner text, total bigint)
+RETURNS bigint LANGUAGE sql VOLATILE AS $$
+  SELECT e.at_ms FROM quota_log AS e
+  WHERE e.limit_name = $1 AND e.owner = $2 AND e.total >= $3
+  ORDER BY e.at_ms LIMIT 1
+$$;
+
 -- The log of a sliding_log owner: what the latest request recorded becomes an event at
 -- newest_at_ms (merged into the event of the same millisecond); the events that expired by
 -- then are deleted when newest_at_ms enters a new prune interval of

@@ -1,5 +1,57 @@
-INSERT INTO quota_buckets (limit_name, owner, cost, seen_ms, maximum)
-VALUES ($1, $2, coalesce($3, 1), coalesce($4, CAST(floor(extract(epoch FROM statement_timestamp()) * 1000) AS bigint)), 0)
+INSERT INTO quota_buckets (limit_name, owner, level, denied, burst, seen_ms, cost, maximum, period_ms,
+   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms)
+SELECT $1, $2, level_after, denied, capacity, t, coalesce($3, 1), maximum, period_ms,
+          allowed, reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE remaining END, CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 ELSE retry_after_ms END, reset_at_ms
+FROM (
+  SELECT *,
+    greatest(level_after / period_ms, 0) AS remaining,
+    CASE WHEN allowed THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
+    CASE WHEN allowed THEN 0 WHEN cost > capacity THEN -1
+         ELSE (cost * period_ms - level_after - 1) / maximum + 1 END AS retry_after_ms,
+    CASE WHEN level_after >= full_level THEN t
+         ELSE t + (full_level - level_after - 1) / maximum + 1 END AS reset_at_ms,
+    capacity - CASE WHEN level_after >= 0 THEN level_after / period_ms
+                    ELSE -((period_ms - 1 - level_after) / period_ms) END AS shown_used
+  FROM (
+    SELECT *,
+      CASE WHEN NOT (policy IS DISTINCT FROM 'exempt') THEN level
+           WHEN cost > (level + 4611686018427387904) / period_ms THEN -4611686018427387904
+           ELSE level - cost * period_ms END AS level_after,
+      denied_before + int4(FALSE) AS denied
+    FROM (
+      SELECT *,
+        CASE policy WHEN 'exempt' THEN TRUE WHEN 'deny' THEN FALSE ELSE cost <= capacity AND level >= cost * period_ms END AS allowed
+      FROM (
+        SELECT *, CASE WHEN start >= full_level THEN full_level
+               WHEN t - coalesce(s_seen, t) >= (full_level - start - 1) / maximum + 1 THEN full_level
+               ELSE start + maximum * (t - coalesce(s_seen, t)) END AS level
+        FROM (
+          SELECT *,
+            CASE WHEN s_level IS NULL THEN full_level ELSE CASE
+                 WHEN s_period = period_ms THEN least(s_level, capacity * period_ms)
+                 WHEN s_level / s_period >= capacity THEN capacity * period_ms
+                 ELSE greatest(CASE WHEN s_level >= 0 THEN s_level / s_period
+                               ELSE -((s_period - 1 - s_level) / s_period) END,
+                          -(4611686018427387904 / period_ms)) * period_ms END END AS start,
+            coalesce(s_denied, 0) AS denied_before
+          FROM (
+            SELECT *, greatest(now, coalesce(s_seen, 0)) AS t, capacity * period_ms AS full_level
+            FROM (
+      SELECT CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN least(CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END, 4611686018427387904 / l.period_ms) ELSE l.maximum END AS maximum, CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN least(CASE WHEN o.policy IS NULL THEN coalesce(a.burst, a.maximum) ELSE coalesce(o.burst, o.maximum) END, 2305843009213693952 / l.period_ms) ELSE l.burst END AS capacity, l.period_ms AS period_ms,
+             excluded.cost AS cost, excluded.seen_ms AS now, coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow,
+             CASE WHEN quota_buckets.seen_ms IS NOT NULL THEN quota_buckets.level END AS s_level,
+             quota_buckets.period_ms AS s_period,
+             quota_buckets.denied AS s_denied, quota_buckets.seen_ms AS s_seen
+      FROM (SELECT $1 AS limit_name, $2 AS owner, coalesce($3, 1) AS cost, coalesce($4, CAST(floor(extract(epoch FROM statement_timestamp()) * 1000) AS bigint)) AS seen_ms) AS excluded LEFT JOIN quota_buckets ON FALSE
+      LEFT JOIN quota_limits AS l
+        ON l.name = excluded.limit_name AND l.algorithm = 'token_bucket'
+      LEFT JOIN quota_overrides AS o ON o.limit_name = excluded.limit_name AND o.owner = excluded.owner
+      LEFT JOIN quota_overrides AS a ON a.limit_name = '*' AND a.owner = excluded.owner) AS inputs OFFSET 0
+          ) AS clocked OFFSET 0
+        ) AS started OFFSET 0
+      ) AS refilled
+    ) AS decided OFFSET 0
+  ) AS recorded) AS decision
 ON CONFLICT (limit_name, owner) DO UPDATE SET
   (level, denied, burst, seen_ms, cost, maximum, period_ms,
    last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms) =

@@ -1,5 +1,51 @@
-INSERT INTO quota_windows (limit_name, owner, cost, seen_ms, maximum)
-VALUES ($1, $2, coalesce($3, 1), coalesce($4, CAST(floor(extract(epoch FROM statement_timestamp()) * 1000) AS bigint)), 0)
+INSERT INTO quota_windows (limit_name, owner, window_key, used, previous_used, denied, seen_ms, cost, maximum, period_ms,
+   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms)
+SELECT $1, $2, window_key, used_after, previous_used, denied, t, coalesce($3, 1), maximum, period_ms,
+          allowed, reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE remaining END, CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 ELSE retry_after_ms END, reset_at_ms
+FROM (
+  SELECT *,
+    greatest(maximum - used_after, 0) AS remaining,
+    CASE WHEN allowed THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
+    CASE WHEN allowed THEN 0 WHEN cost > capacity THEN -1 ELSE (window_key + 1) * period_ms - t END AS retry_after_ms,
+    CASE WHEN used_after > 0 THEN (window_key + 1) * period_ms ELSE t END AS reset_at_ms,
+    used_after AS shown_used
+  FROM (
+    SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed, policy, shadow, refund,
+      least(used + CASE WHEN FALSE THEN cost ELSE 0 END, 4611686018427387904) AS used_after,
+      denied_before + int4(FALSE) AS denied
+    FROM (
+      SELECT maximum, capacity, period_ms, cost, t, window_key, rest, used, previous_used,
+        denied_before, policy, shadow, refund,
+        CASE policy WHEN 'exempt' THEN TRUE WHEN 'deny' THEN FALSE ELSE cost <= capacity AND used + cost <= maximum END AS allowed
+      FROM (
+        SELECT maximum, capacity, period_ms, cost, t, window_key, rest, denied_before, policy, shadow, refund,
+          CASE WHEN row_key = window_key THEN s_used - least(s_used, refund) ELSE 0 END AS used,
+          CASE row_key WHEN window_key THEN s_previous WHEN window_key - 1 THEN s_used
+                       ELSE 0 END AS previous_used
+        FROM (
+          SELECT maximum, capacity, period_ms, cost, t, s_used, s_previous, policy, shadow, refund,
+            t / period_ms AS window_key, period_ms - t % period_ms AS rest,
+            CASE WHEN s_period = period_ms THEN s_window_key
+                 ELSE s_seen / period_ms END AS row_key,
+            coalesce(s_denied, 0) AS denied_before
+          FROM (
+            SELECT *, greatest(now, coalesce(s_seen, 0)) AS t
+            FROM (
+      SELECT CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END ELSE l.maximum END AS maximum, CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END ELSE l.maximum END AS capacity, l.period_ms AS period_ms,
+             1 AS cost, excluded.cost AS refund, excluded.seen_ms AS now, coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow,
+             quota_windows.window_key AS s_window_key, quota_windows.period_ms AS s_period,
+             quota_windows.used AS s_used, quota_windows.previous_used AS s_previous,
+             quota_windows.denied AS s_denied, quota_windows.seen_ms AS s_seen
+      FROM (SELECT $1 AS limit_name, $2 AS owner, coalesce($3, 1) AS cost, coalesce($4, CAST(floor(extract(epoch FROM statement_timestamp()) * 1000) AS bigint)) AS seen_ms) AS excluded LEFT JOIN quota_windows ON FALSE
+      LEFT JOIN quota_limits AS l
+        ON l.name = excluded.limit_name AND l.algorithm = 'fixed_window'
+      LEFT JOIN quota_overrides AS o ON o.limit_name = excluded.limit_name AND o.owner = excluded.owner
+      LEFT JOIN quota_overrides AS a ON a.limit_name = '*' AND a.owner = excluded.owner) AS inputs
+          ) AS clocked OFFSET 0
+        ) AS keyed
+      ) AS counted OFFSET 0
+    ) AS decided
+  ) AS written) AS decision
 ON CONFLICT (limit_name, owner) DO UPDATE SET
   (window_key, used, previous_used, denied, seen_ms, cost, maximum, period_ms,
    last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms) =

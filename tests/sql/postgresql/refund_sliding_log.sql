@@ -1,5 +1,54 @@
-INSERT INTO quota_log_owners (limit_name, owner, cost, seen_ms, maximum)
-VALUES ($1, $2, coalesce($3, 1), coalesce($4, CAST(floor(extract(epoch FROM statement_timestamp()) * 1000) AS bigint)), 0)
+INSERT INTO quota_log_owners (limit_name, owner, total, newest_at_ms, recorded, denied, seen_ms, cost, maximum, period_ms,
+   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms, refunded)
+SELECT $1, $2, total, newest_at_ms, recorded, denied, t, coalesce($3, 1), maximum, period_ms,
+          allowed, reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE remaining END, CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 ELSE retry_after_ms END, reset_at_ms, s_total - total
+FROM (
+  SELECT *,
+    greatest(maximum - used_after, 0) AS remaining,
+    CASE WHEN allowed THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
+    used_after AS shown_used,
+    CASE WHEN allowed THEN 0
+         WHEN cost > capacity THEN -1
+         ELSE coalesce(quota_log_covering_event(key_limit, key_owner, t - period_ms, live_base + excess), t) + period_ms - t
+    END AS retry_after_ms,
+    CASE WHEN used_after = 0 THEN t
+         WHEN recorded > 0 THEN t + period_ms
+         ELSE coalesce(quota_log_newest_kept(key_limit, key_owner, live_base + used), s_newest_at) + period_ms END AS reset_at_ms,
+    coalesce(live_base + used, s_total) AS total,
+    CASE WHEN recorded > 0 THEN t ELSE coalesce(quota_log_newest_kept(key_limit, key_owner, live_base + used), s_newest_at) END AS newest_at_ms
+  FROM (
+    SELECT *, used + recorded AS used_after, used + recorded + cost - maximum AS excess,
+           denied_before + int4(FALSE) AS denied
+    FROM (
+      SELECT *, CASE WHEN FALSE THEN cost ELSE 0 END AS recorded
+      FROM (
+        SELECT *, CASE policy WHEN 'exempt' THEN TRUE WHEN 'deny' THEN FALSE ELSE cost <= capacity AND used + cost <= maximum END AS allowed
+        FROM (
+          SELECT *, greatest(coalesce(s_total - live_base, 0) - refund, 0) AS used
+          FROM (
+            SELECT *,
+              quota_log_live_base(key_limit, key_owner, t - period_ms) AS live_base,
+              coalesce(s_denied, 0) AS denied_before
+            FROM (
+              SELECT *, greatest(now, coalesce(s_seen, 0)) AS t
+              FROM (
+      SELECT CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END ELSE l.maximum END AS maximum, CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END ELSE l.maximum END AS capacity, l.period_ms AS period_ms,
+             1 AS cost, excluded.cost AS refund, excluded.seen_ms AS now, coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow,
+             excluded.limit_name AS key_limit,
+             excluded.owner AS key_owner, quota_log_owners.total AS s_total,
+             quota_log_owners.newest_at_ms AS s_newest_at,
+             quota_log_owners.denied AS s_denied, quota_log_owners.seen_ms AS s_seen
+      FROM (SELECT $1 AS limit_name, $2 AS owner, coalesce($3, 1) AS cost, coalesce($4, CAST(floor(extract(epoch FROM statement_timestamp()) * 1000) AS bigint)) AS seen_ms) AS excluded LEFT JOIN quota_log_owners ON FALSE
+      LEFT JOIN quota_limits AS l
+        ON l.name = excluded.limit_name AND l.algorithm = 'sliding_log'
+      LEFT JOIN quota_overrides AS o ON o.limit_name = excluded.limit_name AND o.owner = excluded.owner
+      LEFT JOIN quota_overrides AS a ON a.limit_name = '*' AND a.owner = excluded.owner) AS inputs OFFSET 0
+            ) AS clocked OFFSET 0
+          ) AS based
+        ) AS counted
+      ) AS decided OFFSET 0
+    ) AS booked
+  ) AS summed) AS decision
 ON CONFLICT (limit_name, owner) DO UPDATE SET
   (total, newest_at_ms, recorded, denied, seen_ms, cost, maximum, period_ms,
    last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms, refunded) =
@@ -12,17 +61,13 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
     used_after AS shown_used,
     CASE WHEN allowed THEN 0
          WHEN cost > capacity THEN -1
-         ELSE coalesce((SELECT e.at_ms FROM quota_log AS e
-                        WHERE e.limit_name = key_limit AND e.owner = key_owner
-                          AND e.at_ms > t - period_ms
-                          AND e.total - live_base >= excess
-                        ORDER BY e.at_ms LIMIT 1), t) + period_ms - t
+         ELSE coalesce(quota_log_covering_event(key_limit, key_owner, t - period_ms, live_base + excess), t) + period_ms - t
     END AS retry_after_ms,
     CASE WHEN used_after = 0 THEN t
          WHEN recorded > 0 THEN t + period_ms
-         ELSE coalesce((SELECT e.at_ms FROM quota_log AS e WHERE e.limit_name = key_limit AND e.owner = key_owner AND e.total >= live_base + used ORDER BY e.at_ms LIMIT 1), s_newest_at) + period_ms END AS reset_at_ms,
+         ELSE coalesce(quota_log_newest_kept(key_limit, key_owner, live_base + used), s_newest_at) + period_ms END AS reset_at_ms,
     coalesce(live_base + used, s_total) AS total,
-    CASE WHEN recorded > 0 THEN t ELSE coalesce((SELECT e.at_ms FROM quota_log AS e WHERE e.limit_name = key_limit AND e.owner = key_owner AND e.total >= live_base + used ORDER BY e.at_ms LIMIT 1), s_newest_at) END AS newest_at_ms
+    CASE WHEN recorded > 0 THEN t ELSE coalesce(quota_log_newest_kept(key_limit, key_owner, live_base + used), s_newest_at) END AS newest_at_ms
   FROM (
     SELECT *, used + recorded AS used_after, used + recorded + cost - maximum AS excess,
            denied_before + int4(FALSE) AS denied
@@ -34,10 +79,7 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
           SELECT *, greatest(coalesce(s_total - live_base, 0) - refund, 0) AS used
           FROM (
             SELECT *,
-              (SELECT e.total - e.cost FROM quota_log AS e
-               WHERE e.limit_name = key_limit AND e.owner = key_owner
-                 AND e.at_ms > t - period_ms
-               ORDER BY e.at_ms LIMIT 1) AS live_base,
+              quota_log_live_base(key_limit, key_owner, t - period_ms) AS live_base,
               coalesce(s_denied, 0) AS denied_before
             FROM (
               SELECT *, greatest(now, coalesce(s_seen, 0)) AS t

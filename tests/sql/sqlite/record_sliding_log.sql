@@ -12,11 +12,7 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
     used_after AS shown_used,
     CASE WHEN allowed THEN 0
          WHEN cost > capacity THEN -1
-         ELSE coalesce((SELECT e.at_ms FROM quota_log AS e
-                        WHERE e.limit_name = key_limit AND e.owner = key_owner
-                          AND e.at_ms > t - period_ms
-                          AND e.total - live_base >= excess
-                        ORDER BY e.at_ms LIMIT 1), t) + period_ms - t
+         ELSE coalesce((SELECT e.at_ms FROM quota_log AS e WHERE e.limit_name = key_limit AND e.owner = key_owner AND e.at_ms > t - period_ms AND e.total - live_base >= excess ORDER BY e.at_ms LIMIT 1), t) + period_ms - t
     END AS retry_after_ms,
     CASE WHEN used_after = 0 THEN t
          WHEN recorded > 0 THEN t + period_ms
@@ -34,10 +30,7 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
           SELECT *, coalesce(s_total - live_base, 0) AS used
           FROM (
             SELECT *,
-              (SELECT e.total - e.cost FROM quota_log AS e
-               WHERE e.limit_name = key_limit AND e.owner = key_owner
-                 AND e.at_ms > t - period_ms
-               ORDER BY e.at_ms LIMIT 1) AS live_base,
+              (SELECT e.total - e.cost FROM quota_log AS e WHERE e.limit_name = key_limit AND e.owner = key_owner AND e.at_ms > t - period_ms ORDER BY e.at_ms LIMIT 1) AS live_base,
               coalesce(s_denied, 0) AS denied_before
             FROM (
               SELECT *, max(now, coalesce(s_seen, 0)) AS t
