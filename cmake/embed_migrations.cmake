@@ -1,6 +1,7 @@
-# Writes OUTPUT, a C++ source holding every file of FILES (migrations/NNNN_name.sql) as a
-# raw string with its version, name and SHA-256. Run by the build (see CMakeLists.txt), which
-# passes FILES joined by "|".
+# Writes OUTPUT, a C++ source holding every file of FILES (migrations/NNNN_name.sql, or
+# migrations/postgresql/NNNN_name.sql) as a raw string with its version, name and SHA-256, in
+# the function FUNCTION. Run by the build (see CMakeLists.txt), which passes FILES joined by
+# "|".
 string(REPLACE "|" ";" FILES "${FILES}")
 set(body "")
 foreach(file IN LISTS FILES)
@@ -19,12 +20,12 @@ foreach(file IN LISTS FILES)
   string(APPEND body "    {${version}, \"${name}\", \"${checksum}\", R\"quota_sql(${text})quota_sql\"},\n")
 endforeach()
 file(WRITE ${OUTPUT}.tmp
-"// Generated from migrations/*.sql by cmake/embed_migrations.cmake. Do not edit.
+"// Generated from migrations by cmake/embed_migrations.cmake. Do not edit.
 #include \"migrations.h\"
 
 namespace quota::detail {
 
-const std::vector<Migration>& built_in_migrations() {
+const std::vector<Migration>& ${FUNCTION}() {
   static const std::vector<Migration> migrations = {
 ${body}  };
   return migrations;

@@ -1,21 +1,18 @@
 #include "quota/engine.h"
 
-#include <SQLiteCpp/Database.h>
-#include <SQLiteCpp/Statement.h>
 #include <fmt/format.h>
-#include <sqlite3.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <map>
 #include <mutex>
-#include <thread>
 
-#include "busy.h"
-#include "checkpoint.h"
 #include "gc.h"
 #include "migrations.h"
+#include "postgresql/postgresql_store.h"
+#include "sqlite/sqlite_store.h"
 #include "statements.h"
+#include "store.h"
 
 namespace quota {
 
@@ -29,10 +26,6 @@ namespace {
 
 using detail::Operation;
 
-bool mentions_unknown_limit(const SQLite::Exception& error) {
-  return std::string_view(error.what()).find("unknown limit") != std::string_view::npos;
-}
-
 Error unknown_limit(std::string_view name) {
   return Error(ErrorCode::unknown_limit,
                fmt::format("unknown limit '{}': define it first (quotactl limit set {} --max N "
@@ -40,123 +33,47 @@ Error unknown_limit(std::string_view name) {
                            name, name));
 }
 
-// Turns SQLite's failures into the library's one error type, with what to do about them.
-Error translate(const SQLite::Exception& error, std::chrono::milliseconds busy_timeout) {
-  const std::string what = error.what();
-  switch (error.getErrorCode() & 0xFF) {
-    case SQLITE_BUSY:
-      if (error.getExtendedErrorCode() == SQLITE_BUSY_SNAPSHOT) {
-        return Error(ErrorCode::busy,
-                     "another connection wrote to the database after this transaction first read "
-                     "it, so the transaction cannot write (SQLITE_BUSY_SNAPSHOT): roll it back "
-                     "and run it again; a transaction that consumes should begin with BEGIN "
-                     "IMMEDIATE");
-      }
-      [[fallthrough]];
-    case SQLITE_LOCKED:
-      return Error(ErrorCode::busy,
-                   fmt::format("the database stayed locked by another connection for longer than "
-                               "the busy timeout ({} ms): retry later or raise the timeout",
-                               busy_timeout.count()));
-    case SQLITE_NOTADB:
-      return Error(ErrorCode::not_a_database,
-                   "the file is not a SQLite database (" + what +
-                       "): point quota at a quota database or a new path");
-    case SQLITE_CONSTRAINT:
-      return Error(ErrorCode::invalid_argument,
-                   "the database refused a value (" + what + "): check the arguments");
-    case SQLITE_CORRUPT:
-      return Error(ErrorCode::io,
-                   "the database file is corrupt (" + what + "): restore it from a backup");
-    case SQLITE_READONLY:
-      return Error(ErrorCode::io,
-                   "the database cannot be written (" + what +
-                       "): check the permissions of the file and of its folder (WAL mode keeps "
-                       "-wal and -shm files beside it)");
-    case SQLITE_FULL:
-      return Error(ErrorCode::io, "the disk is full (" + what + "): free space and retry");
-    case SQLITE_CANTOPEN:
-      return Error(ErrorCode::io, "a file of the database cannot be opened (" + what +
-                                      "): check that the file and its folder exist and can be "
-                                      "written (WAL mode keeps -wal and -shm files beside it)");
-    case SQLITE_IOERR:
-      return Error(ErrorCode::io, "the disk failed to read or write the database (" + what +
-                                      "): check the disk and its free space, then retry");
-    default:
-      return Error(ErrorCode::io, "database error: " + what);
-  }
-}
-
 // A failure of the database itself rather than of the request: what fail_open answers.
 bool is_store_failure(ErrorCode code) {
   return code == ErrorCode::busy || code == ErrorCode::io || code == ErrorCode::not_a_database;
 }
 
-// A prepared statement of the engine with its parameter positions looked up once. The hot
-// path uses SQLite's C API directly: SQLiteCpp cannot bind text with an explicit length
-// without copying it.
-struct Prepared {
-  Prepared(SQLite::Database& db, const std::string& sql) {
-    sqlite3_stmt* raw = nullptr;
-    const int status = sqlite3_prepare_v3(db.getHandle(), sql.c_str(), -1,
-                                          SQLITE_PREPARE_PERSISTENT, &raw, nullptr);
-    if (status != SQLITE_OK) throw SQLite::Exception(db.getHandle(), status);
-    statement.reset(raw);
-    limit = sqlite3_bind_parameter_index(raw, ":limit");
-    owner = sqlite3_bind_parameter_index(raw, ":owner");
-    cost = sqlite3_bind_parameter_index(raw, ":cost");
-    now = sqlite3_bind_parameter_index(raw, ":now");
-  }
+using detail::Row;
+using detail::Value;
+using detail::integer_of;
+using detail::text_of;
 
-  struct Finalize {
-    void operator()(sqlite3_stmt* statement) const { sqlite3_finalize(statement); }
-  };
-  std::unique_ptr<sqlite3_stmt, Finalize> statement;
-  int limit = 0, owner = 0, cost = 0, now = 0;
-};
-
-void bind_text(sqlite3_stmt* statement, int index, std::string_view text) {
-  if (index == 0) return;
-  sqlite3_bind_text(statement, index, text.data(), static_cast<int>(text.size()), SQLITE_STATIC);
-}
-
-void bind_integer(sqlite3_stmt* statement, int index, std::int64_t value) {
-  if (index == 0) return;
-  sqlite3_bind_int64(statement, index, value);
-}
-
-Result read_result(sqlite3_stmt* row) {
+Result read_result(const Row& row) {
   Result result;
-  result.allowed = sqlite3_column_int64(row, 0) != 0;
-  const auto* reason = reinterpret_cast<const char*>(sqlite3_column_text(row, 1));
-  result.reason = parse_reason(reason ? reason : "").value_or(Reason::rate_limited);
-  result.remaining = sqlite3_column_int64(row, 2);
-  result.retry_after_ms = sqlite3_column_int64(row, 3);
-  result.reset_at_ms = sqlite3_column_int64(row, 4);
-  result.denied = sqlite3_column_int64(row, 5);
-  result.shadow_denied = sqlite3_column_int64(row, 6) != 0;
+  result.allowed = integer_of(row.at(0)) != 0;
+  result.reason = parse_reason(text_of(row.at(1))).value_or(Reason::rate_limited);
+  result.remaining = integer_of(row.at(2));
+  result.retry_after_ms = integer_of(row.at(3));
+  result.reset_at_ms = integer_of(row.at(4));
+  result.denied = integer_of(row.at(5));
+  result.shadow_denied = integer_of(row.at(6)) != 0;
   return result;
 }
 
-Limit read_limit(SQLite::Statement& row) {
+Limit read_limit(const Row& row) {
   Limit limit;
-  limit.name = row.getColumn(0).getString();
-  limit.algorithm = parse_algorithm(row.getColumn(1).getString()).value_or(Algorithm::sliding_log);
-  limit.maximum = row.getColumn(2).getInt64();
-  limit.period = std::chrono::milliseconds(row.getColumn(3).getInt64());
-  if (!row.getColumn(4).isNull()) limit.burst = row.getColumn(4).getInt64();
-  limit.shadow = row.getColumn(5).getInt() != 0;
+  limit.name = text_of(row.at(0));
+  limit.algorithm = parse_algorithm(text_of(row.at(1))).value_or(Algorithm::sliding_log);
+  limit.maximum = integer_of(row.at(2));
+  limit.period = std::chrono::milliseconds(integer_of(row.at(3)));
+  if (!detail::is_null(row.at(4))) limit.burst = integer_of(row.at(4));
+  limit.shadow = integer_of(row.at(5)) != 0;
   return limit;
 }
 
 constexpr const char* kSelectLimits =
     "SELECT name, algorithm, maximum, period_ms, burst, shadow FROM quota_limits";
 
-std::optional<Limit> get_locked(SQLite::Database& db, std::string_view name) {
-  SQLite::Statement query(db, std::string(kSelectLimits) + " WHERE name = ?");
-  query.bind(1, std::string(name));
-  if (!query.executeStep()) return std::nullopt;
-  return read_limit(query);
+std::optional<Limit> get_locked(detail::Store& store, std::string_view name) {
+  const std::vector<Row> rows =
+      store.query(std::string(kSelectLimits) + " WHERE name = ?1", {Value(std::string(name))});
+  if (rows.empty()) return std::nullopt;
+  return read_limit(rows.front());
 }
 
 // A savepoint of one operation: rolled back unless released, so that a hook that throws
@@ -164,29 +81,24 @@ std::optional<Limit> get_locked(SQLite::Database& db, std::string_view name) {
 // open transaction it nests; otherwise it is the transaction.
 class OperationSavepoint {
  public:
-  explicit OperationSavepoint(SQLite::Database& db) : db_(db) {
-    db_.exec("SAVEPOINT quota_operation");
+  explicit OperationSavepoint(detail::Store& store) : store_(store) {
+    store_.savepoint("quota_operation");
   }
   ~OperationSavepoint() {
-    if (open_) {
-      // A destructor never throws; if even the rollback fails, the connection reports it at
-      // the next statement.
-      sqlite3_exec(db_.getHandle(), "ROLLBACK TO quota_operation; RELEASE quota_operation", nullptr,
-                   nullptr, nullptr);
-    }
+    if (open_) store_.abandon("quota_operation");
   }
   OperationSavepoint(const OperationSavepoint&) = delete;
   OperationSavepoint& operator=(const OperationSavepoint&) = delete;
 
   // Undoes everything since the savepoint began and keeps it open.
-  void roll_back() { db_.exec("ROLLBACK TO quota_operation"); }
+  void roll_back() { store_.rollback_to("quota_operation"); }
   void release() {
-    db_.exec("RELEASE quota_operation");
+    store_.release("quota_operation");
     open_ = false;
   }
 
  private:
-  SQLite::Database& db_;
+  detail::Store& store_;
   bool open_ = true;
 };
 
@@ -204,21 +116,14 @@ bool decides_over(const Result& a, const Result& b) {
 }  // namespace
 
 struct Engine::Impl {
-  Impl(std::unique_ptr<SQLite::Database> owned_database, SQLite::Database& database,
-       Options engine_options)
-      : owned(std::move(owned_database)),
-        db(database),
-        options(std::move(engine_options)),
-        busy(options.busy_timeout) {
+  Impl(std::unique_ptr<detail::Store> engine_store, Options engine_options)
+      : store(std::move(engine_store)), options(std::move(engine_options)) {
     if (!options.clock) options.clock = system_clock_ms;
   }
 
-  std::unique_ptr<SQLite::Database> owned;
-  SQLite::Database& db;
+  std::unique_ptr<detail::Store> store;
   Options options;
-  detail::BusyHandler busy;
   std::mutex mutex;  // one operation at a time on the connection
-  std::map<std::pair<Operation, Algorithm>, std::unique_ptr<Prepared>> prepared;
   // limit name -> algorithm; std::less<> finds a string_view without building a string
   std::map<std::string, Algorithm, std::less<>> algorithms;
   // limit name -> its hooks (set_hooks); empty for most engines, so no lookup costs much
@@ -227,11 +132,7 @@ struct Engine::Impl {
   template <typename Function>
   auto guarded(Function&& function) -> decltype(function()) {
     std::lock_guard lock(mutex);
-    try {
-      return function();
-    } catch (const SQLite::Exception& error) {
-      throw translate(error, options.busy_timeout);
-    }
+    return function();
   }
 
   // Runs one of the operations that answer whether a request may proceed (consume, check,
@@ -244,13 +145,14 @@ struct Engine::Impl {
       std::lock_guard lock(mutex);
       try {
         return run_with_hooks(operation, limit, owner, cost);
-      } catch (const SQLite::Exception& error) {
-        failure = translate(error, options.busy_timeout);
-        const bool snapshot = error.getExtendedErrorCode() == SQLITE_BUSY_SNAPSHOT;
-        if (options.failure_policy == FailurePolicy::fail_closed || snapshot ||
-            !is_store_failure(failure->code())) {
-          throw *failure;
+      } catch (const detail::TransactionConflict&) {
+        throw;  // asks for the transaction to run again, not for a verdict
+      } catch (const Error& error) {
+        if (options.failure_policy == FailurePolicy::fail_closed ||
+            !is_store_failure(error.code())) {
+          throw;
         }
+        failure = error;
       }
     }
     if (options.on_error) options.on_error(*failure);
@@ -260,59 +162,26 @@ struct Engine::Impl {
     return answer;
   }
 
-  void start(bool file_database) {
-    busy.install(db.getHandle());
-    // Openers of a new file meet while it is still in rollback-journal mode: one switching
-    // it to WAL or migrating while another holds a read lock. SQLite then answers SQLITE_BUSY
-    // at once, without calling the busy handler, to avoid a deadlock. Every step below is
-    // safe to run again (migrations re-check inside their write transaction), so on its own
-    // connection the engine starts over, until the busy timeout has passed.
-    const auto deadline = std::chrono::steady_clock::now() + options.busy_timeout;
-    for (int attempt = 0;; ++attempt) {
-      try {
-        start_once(file_database);
-        if (options.restart_checkpoint) detail::install_checkpoint(db.getHandle());
-        return;
-      } catch (const Error& error) {
-        const bool retry = owned && error.code() == ErrorCode::busy &&
-                           sqlite3_get_autocommit(db.getHandle()) != 0 &&
-                           std::chrono::steady_clock::now() < deadline;
-        if (!retry) throw;
-        std::this_thread::sleep_for(
-            detail::BusyHandler::pause(detail::BusyHandler::kYields + attempt));
-      }
-    }
+  void start() {
+    store->retry_while_busy([&] { start_once(); });
+    store->started();
   }
 
-  void start_once(bool file_database) {
-    try {
-      // Reading the header first: a file that is not a database fails here, unchanged.
-      db.exec("SELECT count(*) FROM sqlite_schema");
-      // Every refusal comes before the switch to WAL, which rewrites the file's header: a
-      // database this build will not use is left exactly as it was.
-      const detail::SchemaStatus status = detail::read_schema_status(db);
-      detail::require_usable(status);
-      if (!status.pending.empty() && !options.migrate) {
-        throw Error(ErrorCode::not_migrated,
-                    fmt::format("the database is at schema version {} and needs migrations up "
-                                "to {}: run `quotactl migrate` (or open with migrate enabled)",
-                                status.version, detail::latest_version()));
-      }
-      if (file_database) {
-        db.exec("PRAGMA journal_mode = WAL");
-        db.exec(options.synchronous_full ? "PRAGMA synchronous = FULL"
-                                         : "PRAGMA synchronous = NORMAL");
-      }
-      if (!status.pending.empty()) detail::apply_pending(db, options.clock());
-    } catch (const SQLite::Exception& error) {
-      throw translate(error, options.busy_timeout);
+  void start_once() {
+    store->probe();
+    // Every refusal comes before the store prepares for writing (SQLite's switch to WAL
+    // rewrites the file's header): a database this build will not use is left exactly as it
+    // was.
+    const detail::SchemaStatus status = detail::read_schema_status(*store);
+    detail::require_usable(status);
+    if (!status.pending.empty() && !options.migrate) {
+      throw Error(ErrorCode::not_migrated,
+                  fmt::format("the database is at schema version {} and needs migrations up "
+                              "to {}: run `quotactl migrate` (or open with migrate enabled)",
+                              status.version, detail::latest_version(*store)));
     }
-  }
-
-  Prepared& statement(Operation operation, Algorithm algorithm) {
-    auto& slot = prepared[{operation, algorithm}];
-    if (!slot) slot = std::make_unique<Prepared>(db, detail::statement(operation, algorithm));
-    return *slot;
+    store->prepare_for_writing();
+    if (!status.pending.empty()) detail::apply_pending(*store, options.clock());
   }
 
   // The limit's algorithm, from the cache or the database; nullopt when there is no limit.
@@ -323,10 +192,10 @@ struct Engine::Impl {
       algorithms.erase(found);
     }
     const std::string key(name);
-    SQLite::Statement query(db, "SELECT algorithm FROM quota_limits WHERE name = ?");
-    query.bind(1, key);
-    if (!query.executeStep()) return std::nullopt;
-    const auto algorithm = parse_algorithm(query.getColumn(0).getString());
+    const std::vector<Row> rows =
+        store->query("SELECT algorithm FROM quota_limits WHERE name = ?1", {Value(key)});
+    if (rows.empty()) return std::nullopt;
+    const auto algorithm = parse_algorithm(text_of(rows.front().at(0)));
     if (algorithm) algorithms.emplace(key, *algorithm);
     return algorithm;
   }
@@ -354,64 +223,25 @@ struct Engine::Impl {
       const auto algorithm = algorithm_of(limit, attempt > 0);
       if (!algorithm) throw unknown_limit(limit);
       try {
-        const std::optional<Result> result =
-            step(statement(operation, *algorithm), limit, owner, cost, now, read_result);
-        if (result) return *result;
-      } catch (const SQLite::Exception& error) {
-        if (!mentions_unknown_limit(error)) throw;
+        const std::optional<Row> row = store->run(operation, *algorithm, {limit, owner, cost, now});
+        if (row) return read_result(*row);
+      } catch (const Error& error) {
+        if (error.code() != ErrorCode::unknown_limit) throw;
       }
     }
     throw unknown_limit(limit);
-  }
-
-  // Binds the request to `prepared`, steps it to the end and resets it. Returns its first row
-  // as `read` reads it, nullopt when there is none. The answer is read from the first row,
-  // but it stands only once the statement is done: a write (and, outside a transaction, its
-  // commit) that fails at the end, on a full disk say, throws SQLite::Exception.
-  //
-  // The bindings are left in place after the reset: every call binds all four parameters
-  // before it steps, so the text they point to is never read again. Clearing them
-  // (sqlite3_clear_bindings) expires a statement whose plan SQLite made with a bound value in
-  // view, and SQLite 3.54 does that for every `column = :parameter` of the check statements,
-  // so each check was prepared again (about 70 times its cost).
-  template <typename Read>
-  auto step(Prepared& prepared, std::string_view limit, std::string_view owner, std::int64_t cost,
-            std::int64_t now, Read read) -> std::optional<decltype(read(nullptr))> {
-    sqlite3_stmt* raw = prepared.statement.get();
-    bind_text(raw, prepared.limit, limit);
-    bind_text(raw, prepared.owner, owner);
-    bind_integer(raw, prepared.cost, cost);
-    bind_integer(raw, prepared.now, now);
-    int status = sqlite3_step(raw);
-    std::optional<decltype(read(nullptr))> row;
-    if (status == SQLITE_ROW) {
-      row = read(raw);
-      while ((status = sqlite3_step(raw)) == SQLITE_ROW) {
-      }
-    }
-    const int reset_status = sqlite3_reset(raw);
-    if (status != SQLITE_DONE || reset_status != SQLITE_OK) {
-      throw SQLite::Exception(db.getHandle(), reset_status != SQLITE_OK ? reset_status : status);
-    }
-    return row;
   }
 
   // `owner`'s usage of `limit` at `now`, by the limit's check statement (which changes
   // nothing); nullopt when the statement finds no such limit.
   std::optional<Usage> usage_at(Algorithm algorithm, std::string_view limit, std::string_view owner,
                                 std::int64_t now) {
-    return step(statement(Operation::check, algorithm), limit, owner, 1, now,
-                [&](sqlite3_stmt* row) {
-                  const Result result = read_result(row);
-                  return Usage{std::string(limit),
-                               std::string(owner),
-                               sqlite3_column_int64(row, 7),
-                               result.remaining,
-                               result.denied,
-                               result.reset_at_ms,
-                               sqlite3_column_int64(row, 8),
-                               sqlite3_column_int64(row, 9)};
-                });
+    const std::optional<Row> row = store->run(Operation::check, algorithm, {limit, owner, 1, now});
+    if (!row) return std::nullopt;
+    const Result result = read_result(*row);
+    return Usage{std::string(limit),     std::string(owner),       integer_of(row->at(7)),
+                 result.remaining,       result.denied,            result.reset_at_ms,
+                 integer_of(row->at(8)), integer_of(row->at(9))};
   }
 
   // ---------------------------------------------------------------------------------------
@@ -454,7 +284,7 @@ struct Engine::Impl {
         consuming || operation == Operation::record ? hooks_of(limit) : nullptr;
     if (!limit_hooks) return run(operation, limit, owner, cost);
     const Request request{limit, owner, cost, now()};
-    OperationSavepoint savepoint(db);
+    OperationSavepoint savepoint(*store);
     bool refused = false;
     if (consuming) {
       refused = limit_hooks->before_consume && !limit_hooks->before_consume(request);
@@ -475,7 +305,7 @@ struct Engine::Impl {
   Decision consume_all(const std::vector<std::string_view>& limits, std::string_view owner,
                        std::int64_t cost) {
     const std::int64_t at = now();
-    OperationSavepoint savepoint(db);
+    OperationSavepoint savepoint(*store);
     for (std::string_view limit : limits) {
       const Hooks* limit_hooks = hooks_of(limit);
       const Request request{limit, owner, cost, at};
@@ -516,37 +346,42 @@ Engine::~Engine() = default;
 
 Engine Engine::open(const std::string& path, Options options) {
   if (path.empty()) {
-    throw Error(ErrorCode::invalid_argument, "no database path given: pass a file name");
+    throw Error(ErrorCode::invalid_argument,
+                "no database given: pass a file name or a postgresql:// URI");
   }
-  const bool in_memory = path == ":memory:";
-  if (!in_memory && !options.create && !std::filesystem::exists(path)) {
-    throw Error(ErrorCode::io, fmt::format("database '{}' does not exist: create it with "
-                                           "`quotactl migrate --db {}`",
-                                           path, path));
+  std::unique_ptr<detail::Store> store;
+  if (detail::is_postgresql_uri(path)) {
+    store = detail::open_postgresql(path, {options.busy_timeout});
+  } else {
+    const bool in_memory = path == ":memory:";
+    if (!in_memory && !options.create && !std::filesystem::exists(path)) {
+      throw Error(ErrorCode::io, fmt::format("database '{}' does not exist: create it with "
+                                             "`quotactl migrate --db {}`",
+                                             path, path));
+    }
+    if (!in_memory && std::filesystem::is_directory(path)) {
+      throw Error(ErrorCode::io,
+                  fmt::format("'{}' is a directory: give the path of a database file", path));
+    }
+    detail::SqliteSettings settings;
+    settings.busy_timeout = options.busy_timeout;
+    settings.synchronous_full = options.synchronous_full;
+    settings.restart_checkpoint = options.restart_checkpoint;
+    settings.file = !in_memory;
+    store = detail::open_sqlite(path, options.create, settings);
   }
-  if (!in_memory && std::filesystem::is_directory(path)) {
-    throw Error(ErrorCode::io,
-                fmt::format("'{}' is a directory: give the path of a database file", path));
-  }
-  std::unique_ptr<SQLite::Database> database;
-  try {
-    const int flags =
-        SQLite::OPEN_READWRITE | (options.create ? SQLite::OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX;
-    database = std::make_unique<SQLite::Database>(path, flags);
-  } catch (const SQLite::Exception& error) {
-    throw Error(ErrorCode::io, fmt::format("cannot open database '{}' ({}): check the path and "
-                                           "its permissions",
-                                           path, error.what()));
-  }
-  SQLite::Database& db = *database;
-  auto impl = std::make_unique<Impl>(std::move(database), db, std::move(options));
-  impl->start(!in_memory);
+  auto impl = std::make_unique<Impl>(std::move(store), std::move(options));
+  impl->start();
   return Engine(std::move(impl));
 }
 
-Engine::Engine(SQLite::Database& database, Options options)
-    : impl_(std::make_unique<Impl>(nullptr, database, std::move(options))) {
-  impl_->start(false);
+Engine::Engine(SQLite::Database& database, Options options) {
+  detail::SqliteSettings settings;
+  settings.busy_timeout = options.busy_timeout;
+  settings.restart_checkpoint = options.restart_checkpoint;
+  impl_ = std::make_unique<Impl>(detail::sqlite_on_connection(database, settings),
+                                 std::move(options));
+  impl_->start();
 }
 
 void Engine::define(const Limit& limit) {
@@ -555,38 +390,31 @@ void Engine::define(const Limit& limit) {
     // Same algorithm: the owners' rows stay and are read with the new numbers from their
     // next operation on (a window row written under another period counts in the window
     // that holds its seen_ms). Another algorithm: quota_limits' trigger discards the state.
-    SQLite::Statement upsert(
-        impl_->db,
-        "INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst, "
-        "shadow) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+    impl_->store->execute(
+        "INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst, shadow) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6 <> 0) ON CONFLICT (name) DO UPDATE SET "
         "algorithm = excluded.algorithm, maximum = excluded.maximum, "
-        "period_ms = excluded.period_ms, burst = excluded.burst, "
-        "shadow = excluded.shadow");
-    upsert.bind(1, limit.name);
-    upsert.bind(2, std::string(to_string(limit.algorithm)));
-    upsert.bind(3, static_cast<int64_t>(limit.maximum));
-    upsert.bind(4, static_cast<int64_t>(limit.period.count()));
-    if (limit.algorithm == Algorithm::token_bucket) {
-      upsert.bind(5, static_cast<int64_t>(limit.capacity()));
-    } else {
-      upsert.bind(5);
-    }
-    upsert.bind(6, limit.shadow ? 1 : 0);
-    upsert.exec();
+        "period_ms = excluded.period_ms, burst = excluded.burst, shadow = excluded.shadow",
+        {Value(limit.name), Value(std::string(to_string(limit.algorithm))),
+         Value(std::int64_t{limit.maximum}), Value(std::int64_t{limit.period.count()}),
+         limit.algorithm == Algorithm::token_bucket ? Value(std::int64_t{limit.capacity()})
+                                                    : Value(),
+         Value(std::int64_t{limit.shadow ? 1 : 0})});
     impl_->algorithms[limit.name] = limit.algorithm;
   });
 }
 
 std::optional<Limit> Engine::get(std::string_view name) {
   validate_limit_name(name);
-  return impl_->guarded([&] { return get_locked(impl_->db, name); });
+  return impl_->guarded([&] { return get_locked(*impl_->store, name); });
 }
 
 std::vector<Limit> Engine::list() {
   return impl_->guarded([&] {
-    SQLite::Statement query(impl_->db, std::string(kSelectLimits) + " ORDER BY name");
     std::vector<Limit> limits;
-    while (query.executeStep()) limits.push_back(read_limit(query));
+    for (const Row& row : impl_->store->query(std::string(kSelectLimits) + " ORDER BY name", {})) {
+      limits.push_back(read_limit(row));
+    }
     return limits;
   });
 }
@@ -594,10 +422,9 @@ std::vector<Limit> Engine::list() {
 bool Engine::remove(std::string_view name) {
   validate_limit_name(name);
   return impl_->guarded([&] {
-    SQLite::Statement erase(impl_->db, "DELETE FROM quota_limits WHERE name = ?");
-    erase.bind(1, std::string(name));
     impl_->algorithms.erase(std::string(name));
-    return erase.exec() > 0;
+    return impl_->store->execute("DELETE FROM quota_limits WHERE name = ?1",
+                                 {Value(std::string(name))}) > 0;
   });
 }
 
@@ -670,7 +497,7 @@ void Engine::set_override(const Override& override) {
   validate_override(override);
   impl_->guarded([&] {
     if (override.limit != kEveryLimit) {
-      const std::optional<Limit> limit = get_locked(impl_->db, override.limit);
+      const std::optional<Limit> limit = get_locked(*impl_->store, override.limit);
       if (!limit) throw unknown_limit(override.limit);
       if (override.maximum) {
         Limit as_owner_sees_it = *limit;
@@ -689,17 +516,16 @@ void Engine::set_override(const Override& override) {
         }
       }
     }
-    SQLite::Statement upsert(impl_->db,
-                             "INSERT INTO quota_overrides (limit_name, owner, policy, maximum, "
-                             "burst) VALUES (?, ?, ?, ?, ?) ON CONFLICT (limit_name, owner) DO "
-                             "UPDATE SET policy = excluded.policy, maximum = excluded.maximum, "
-                             "burst = excluded.burst");
-    upsert.bind(1, override.limit);
-    upsert.bind(2, override.owner);
-    upsert.bind(3, std::string(to_string(override.policy)));
-    if (override.maximum) upsert.bind(4, static_cast<int64_t>(*override.maximum));
-    if (override.burst) upsert.bind(5, static_cast<int64_t>(*override.burst));
-    upsert.exec();
+    const auto optional_integer = [](const std::optional<std::int64_t>& value) {
+      return value ? Value(*value) : Value();
+    };
+    impl_->store->execute(
+        "INSERT INTO quota_overrides (limit_name, owner, policy, maximum, burst) "
+        "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (limit_name, owner) DO UPDATE SET "
+        "policy = excluded.policy, maximum = excluded.maximum, burst = excluded.burst",
+        {Value(override.limit), Value(override.owner),
+         Value(std::string(to_string(override.policy))), optional_integer(override.maximum),
+         optional_integer(override.burst)});
   });
 }
 
@@ -707,30 +533,27 @@ bool Engine::remove_override(std::string_view limit, std::string_view owner) {
   if (limit != kEveryLimit) validate_limit_name(limit);
   validate_owner(owner);
   return impl_->guarded([&] {
-    SQLite::Statement erase(impl_->db,
-                            "DELETE FROM quota_overrides WHERE limit_name = ? AND owner = ?");
-    erase.bind(1, std::string(limit));
-    erase.bind(2, std::string(owner));
-    return erase.exec() > 0;
+    return impl_->store->execute(
+               "DELETE FROM quota_overrides WHERE limit_name = ?1 AND owner = ?2",
+               {Value(std::string(limit)), Value(std::string(owner))}) > 0;
   });
 }
 
 std::vector<Override> Engine::overrides(std::optional<std::string_view> limit) {
   if (limit && *limit != kEveryLimit) validate_limit_name(*limit);
   return impl_->guarded([&] {
-    SQLite::Statement query(impl_->db,
-                            "SELECT limit_name, owner, policy, maximum, burst FROM quota_overrides "
-                            "WHERE ?1 IS NULL OR limit_name = ?1 ORDER BY limit_name, owner");
-    if (limit) query.bind(1, std::string(*limit));
     std::vector<Override> found;
-    while (query.executeStep()) {
-      Override row;
-      row.limit = query.getColumn(0).getString();
-      row.owner = query.getColumn(1).getString();
-      row.policy = parse_policy(query.getColumn(2).getString()).value_or(Policy::deny);
-      if (!query.getColumn(3).isNull()) row.maximum = query.getColumn(3).getInt64();
-      if (!query.getColumn(4).isNull()) row.burst = query.getColumn(4).getInt64();
-      found.push_back(std::move(row));
+    for (const Row& row : impl_->store->query(
+             "SELECT limit_name, owner, policy, maximum, burst FROM quota_overrides "
+             "WHERE ?1 IS NULL OR limit_name = ?1 ORDER BY limit_name, owner",
+             {limit ? Value(std::string(*limit)) : Value()})) {
+      Override entry;
+      entry.limit = text_of(row.at(0));
+      entry.owner = text_of(row.at(1));
+      entry.policy = parse_policy(text_of(row.at(2))).value_or(Policy::deny);
+      if (!detail::is_null(row.at(3))) entry.maximum = integer_of(row.at(3));
+      if (!detail::is_null(row.at(4))) entry.burst = integer_of(row.at(4));
+      found.push_back(std::move(entry));
     }
     return found;
   });
@@ -744,12 +567,13 @@ std::vector<Usage> Engine::usage(std::string_view limit, std::size_t top, UsageO
     // Every owner with state, answered by the same check statement as Engine::check, so the
     // figures are exactly the engine's at the engine's clock. Only the table of the limit's
     // algorithm holds its owners (a change of algorithm discards the others' rows).
-    SQLite::Statement owners(impl_->db, fmt::format("SELECT owner FROM {} WHERE limit_name = ?1",
-                                                    detail::state_table(*algorithm)));
-    owners.bind(1, std::string(limit));
     std::vector<std::string> names;
-    while (owners.executeStep()) names.push_back(owners.getColumn(0).getString());
-    owners.reset();
+    for (const Row& row :
+         impl_->store->query(fmt::format("SELECT owner FROM {} WHERE limit_name = ?1",
+                                         detail::state_table(*algorithm)),
+                             {Value(std::string(limit))})) {
+      names.push_back(text_of(row.at(0)));
+    }
 
     const std::int64_t now = impl_->now();
     std::vector<Usage> rows;
@@ -783,14 +607,14 @@ Usage Engine::owner_usage(std::string_view limit, std::string_view owner) {
 std::int64_t Engine::gc(std::size_t batch_rows,
                         const std::function<void(const GcProgress&)>& progress) {
   // Each batch takes the lock on its own, so that other threads' operations run between them.
-  const detail::Exclusive exclusive = [this](const std::function<void(SQLite::Database&)>& work) {
-    impl_->guarded([&] { work(impl_->db); });
+  const detail::Locked locked = [this](const std::function<void(detail::Store&)>& work) {
+    impl_->guarded([&] { work(*impl_->store); });
   };
-  return detail::collect_garbage(exclusive, impl_->options.clock(), batch_rows, progress);
+  return detail::collect_garbage(locked, impl_->options.clock(), batch_rows, progress);
 }
 
 int Engine::schema_version() {
-  return impl_->guarded([&] { return detail::read_schema_status(impl_->db).version; });
+  return impl_->guarded([&] { return detail::read_schema_status(*impl_->store).version; });
 }
 
 }  // namespace quota

@@ -68,10 +68,7 @@
 // go in the same gc.
 #include "gc.h"
 
-#include <SQLiteCpp/Database.h>
-#include <SQLiteCpp/Exception.h>
 #include <fmt/format.h>
-#include <sqlite3.h>
 
 #include <memory>
 #include <string>
@@ -79,6 +76,7 @@
 #include <vector>
 
 #include "statements.h"
+#include "store.h"
 
 namespace quota::detail {
 namespace {
@@ -91,7 +89,7 @@ namespace {
 // denials, a time ahead of gc's now) keeps it.
 constexpr const char* kIdle =
     "coalesce(s.denied, 0) = 0 AND coalesce(s.shadow_denied, 0) = 0 "
-    "AND coalesce(s.seen_ms, 0) <= :now";
+    "AND coalesce(s.seen_ms, 0) <= ?1";
 
 // quota_log: an expired event, or one without its owner's row.
 constexpr const char* kDeadEvent = R"(
@@ -102,7 +100,7 @@ constexpr const char* kDeadEvent = R"(
     WHERE l.name = s.limit_name
       AND l.algorithm IN ('sliding_log')
       AND (o.owner IS NULL
-           OR s.at_ms <= max(:now, coalesce(o.seen_ms, 0)) - l.period_ms)))";
+           OR s.at_ms <= {max}(?1, coalesce(o.seen_ms, 0)) - l.period_ms)))";
 
 // quota_log_owners: an owner without events whose row answers as no row would.
 constexpr const char* kDeadLogOwner = R"(
@@ -125,19 +123,19 @@ constexpr const char* kDeadWindow = R"(
             (l.algorithm = 'fixed_window'
              AND NOT coalesce(s.used > 0
                               AND CASE WHEN s.period_ms = l.period_ms THEN s.window_key
-                                       ELSE s.seen_ms / l.period_ms END >= :now / l.period_ms,
-                              0))
+                                       ELSE s.seen_ms / l.period_ms END >= ?1 / l.period_ms,
+                              FALSE))
             -- sliding_window: used counts in windows row_key and row_key + 1 (as the
             -- previous window), previous_used in window row_key only.
             OR (l.algorithm = 'sliding_window'
                 AND NOT coalesce(s.used > 0
                                  AND CASE WHEN s.period_ms = l.period_ms THEN s.window_key
                                           ELSE s.seen_ms / l.period_ms END + 1
-                                     >= :now / l.period_ms, 0)
+                                     >= ?1 / l.period_ms, FALSE)
                 AND NOT coalesce(s.previous_used > 0
                                  AND CASE WHEN s.period_ms = l.period_ms THEN s.window_key
                                           ELSE s.seen_ms / l.period_ms END
-                                     >= :now / l.period_ms, 0))
+                                     >= ?1 / l.period_ms, FALSE))
           ))))";
 
 // quota_buckets: a full bucket (at now, under the limit as it is) answers as a new owner's.
@@ -152,13 +150,13 @@ constexpr const char* kDeadBucket = R"(
                           WHERE o.owner = s.owner AND o.limit_name IN (s.limit_name, '*')
                             AND o.policy = 'maximum')
           AND ({start} >= l.burst * l.period_ms
-               OR :now - s.seen_ms >= (l.burst * l.period_ms - {start} - 1) / l.maximum + 1))))";
+               OR ?1 - s.seen_ms >= (l.burst * l.period_ms - {start} - 1) / l.maximum + 1))))";
 
-// An owner rule with its {idle} and, for the buckets, {start} filled in.
-std::string owner_rule(const char* rule) {
-  return fmt::format(
-      fmt::runtime(rule), fmt::arg("idle", kIdle),
-      fmt::arg("start", bucket_start("s.level", "s.period_ms", "l.period_ms", "l.burst")));
+// A rule with its {idle}, {max} and, for the buckets, {start} filled in for `dialect`.
+std::string rule_for(const char* rule, const Dialect& dialect) {
+  return fmt::format(fmt::runtime(rule), fmt::arg("idle", kIdle), fmt::arg("max", dialect.greatest),
+                     fmt::arg("start", bucket_start("s.level", "s.period_ms", "l.period_ms",
+                                                    "l.burst", dialect)));
 }
 
 // A table that gc sweeps.
@@ -168,106 +166,68 @@ struct Sweep {
   std::string dead;
 };
 
-const std::vector<Sweep>& sweeps() {
-  static const std::vector<Sweep> all{
+std::vector<Sweep> sweeps(const Dialect& dialect) {
+  return {
       // Events first: the owners they leave without events then go in the same gc.
-      {"quota_log", {"owner", "limit_name", "at_ms"}, kDeadEvent},
-      {"quota_log_owners", {"owner", "limit_name"}, owner_rule(kDeadLogOwner)},
-      {"quota_windows", {"owner", "limit_name"}, owner_rule(kDeadWindow)},
-      {"quota_buckets", {"owner", "limit_name"}, owner_rule(kDeadBucket)},
+      {"quota_log", {"owner", "limit_name", "at_ms"}, rule_for(kDeadEvent, dialect)},
+      {"quota_log_owners", {"owner", "limit_name"}, rule_for(kDeadLogOwner, dialect)},
+      {"quota_windows", {"owner", "limit_name"}, rule_for(kDeadWindow, dialect)},
+      {"quota_buckets", {"owner", "limit_name"}, rule_for(kDeadBucket, dialect)},
   };
-  return all;
 }
 
-struct FinalizeStatement {
-  void operator()(sqlite3_stmt* statement) const { sqlite3_finalize(statement); }
-};
-using StatementHandle = std::unique_ptr<sqlite3_stmt, FinalizeStatement>;
-
-struct FreeValue {
-  void operator()(sqlite3_value* value) const { sqlite3_value_free(value); }
-};
-using Value = std::unique_ptr<sqlite3_value, FreeValue>;
 using Key = std::vector<Value>;
 
-StatementHandle prepare(SQLite::Database& db, const std::string& sql) {
-  sqlite3_stmt* raw = nullptr;
-  const int status = sqlite3_prepare_v2(db.getHandle(), sql.c_str(), -1, &raw, nullptr);
-  if (status != SQLITE_OK) throw SQLite::Exception(db.getHandle(), status);
-  return StatementHandle(raw);
-}
-
-// Binds :key1, :key2... (named: SQLite numbers named parameters in order of appearance,
-// and :now comes first).
-void bind_key(sqlite3_stmt* statement, const Key& key) {
-  for (std::size_t i = 0; i < key.size(); ++i) {
-    const std::string name = fmt::format(":key{}", i + 1);
-    sqlite3_bind_value(statement, sqlite3_bind_parameter_index(statement, name.c_str()),
-                       key[i].get());
-  }
-}
-
-void bind_named(sqlite3_stmt* statement, const char* name, std::int64_t value) {
-  if (const int index = sqlite3_bind_parameter_index(statement, name)) {
-    sqlite3_bind_int64(statement, index, value);
-  }
-}
-
-// "limit_name, owner", ":key1, :key2", "limit_name = :key1 AND owner = :key2"
+// "limit_name, owner", "?3, ?4", "limit_name = ?1 AND owner = ?2": the key's parameters
+// are numbered from `first`.
 std::string joined(const std::vector<std::string>& key, std::string_view format,
-                   std::string_view separator) {
+                   std::string_view separator, std::size_t first) {
   std::string text;
   for (std::size_t i = 0; i < key.size(); ++i) {
     if (i > 0) text += separator;
-    text += fmt::format(fmt::runtime(format), fmt::arg("column", key[i]), fmt::arg("n", i + 1));
+    text += fmt::format(fmt::runtime(format), fmt::arg("column", key[i]),
+                        fmt::arg("n", first + i));
   }
   return text;
 }
 
-// The next rows of `sweep` after the key :key1.. (or from the first row), with whether each
-// is dead.
+// The next rows of `sweep` after the key ?3.. (or from the first row), with whether each is
+// dead; ?1 is gc's now, ?2 the batch's size.
 std::string select_sql(const Sweep& sweep, bool after) {
-  const std::string columns = joined(sweep.key, "{column}", ", ");
+  const std::string columns = joined(sweep.key, "{column}", ", ", 3);
   return fmt::format(
-      "SELECT {columns}, ({dead}) FROM {table} AS s{where} ORDER BY {columns} "
-      "LIMIT :batch_rows",
+      "SELECT {columns}, ({dead}) FROM {table} AS s{where} ORDER BY {columns} LIMIT ?2",
       fmt::arg("columns", columns), fmt::arg("dead", sweep.dead), fmt::arg("table", sweep.table),
       fmt::arg("where", after ? fmt::format(" WHERE ({}) > ({})", columns,
-                                            joined(sweep.key, ":key{n}", ", "))
+                                            joined(sweep.key, "?{n}", ", ", 3))
                               : std::string()));
 }
 
 std::string delete_sql(const Sweep& sweep) {
   return fmt::format("DELETE FROM {} WHERE {}", sweep.table,
-                     joined(sweep.key, "{column} = :key{n}", " AND "));
+                     joined(sweep.key, "{column} = ?{n}", " AND ", 1));
 }
 
-// One batch's write transaction: BEGIN IMMEDIATE (the write lock from the start, so that
-// the busy handler waits for it), or a savepoint inside the application's open transaction.
+// One batch's write transaction, in which no other connection writes state: SQLite's write
+// lock from the start, PostgreSQL's state tables locked against writers; or a savepoint inside
+// the application's open transaction.
 class BatchTransaction {
  public:
-  explicit BatchTransaction(SQLite::Database& db)
-      : db_(db), nested_(sqlite3_get_autocommit(db.getHandle()) == 0) {
-    db_.exec(nested_ ? "SAVEPOINT quota_gc" : "BEGIN IMMEDIATE");
+  explicit BatchTransaction(Store& store) : store_(store) {
+    store_.begin_exclusive(Exclusive::state);
   }
   BatchTransaction(const BatchTransaction&) = delete;
   BatchTransaction& operator=(const BatchTransaction&) = delete;
   ~BatchTransaction() {
-    if (committed_) return;
-    try {
-      db_.exec(nested_ ? "ROLLBACK TO quota_gc; RELEASE quota_gc" : "ROLLBACK");
-    } catch (const SQLite::Exception&) {
-      // SQLite has rolled back already (an I/O error, or the application's transaction).
-    }
+    if (!committed_) store_.rollback();
   }
   void commit() {
-    db_.exec(nested_ ? "RELEASE quota_gc" : "COMMIT");
+    store_.commit();
     committed_ = true;
   }
 
  private:
-  SQLite::Database& db_;
-  bool nested_;
+  Store& store_;
   bool committed_ = false;
 };
 
@@ -278,62 +238,40 @@ struct BatchCount {
 
 // Examines up to `batch_rows` rows of `sweep` after `cursor` (from the first row when it is
 // empty), deletes the dead ones, and moves `cursor` to the last key examined.
-BatchCount sweep_batch(SQLite::Database& db, const Sweep& sweep, Key& cursor, std::int64_t now,
+BatchCount sweep_batch(Store& store, const Sweep& sweep, Key& cursor, std::int64_t now,
                        std::size_t batch_rows) {
-  BatchTransaction transaction(db);
-  const StatementHandle select = prepare(db, select_sql(sweep, !cursor.empty()));
-  bind_key(select.get(), cursor);
-  bind_named(select.get(), ":now", now);
-  bind_named(select.get(), ":batch_rows", static_cast<std::int64_t>(batch_rows));
-
+  BatchTransaction transaction(store);
+  std::vector<Value> parameters = {Value(now), Value(static_cast<std::int64_t>(batch_rows))};
+  parameters.insert(parameters.end(), cursor.begin(), cursor.end());
   // The keys are read first and the rows deleted after: a SELECT does not promise what it
   // sees of changes made while it runs.
-  const int key_size = static_cast<int>(sweep.key.size());
-  std::vector<Key> dead;
-  Key last;
+  const std::vector<Row> rows = store.query(select_sql(sweep, !cursor.empty()), parameters);
+  const std::size_t key_size = sweep.key.size();
   BatchCount count;
-  int status;
-  while ((status = sqlite3_step(select.get())) == SQLITE_ROW) {
+  const std::string erase = delete_sql(sweep);
+  for (const Row& row : rows) {
     ++count.examined;
-    last.clear();
-    for (int i = 0; i < key_size; ++i) {
-      last.emplace_back(sqlite3_value_dup(sqlite3_column_value(select.get(), i)));
-      if (!last.back()) throw SQLite::Exception(db.getHandle(), SQLITE_NOMEM);
-    }
-    if (sqlite3_column_int64(select.get(), key_size) != 0) {
-      Key copy;
-      for (const Value& value : last) copy.emplace_back(sqlite3_value_dup(value.get()));
-      dead.push_back(std::move(copy));
-    }
-  }
-  if (status != SQLITE_DONE) throw SQLite::Exception(db.getHandle(), status);
-
-  if (!dead.empty()) {
-    const StatementHandle erase = prepare(db, delete_sql(sweep));
-    for (const Key& key : dead) {
-      bind_key(erase.get(), key);
-      status = sqlite3_step(erase.get());
-      if (status != SQLITE_DONE) throw SQLite::Exception(db.getHandle(), status);
-      count.deleted += sqlite3_changes(db.getHandle());
-      sqlite3_reset(erase.get());
+    if (integer_of(row.at(key_size)) != 0) {
+      count.deleted += store.execute(erase, Key(row.begin(), row.begin() + key_size));
     }
   }
   transaction.commit();
-  if (count.examined > 0) cursor = std::move(last);
+  if (!rows.empty()) cursor = Key(rows.back().begin(), rows.back().begin() + key_size);
   return count;
 }
 
-std::int64_t count_rows(SQLite::Database& db) {
+std::int64_t count_rows(Store& store, const std::vector<Sweep>& all) {
   std::int64_t rows = 0;
-  for (const Sweep& sweep : sweeps()) {
-    rows += db.execAndGet(fmt::format("SELECT count(*) FROM {}", sweep.table)).getInt64();
+  for (const Sweep& sweep : all) {
+    rows += integer_of(
+        store.query(fmt::format("SELECT count(*) FROM {}", sweep.table), {}).at(0).at(0));
   }
   return rows;
 }
 
 }  // namespace
 
-std::int64_t collect_garbage(const Exclusive& exclusive, std::int64_t now, std::size_t batch_rows,
+std::int64_t collect_garbage(const Locked& locked, std::int64_t now, std::size_t batch_rows,
                              const std::function<void(const GcProgress&)>& progress) {
   if (batch_rows == 0) {
     throw Error(ErrorCode::invalid_argument,
@@ -344,13 +282,16 @@ std::int64_t collect_garbage(const Exclusive& exclusive, std::int64_t now, std::
                 fmt::format("the clock returned {}: times are Unix milliseconds >= 0", now));
   }
   GcProgress done;
-  exclusive([&](SQLite::Database& db) { done.total = count_rows(db); });
-  for (const Sweep& sweep : sweeps()) {
+  std::vector<Sweep> all;
+  locked([&](Store& store) {
+    all = sweeps(store.dialect());
+    done.total = count_rows(store, all);
+  });
+  for (const Sweep& sweep : all) {
     Key cursor;
     for (bool more = true; more;) {
       BatchCount batch;
-      exclusive(
-          [&](SQLite::Database& db) { batch = sweep_batch(db, sweep, cursor, now, batch_rows); });
+      locked([&](Store& store) { batch = sweep_batch(store, sweep, cursor, now, batch_rows); });
       done.examined += batch.examined;
       done.deleted += batch.deleted;
       more = batch.examined == static_cast<std::int64_t>(batch_rows);

@@ -7,32 +7,60 @@
 #include <map>
 
 #include "quota/error.h"
+#include "sqlite/sqlite_store.h"
+#include "store.h"
 
 namespace quota::detail {
+
+const std::vector<Migration>& built_in_migrations() { return built_in_sqlite_migrations(); }
 
 int latest_version() {
   const auto& all = built_in_migrations();
   return all.empty() ? 0 : all.back().version;
 }
 
-SchemaStatus read_schema_status(SQLite::Database& db) {
+namespace {
+
+const std::vector<Migration>& migrations_of(const Store& store) {
+  return store.dialect().name == kPostgresql.name ? built_in_postgresql_migrations()
+                                                  : built_in_sqlite_migrations();
+}
+
+// The store of a connection that quotactl or a test holds: nothing is installed on it.
+std::unique_ptr<Store> bare_store(SQLite::Database& db) {
+  SqliteSettings settings;
+  settings.install_busy_handler = false;
+  return sqlite_on_connection(db, settings);
+}
+
+}  // namespace
+
+int latest_version(const Store& store) {
+  const auto& all = migrations_of(store);
+  return all.empty() ? 0 : all.back().version;
+}
+
+SchemaStatus read_schema_status(Store& store) {
   SchemaStatus status;
-  if (db.tableExists("quota_migrations")) {
-    SQLite::Statement query(
-        db, "SELECT version, name, checksum, applied_at_ms FROM quota_migrations ORDER BY version");
-    while (query.executeStep()) {
-      status.applied.push_back({query.getColumn(0).getInt(), query.getColumn(1).getString(),
-                                query.getColumn(2).getString(), query.getColumn(3).getInt64()});
+  if (store.has_table("quota_migrations")) {
+    for (const Row& row : store.query(
+             "SELECT version, name, checksum, applied_at_ms FROM quota_migrations ORDER BY version",
+             {})) {
+      status.applied.push_back({static_cast<int>(integer_of(row.at(0))), text_of(row.at(1)),
+                                text_of(row.at(2)), integer_of(row.at(3))});
       status.version = std::max(status.version, status.applied.back().version);
     }
   }
   std::map<int, const AppliedMigration*> applied_by_version;
   for (const auto& applied : status.applied) applied_by_version[applied.version] = &applied;
 
-  for (const auto& migration : built_in_migrations()) {
+  const int latest = latest_version(store);
+  for (const auto& migration : migrations_of(store)) {
     const auto found = applied_by_version.find(migration.version);
     if (found == applied_by_version.end()) {
-      status.pending.push_back(&migration);
+      // PostgreSQL's first migration is the whole schema at a version SQLite reached in
+      // steps: a database that has any later version needs no earlier one.
+      if (status.version < migration.version) status.pending.push_back(&migration);
     } else if (found->second->checksum != migration.checksum && status.problem.empty()) {
       status.problem = fmt::format(
           "migration {:04}_{} in the database has checksum {} but this build's text has {}: "
@@ -41,15 +69,17 @@ SchemaStatus read_schema_status(SQLite::Database& db) {
           migration.version, migration.name, found->second->checksum, migration.checksum);
     }
   }
-  if (status.version > latest_version()) {
+  if (status.version > latest) {
     status.too_new = true;
     status.problem = fmt::format(
         "the database is at schema version {} but this build knows only up to {}: "
         "use a newer build of quota with this file",
-        status.version, latest_version());
+        status.version, latest);
   }
   return status;
 }
+
+SchemaStatus read_schema_status(SQLite::Database& db) { return read_schema_status(*bare_store(db)); }
 
 void require_usable(const SchemaStatus& status) {
   if (status.problem.empty()) return;
@@ -60,53 +90,49 @@ void require_usable(const SchemaStatus& status) {
 namespace {
 
 // Whether `version` is recorded as applied, read inside the caller's write transaction.
-bool is_applied(SQLite::Database& db, int version) {
-  if (!db.tableExists("quota_migrations")) return false;
-  SQLite::Statement query(db, "SELECT 1 FROM quota_migrations WHERE version = ?");
-  query.bind(1, version);
-  return query.executeStep();
+bool is_applied(Store& store, int version) {
+  if (!store.has_table("quota_migrations")) return false;
+  return !store.query("SELECT 1 FROM quota_migrations WHERE version = ?1",
+                      {Value(std::int64_t{version})})
+              .empty();
 }
 
 }  // namespace
 
-std::vector<int> apply_pending(SQLite::Database& db, std::int64_t now_ms) {
-  const SchemaStatus status = read_schema_status(db);
+std::vector<int> apply_pending(Store& store, std::int64_t now_ms) {
+  const SchemaStatus status = read_schema_status(store);
   require_usable(status);
-  const bool in_transaction = sqlite3_get_autocommit(db.getHandle()) == 0;
   std::vector<int> applied;
   for (const Migration* migration : status.pending) {
     // Each migration commits on its own: a crash leaves the previous version intact. The
     // pending list was read before the write lock; another connection may have applied the
     // migration since, which is only known once the lock is held.
-    db.exec(in_transaction ? "SAVEPOINT quota_migration" : "BEGIN IMMEDIATE");
+    store.begin_exclusive(Exclusive::migration);
     try {
-      const bool already = is_applied(db, migration->version);
+      const bool already = is_applied(store, migration->version);
       if (!already) {
-        db.exec(migration->sql);
-        SQLite::Statement insert(db,
-                                 "INSERT INTO quota_migrations (version, name, checksum, "
-                                 "applied_at_ms) VALUES (?, ?, ?, ?)");
-        insert.bind(1, migration->version);
-        insert.bind(2, migration->name);
-        insert.bind(3, migration->checksum);
-        insert.bind(4, static_cast<int64_t>(now_ms));
-        insert.exec();
+        store.execute_script(migration->sql);
+        store.execute(
+            "INSERT INTO quota_migrations (version, name, checksum, applied_at_ms) "
+            "VALUES (?1, ?2, ?3, ?4)",
+            {Value(std::int64_t{migration->version}), Value(std::string(migration->name)),
+             Value(std::string(migration->checksum)), Value(now_ms)});
       }
-      db.exec(in_transaction ? "RELEASE quota_migration" : "COMMIT");
+      store.commit();
       if (!already) applied.push_back(migration->version);
     } catch (...) {
-      try {
-        db.exec(in_transaction ? "ROLLBACK TO quota_migration; RELEASE quota_migration"
-                               : "ROLLBACK");
-      } catch (...) {
-        // The original error says more than a failed rollback.
-      }
+      // The original error says more than a failed rollback.
+      store.rollback();
       throw;
     }
   }
   // What another connection applied meanwhile must match this build as well.
-  require_usable(read_schema_status(db));
+  require_usable(read_schema_status(store));
   return applied;
+}
+
+std::vector<int> apply_pending(SQLite::Database& db, std::int64_t now_ms) {
+  return apply_pending(*bare_store(db), now_ms);
 }
 
 }  // namespace quota::detail

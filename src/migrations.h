@@ -16,8 +16,12 @@ struct Migration {
   const char* sql;
 };
 
-// Every migration this build knows, by version (generated from migrations/*.sql).
-const std::vector<Migration>& built_in_migrations();
+// Every migration this build knows, by version: SQLite's (generated from migrations/*.sql)
+// and PostgreSQL's (migrations/postgresql/*.sql). PostgreSQL's first migration is version 5,
+// the whole schema at once: the same version means the same schema on both.
+const std::vector<Migration>& built_in_sqlite_migrations();
+const std::vector<Migration>& built_in_postgresql_migrations();
+const std::vector<Migration>& built_in_migrations();  // SQLite's
 int latest_version();
 
 struct AppliedMigration {
@@ -38,6 +42,12 @@ struct SchemaStatus {
   std::string problem;
 };
 
+class Store;
+
+// The latest version of the store's dialect's migrations.
+int latest_version(const Store& store);
+
+SchemaStatus read_schema_status(Store& store);
 SchemaStatus read_schema_status(SQLite::Database& db);
 
 // Throws Error (schema_too_new, checksum_mismatch) when `status.problem` is set.
@@ -45,6 +55,7 @@ void require_usable(const SchemaStatus& status);
 
 // Applies every pending migration, each in its own IMMEDIATE transaction (or savepoint,
 // when the connection is already inside a transaction). Returns the versions applied.
+std::vector<int> apply_pending(Store& store, std::int64_t now_ms);
 std::vector<int> apply_pending(SQLite::Database& db, std::int64_t now_ms);
 
 }  // namespace quota::detail

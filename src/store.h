@@ -21,7 +21,7 @@
 #include <variant>
 #include <vector>
 
-#include "migrations.h"
+#include "quota/error.h"
 #include "quota/limit.h"
 #include "sql/dialect.h"
 #include "statements.h"
@@ -41,6 +41,19 @@ struct Request4 {
   std::string_view owner;
   std::int64_t cost = 1;
   std::int64_t now = 0;
+};
+
+// A busy error that asks for the caller's transaction to be run again rather than for a
+// verdict (SQLite's SQLITE_BUSY_SNAPSHOT): the failure policy never answers it.
+class TransactionConflict : public Error {
+ public:
+  using Error::Error;
+};
+
+// What a transaction of begin_exclusive keeps other connections from doing meanwhile.
+enum class Exclusive {
+  migration,  // migrating (and, on SQLite, any write)
+  state,      // writing the state tables (gc's batches)
 };
 
 class Store {
@@ -68,9 +81,33 @@ class Store {
   // Best effort, for destructors: rolls back to and releases `name`, throwing nothing.
   virtual void abandon(std::string_view name) noexcept = 0;
 
-  // The schema: what the database holds, and applying this build's pending migrations.
-  virtual SchemaStatus schema_status() = 0;
-  virtual std::vector<int> migrate(std::int64_t now_ms) = 0;
+  // Opening, as the engine drives it (src/engine.cpp, Engine::Impl::start):
+  //   retry_while_busy(step): runs `step`, again while the database answers busy without
+  //     waiting (SQLite, while a new file is being set up by several openers), until the busy
+  //     timeout; a store that always waits runs it once.
+  //   prepare_for_writing(): what a store does once the schema is known to be usable and
+  //     before the migrations (SQLite: a file switches to WAL).
+  //   started(): after the migrations (SQLite: its automatic checkpoint).
+  virtual void retry_while_busy(const std::function<void()>& step) = 0;
+  virtual void prepare_for_writing() = 0;
+  virtual void started() = 0;
+  // Before the schema is read: SQLite reads the file's header, so that a file that is not a
+  // database fails first, unchanged.
+  virtual void probe() = 0;
+
+  // Whether a transaction is open on the connection (the application's, or a savepoint's).
+  virtual bool in_transaction() = 0;
+
+  // For the migrations (src/migrations.cpp) and gc (src/gc.cpp): whether a table exists; a
+  // transaction that excludes `what` from other connections until commit or rollback
+  // (SQLite: BEGIN IMMEDIATE, which excludes every writer; PostgreSQL: an advisory lock for
+  // migrations, the state tables locked against writers for gc), or a savepoint inside a
+  // transaction that is already open; a migration's text, which may hold several statements.
+  virtual bool has_table(std::string_view name) = 0;
+  virtual void begin_exclusive(Exclusive what) = 0;
+  virtual void commit() = 0;
+  virtual void rollback() noexcept = 0;
+  virtual void execute_script(const std::string& sql) = 0;
 };
 
 }  // namespace quota::detail

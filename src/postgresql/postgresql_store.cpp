@@ -1,0 +1,430 @@
+// The PostgreSQL store, on libpq directly.
+//
+// libpq rather than libpqxx: libpq 15 has pipeline mode (several statements in one round
+// trip), which libpqxx 6.4, Debian 12's, does not (its "pipeline" joins query texts); and the
+// engine needs only prepare, execute with four parameters, and error fields, which libpq
+// gives without another layer. Every statement is prepared once per connection with its
+// parameters' types (text, text, bigint, bigint for the request statements), and results
+// come back in text form: integers are parsed, booleans ('t'/'f') read as 1/0.
+//
+// A lost connection (a server restart, a network failure) fails the call that met it with
+// ErrorCode::busy; the next call resets the connection, prepares its statements again and
+// goes on, so an Engine outlives an outage without being reopened.
+#include "postgresql/postgresql_store.h"
+
+#include <fmt/format.h>
+#include <libpq-fe.h>
+
+#include <array>
+#include <charconv>
+#include <map>
+#include <memory>
+
+#include "quota/error.h"
+
+namespace quota::detail {
+
+bool is_postgresql_uri(std::string_view location) {
+  return location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0;
+}
+
+std::string mask_password(std::string_view uri) {
+  std::string masked(uri);
+  // postgresql://user:password@host/...: the password runs from the first ':' after the
+  // scheme to the last '@' of the authority.
+  const std::size_t scheme_end = masked.find("://");
+  if (scheme_end != std::string::npos) {
+    const std::size_t authority = scheme_end + 3;
+    const std::size_t authority_end = masked.find_first_of("/?", authority);
+    const std::size_t at = masked.rfind('@', authority_end == std::string::npos
+                                                  ? std::string::npos
+                                                  : authority_end);
+    if (at != std::string::npos && at >= authority) {
+      const std::size_t colon = masked.find(':', authority);
+      if (colon != std::string::npos && colon < at) {
+        masked.replace(colon + 1, at - colon - 1, "***");
+      }
+    }
+  }
+  // ...?password=secret&...
+  for (std::size_t found = masked.find("password="); found != std::string::npos;
+       found = masked.find("password=", found + 1)) {
+    if (found > 0 && masked[found - 1] != '?' && masked[found - 1] != '&') continue;
+    const std::size_t value = found + 9;
+    const std::size_t end = masked.find('&', value);
+    masked.replace(value, (end == std::string::npos ? masked.size() : end) - value, "***");
+  }
+  return masked;
+}
+
+namespace {
+
+constexpr unsigned kBoolOid = 16;
+constexpr unsigned kInt8Oid = 20;
+constexpr unsigned kTextOid = 25;
+
+struct ClearResult {
+  void operator()(PGresult* result) const { PQclear(result); }
+};
+using Result = std::unique_ptr<PGresult, ClearResult>;
+
+struct FinishConnection {
+  void operator()(PGconn* connection) const { PQfinish(connection); }
+};
+
+// ?1, ?2, ... -> $1, $2, ...: the store's statements are written once, in SQLite's marks.
+std::string numbered_parameters(const std::string& sql) {
+  std::string text = sql;
+  for (std::size_t i = 0; i + 1 < text.size(); ++i) {
+    if (text[i] == '?' && text[i + 1] >= '1' && text[i + 1] <= '9') text[i] = '$';
+  }
+  return text;
+}
+
+// The server's notices (a DROP's cascade, say) are not the library's to print.
+void ignore_notice(void*, const char*) {}
+
+std::string without_newline(const char* message) {
+  std::string text = message ? message : "";
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  for (char& c : text) {
+    if (c == '\n') c = ' ';
+  }
+  return text;
+}
+
+class PostgresqlStore final : public Store {
+ public:
+  PostgresqlStore(PGconn* connection, bool owned, PostgresqlSettings settings)
+      : connection_(connection), owned_(owned), settings_(settings) {
+    configure();
+  }
+  ~PostgresqlStore() override {
+    if (owned_) PQfinish(connection_);
+  }
+
+  const Dialect& dialect() const override { return kPostgresql; }
+
+  std::optional<Row> run(Operation operation, Algorithm algorithm,
+                         const Request4& request) override {
+    reconnect_if_lost();
+    const std::string& name = prepared_request(operation, algorithm);
+    const std::string cost = std::to_string(request.cost);
+    const std::string now = std::to_string(request.now);
+    const std::string limit(request.limit);
+    const std::string owner(request.owner);
+    const std::array<const char*, 4> values = {limit.c_str(), owner.c_str(), cost.c_str(),
+                                               now.c_str()};
+    const std::array<int, 4> lengths = {static_cast<int>(limit.size()),
+                                        static_cast<int>(owner.size()), 0, 0};
+    const std::array<int, 4> formats = {0, 0, 0, 0};
+    Result result(PQexecPrepared(connection_, name.c_str(), 4, values.data(), lengths.data(),
+                                 formats.data(), 0));
+    check(result.get());
+    std::vector<Row> rows = rows_of(result.get());
+    if (rows.empty()) return std::nullopt;
+    return std::move(rows.front());
+  }
+
+  std::vector<Row> query(const std::string& sql, const std::vector<Value>& parameters) override {
+    reconnect_if_lost();
+    Result result = exec_params(sql, parameters);
+    return rows_of(result.get());
+  }
+
+  std::int64_t execute(const std::string& sql, const std::vector<Value>& parameters) override {
+    reconnect_if_lost();
+    Result result = exec_params(sql, parameters);
+    const char* changed = PQcmdTuples(result.get());
+    return changed && *changed ? std::stoll(changed) : 0;
+  }
+
+  void savepoint(std::string_view name) override {
+    reconnect_if_lost();
+    // A savepoint needs a transaction: outside one, this savepoint begins it, and its release
+    // commits it.
+    const bool begins = PQtransactionStatus(connection_) == PQTRANS_IDLE;
+    if (begins) simple("BEGIN");
+    savepoints_.push_back({std::string(name), begins});
+    simple(fmt::format("SAVEPOINT {}", name));
+  }
+
+  void rollback_to(std::string_view name) override {
+    simple(fmt::format("ROLLBACK TO SAVEPOINT {}", name));
+  }
+
+  void release(std::string_view name) override {
+    const bool began = pop_savepoint(name);
+    simple(began ? std::string("COMMIT") : fmt::format("RELEASE SAVEPOINT {}", name));
+  }
+
+  void abandon(std::string_view name) noexcept override {
+    const bool began = pop_savepoint(name);
+    const std::string sql =
+        began ? std::string("ROLLBACK")
+              : fmt::format("ROLLBACK TO SAVEPOINT {0}; RELEASE SAVEPOINT {0}", name);
+    PQclear(PQexec(connection_, sql.c_str()));
+  }
+
+  // A server waits for its locks itself (up to lock_timeout), and needs nothing before or
+  // after the schema is read: the opening is one step, run once.
+  void retry_while_busy(const std::function<void()>& step) override { step(); }
+  void probe() override {}
+  void prepare_for_writing() override {}
+  void started() override {}
+
+  bool in_transaction() override { return PQtransactionStatus(connection_) != PQTRANS_IDLE; }
+
+  bool has_table(std::string_view name) override {
+    const std::vector<Row> rows =
+        query("SELECT to_regclass(?1) IS NOT NULL", {Value(std::string(name))});
+    return !rows.empty() && integer_of(rows.front().at(0)) != 0;
+  }
+
+  void begin_exclusive(Exclusive what) override {
+    reconnect_if_lost();
+    nested_exclusive_ = in_transaction();
+    simple(nested_exclusive_ ? "SAVEPOINT quota_exclusive" : "BEGIN");
+    if (what == Exclusive::migration) {
+      // One migrating connection at a time, whichever host it is on: a transaction-scoped
+      // advisory lock on a number of the engine's own ("quota" in ASCII).
+      simple("SELECT pg_advisory_xact_lock(1903520865)");
+    } else {
+      // No request writes state while a gc batch decides what is dead and deletes it; the
+      // batch's reads take their snapshot after the lock, so they see every committed write.
+      simple("LOCK TABLE quota_log, quota_log_owners, quota_windows, quota_buckets "
+             "IN EXCLUSIVE MODE");
+    }
+  }
+
+  void commit() override {
+    simple(nested_exclusive_ ? "RELEASE SAVEPOINT quota_exclusive" : "COMMIT");
+  }
+
+  void rollback() noexcept override {
+    PQclear(PQexec(connection_, nested_exclusive_
+                                    ? "ROLLBACK TO SAVEPOINT quota_exclusive; "
+                                      "RELEASE SAVEPOINT quota_exclusive"
+                                    : "ROLLBACK"));
+  }
+
+  void execute_script(const std::string& sql) override { simple(sql); }
+
+ private:
+  struct Savepoint {
+    std::string name;
+    bool began_transaction;
+  };
+
+  void configure() {
+    if (PQstatus(connection_) != CONNECTION_OK) return;
+    if (owned_) PQsetNoticeProcessor(connection_, ignore_notice, nullptr);
+    // Lock waits end at the busy timeout (busy); text in and out as UTF-8.
+    simple(fmt::format("SET lock_timeout = {}", settings_.busy_timeout.count()));
+    simple("SET client_encoding = 'UTF8'");
+  }
+
+  bool pop_savepoint(std::string_view name) {
+    for (auto it = savepoints_.rbegin(); it != savepoints_.rend(); ++it) {
+      if (it->name == name) {
+        const bool began = it->began_transaction;
+        savepoints_.erase(std::next(it).base());
+        return began;
+      }
+    }
+    return false;
+  }
+
+  // A connection that the server or the network dropped is reset before the next statement:
+  // the prepared statements went with it, and are prepared again on first use.
+  void reconnect_if_lost() {
+    if (PQstatus(connection_) == CONNECTION_OK) return;
+    PQreset(connection_);
+    prepared_.clear();
+    savepoints_.clear();
+    if (PQstatus(connection_) != CONNECTION_OK) {
+      throw Error(ErrorCode::busy,
+                  fmt::format("the connection to the PostgreSQL server is lost and cannot be "
+                              "made again ({}): retry when the server is back",
+                              without_newline(PQerrorMessage(connection_))));
+    }
+    configure();
+  }
+
+  const std::string& prepared_request(Operation operation, Algorithm algorithm) {
+    const auto key = std::make_pair(static_cast<int>(operation), static_cast<int>(algorithm));
+    auto found = prepared_.find(key);
+    if (found != prepared_.end()) return found->second;
+    const std::string name =
+        fmt::format("quota_{}_{}", operation_name(operation), to_string(algorithm));
+    const std::array<unsigned, 4> types = {kTextOid, kTextOid, kInt8Oid, kInt8Oid};
+    Result result(PQprepare(connection_, name.c_str(),
+                            statement(kPostgresql, operation, algorithm).c_str(), 4,
+                            types.data()));
+    check(result.get());
+    return prepared_.emplace(key, name).first->second;
+  }
+
+  Result exec_params(const std::string& sql, const std::vector<Value>& parameters) {
+    std::vector<std::string> texts(parameters.size());
+    std::vector<const char*> values(parameters.size(), nullptr);
+    std::vector<unsigned> types(parameters.size(), 0);
+    for (std::size_t i = 0; i < parameters.size(); ++i) {
+      if (const auto* integer = std::get_if<std::int64_t>(&parameters[i])) {
+        texts[i] = std::to_string(*integer);
+        types[i] = kInt8Oid;
+        values[i] = texts[i].c_str();
+      } else if (const auto* text = std::get_if<std::string>(&parameters[i])) {
+        types[i] = kTextOid;
+        values[i] = text->c_str();
+      }
+    }
+    const std::string text = numbered_parameters(sql);
+    Result result(PQexecParams(connection_, text.c_str(), static_cast<int>(parameters.size()),
+                               types.data(), values.data(), nullptr, nullptr, 0));
+    check(result.get());
+    return result;
+  }
+
+  void simple(const std::string& sql) {
+    Result result(PQexec(connection_, sql.c_str()));
+    check(result.get());
+  }
+
+  static std::vector<Row> rows_of(PGresult* result) {
+    std::vector<Row> rows;
+    const int count = PQntuples(result);
+    const int columns = PQnfields(result);
+    rows.reserve(static_cast<std::size_t>(count));
+    for (int r = 0; r < count; ++r) {
+      Row row;
+      row.reserve(static_cast<std::size_t>(columns));
+      for (int c = 0; c < columns; ++c) {
+        if (PQgetisnull(result, r, c)) {
+          row.emplace_back(std::monostate{});
+          continue;
+        }
+        const char* text = PQgetvalue(result, r, c);
+        const unsigned type = PQftype(result, c);
+        if (type == kBoolOid) {
+          row.emplace_back(std::int64_t{text[0] == 't' ? 1 : 0});
+        } else if (type == kInt8Oid || type == 23 /* int4 */ || type == 21 /* int2 */) {
+          std::int64_t value = 0;
+          std::from_chars(text, text + PQgetlength(result, r, c), value);
+          row.emplace_back(value);
+        } else {
+          row.emplace_back(std::string(text, static_cast<std::size_t>(PQgetlength(result, r, c))));
+        }
+      }
+      rows.push_back(std::move(row));
+    }
+    return rows;
+  }
+
+  // Turns a failed result into quota::Error, by its SQLSTATE.
+  void check(PGresult* result) const {
+    const ExecStatusType status = result ? PQresultStatus(result) : PGRES_FATAL_ERROR;
+    if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return;
+    const char* state_field = result ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
+    const std::string state = state_field ? state_field : "";
+    const std::string message = without_newline(result ? PQresultErrorMessage(result)
+                                                       : PQerrorMessage(connection_));
+    throw translate(state, message);
+  }
+
+  Error translate(const std::string& state, const std::string& message) const {
+    const std::string what = fmt::format("{} [SQLSTATE {}]", message, state);
+    if (message.find("unknown limit") != std::string::npos) {
+      return Error(ErrorCode::unknown_limit, "unknown limit: " + what);
+    }
+    const std::string_view klass = std::string_view(state).substr(0, 2);
+    if (state.empty() || klass == "08" || klass == "57" || PQstatus(connection_) != CONNECTION_OK) {
+      return Error(ErrorCode::busy,
+                   fmt::format("the PostgreSQL server could not be reached or ended the "
+                               "connection ({}): retry; the next call connects again",
+                               message.empty() ? "no answer" : message));
+    }
+    if (state == "55P03" || state == "40001" || state == "40P01") {
+      return Error(ErrorCode::busy,
+                   fmt::format("a row stayed locked by another transaction for longer than the "
+                               "busy timeout ({} ms) ({}): retry later or raise the timeout",
+                               settings_.busy_timeout.count(), what));
+    }
+    if (klass == "23" || klass == "22") {
+      return Error(ErrorCode::invalid_argument,
+                   "the database refused a value (" + what + "): check the arguments");
+    }
+    if (state == "42P01" || state == "42883") {
+      return Error(ErrorCode::not_migrated,
+                   "the database has no quota schema, or an older one (" + what +
+                       "): run `quotactl migrate --db URI`");
+    }
+    if (state == "42501") {
+      return Error(ErrorCode::io, "the database role lacks a privilege (" + what +
+                                      "): grant it, or use a role that has it "
+                                      "(docs/sharing-limits-across-hosts.md)");
+    }
+    if (klass == "53") {
+      return Error(ErrorCode::io, "the server is out of a resource (" + what +
+                                      "): free disk or memory on the server, then retry");
+    }
+    return Error(ErrorCode::io, "database error: " + what);
+  }
+
+  PGconn* connection_;
+  bool owned_;
+  PostgresqlSettings settings_;
+  std::map<std::pair<int, int>, std::string> prepared_;
+  std::vector<Savepoint> savepoints_;
+  bool nested_exclusive_ = false;
+};
+
+}  // namespace
+
+namespace {
+
+// `message` without the password of `uri`, wherever libpq might have echoed it.
+std::string scrubbed(std::string message, const std::string& uri) {
+  char* error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(uri.c_str(), &error);
+  if (error) PQfreemem(error);
+  if (!options) return message;
+  for (PQconninfoOption* option = options; option->keyword; ++option) {
+    if (std::string_view(option->keyword) != "password" || !option->val || !*option->val) {
+      continue;
+    }
+    const std::string password = option->val;
+    for (std::size_t found = message.find(password); found != std::string::npos;
+         found = message.find(password, found + 3)) {
+      message.replace(found, password.size(), "***");
+    }
+  }
+  PQconninfoFree(options);
+  return message;
+}
+
+}  // namespace
+
+std::unique_ptr<Store> open_postgresql(const std::string& uri, PostgresqlSettings settings) {
+  std::unique_ptr<PGconn, FinishConnection> connection(PQconnectdb(uri.c_str()));
+  if (!connection || PQstatus(connection.get()) != CONNECTION_OK) {
+    const std::string reason =
+        connection ? scrubbed(without_newline(PQerrorMessage(connection.get())), uri)
+                   : "out of memory";
+    throw Error(ErrorCode::io,
+                fmt::format("cannot connect to PostgreSQL at {} ({}): check that the server "
+                            "runs, and the URI's host, port, database, user and password",
+                            mask_password(uri), reason));
+  }
+  return std::make_unique<PostgresqlStore>(connection.release(), true, settings);
+}
+
+std::unique_ptr<Store> postgresql_on_connection(PGconn* connection, PostgresqlSettings settings) {
+  if (!connection || PQstatus(connection) != CONNECTION_OK) {
+    throw Error(ErrorCode::invalid_argument,
+                "the PostgreSQL connection given to the engine is not open: connect it first");
+  }
+  return std::make_unique<PostgresqlStore>(connection, false, settings);
+}
+
+}  // namespace quota::detail

@@ -1,0 +1,36 @@
+// The PostgreSQL store: the engine's statements run on a server through libpq.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "store.h"
+
+typedef struct pg_conn PGconn;
+
+namespace quota::detail {
+
+// Whether `location` is a PostgreSQL connection URI (postgresql://… or postgres://…).
+bool is_postgresql_uri(std::string_view location);
+
+// `uri` with its password, if any, replaced by "***" (in the user-info part and in a
+// `password=` parameter), for every message that names the database.
+std::string mask_password(std::string_view uri);
+
+struct PostgresqlSettings {
+  // How long a statement waits for a row lock held by another transaction (lock_timeout)
+  // before the store reports ErrorCode::busy.
+  std::chrono::milliseconds busy_timeout{5000};
+};
+
+// Connects to `uri` and returns its store. Throws Error (io) when the server cannot be
+// reached or refuses the connection; the message never contains the password.
+std::unique_ptr<Store> open_postgresql(const std::string& uri, PostgresqlSettings settings);
+
+// A store on the application's own connection, which must outlive it: its statements take
+// part in whatever transaction the application has open on it.
+std::unique_ptr<Store> postgresql_on_connection(PGconn* connection, PostgresqlSettings settings);
+
+}  // namespace quota::detail

@@ -1,0 +1,334 @@
+// The SQLite store: the engine's statements on a SQLite connection, through SQLite's C API
+// on the hot path (SQLiteCpp cannot bind text with an explicit length without copying it).
+#include "sqlite/sqlite_store.h"
+
+#include <SQLiteCpp/Database.h>
+#include <SQLiteCpp/Statement.h>
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+#include <map>
+#include <thread>
+
+#include "busy.h"
+#include "checkpoint.h"
+
+namespace quota::detail {
+
+Error translate_sqlite(const SQLite::Exception& error, std::chrono::milliseconds busy_timeout) {
+  const std::string what = error.what();
+  if (what.find("unknown limit") != std::string::npos) {
+    return Error(ErrorCode::unknown_limit, "unknown limit: " + what);
+  }
+  switch (error.getErrorCode() & 0xFF) {
+    case SQLITE_BUSY:
+      if (error.getExtendedErrorCode() == SQLITE_BUSY_SNAPSHOT) {
+        return TransactionConflict(
+            ErrorCode::busy,
+            "another connection wrote to the database after this transaction first read "
+            "it, so the transaction cannot write (SQLITE_BUSY_SNAPSHOT): roll it back "
+            "and run it again; a transaction that consumes should begin with BEGIN "
+            "IMMEDIATE");
+      }
+      [[fallthrough]];
+    case SQLITE_LOCKED:
+      return Error(ErrorCode::busy,
+                   fmt::format("the database stayed locked by another connection for longer than "
+                               "the busy timeout ({} ms): retry later or raise the timeout",
+                               busy_timeout.count()));
+    case SQLITE_NOTADB:
+      return Error(ErrorCode::not_a_database,
+                   "the file is not a SQLite database (" + what +
+                       "): point quota at a quota database or a new path");
+    case SQLITE_CONSTRAINT:
+      return Error(ErrorCode::invalid_argument,
+                   "the database refused a value (" + what + "): check the arguments");
+    case SQLITE_CORRUPT:
+      return Error(ErrorCode::io,
+                   "the database file is corrupt (" + what + "): restore it from a backup");
+    case SQLITE_READONLY:
+      return Error(ErrorCode::io,
+                   "the database cannot be written (" + what +
+                       "): check the permissions of the file and of its folder (WAL mode keeps "
+                       "-wal and -shm files beside it)");
+    case SQLITE_FULL:
+      return Error(ErrorCode::io, "the disk is full (" + what + "): free space and retry");
+    case SQLITE_CANTOPEN:
+      return Error(ErrorCode::io, "a file of the database cannot be opened (" + what +
+                                      "): check that the file and its folder exist and can be "
+                                      "written (WAL mode keeps -wal and -shm files beside it)");
+    case SQLITE_IOERR:
+      return Error(ErrorCode::io, "the disk failed to read or write the database (" + what +
+                                      "): check the disk and its free space, then retry");
+    default:
+      return Error(ErrorCode::io, "database error: " + what);
+  }
+}
+
+namespace {
+
+// A prepared request statement with its parameter positions looked up once.
+struct Prepared {
+  Prepared(sqlite3* db, const std::string& sql) {
+    sqlite3_stmt* raw = nullptr;
+    const int status =
+        sqlite3_prepare_v3(db, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &raw, nullptr);
+    if (status != SQLITE_OK) throw SQLite::Exception(db, status);
+    statement.reset(raw);
+    limit = sqlite3_bind_parameter_index(raw, ":limit");
+    owner = sqlite3_bind_parameter_index(raw, ":owner");
+    cost = sqlite3_bind_parameter_index(raw, ":cost");
+    now = sqlite3_bind_parameter_index(raw, ":now");
+  }
+
+  struct Finalize {
+    void operator()(sqlite3_stmt* statement) const { sqlite3_finalize(statement); }
+  };
+  std::unique_ptr<sqlite3_stmt, Finalize> statement;
+  int limit = 0, owner = 0, cost = 0, now = 0;
+};
+
+void bind_text(sqlite3_stmt* statement, int index, std::string_view text) {
+  if (index == 0) return;
+  sqlite3_bind_text(statement, index, text.data(), static_cast<int>(text.size()), SQLITE_STATIC);
+}
+
+void bind_integer(sqlite3_stmt* statement, int index, std::int64_t value) {
+  if (index == 0) return;
+  sqlite3_bind_int64(statement, index, value);
+}
+
+Row read_row(sqlite3_stmt* row) {
+  Row values;
+  const int columns = sqlite3_column_count(row);
+  values.reserve(static_cast<std::size_t>(columns));
+  for (int c = 0; c < columns; ++c) {
+    switch (sqlite3_column_type(row, c)) {
+      case SQLITE_NULL:
+        values.emplace_back(std::monostate{});
+        break;
+      case SQLITE_INTEGER:
+      case SQLITE_FLOAT:
+        values.emplace_back(static_cast<std::int64_t>(sqlite3_column_int64(row, c)));
+        break;
+      default: {
+        const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(row, c));
+        values.emplace_back(std::string(text ? text : "",
+                                        static_cast<std::size_t>(sqlite3_column_bytes(row, c))));
+      }
+    }
+  }
+  return values;
+}
+
+class SqliteStore final : public Store {
+ public:
+  SqliteStore(std::unique_ptr<SQLite::Database> owned, SQLite::Database& database,
+              SqliteSettings settings)
+      : owned_(std::move(owned)), db_(database), settings_(settings), busy_(settings.busy_timeout) {
+    if (settings_.install_busy_handler) busy_.install(db_.getHandle());
+  }
+
+  const Dialect& dialect() const override { return kSqlite; }
+
+  std::optional<Row> run(Operation operation, Algorithm algorithm,
+                         const Request4& request) override {
+    return guarded([&]() -> std::optional<Row> {
+      Prepared& prepared = statement(operation, algorithm);
+      sqlite3_stmt* raw = prepared.statement.get();
+      // The bindings stay in place after the reset: every call binds all four parameters
+      // before it steps, so the text they point to is never read again. Clearing them
+      // (sqlite3_clear_bindings) expires a statement whose plan SQLite made with a bound
+      // value in view, and SQLite 3.54 does that for every `column = :parameter` of the check
+      // statements, so each check would be prepared again (about 70 times its cost).
+      bind_text(raw, prepared.limit, request.limit);
+      bind_text(raw, prepared.owner, request.owner);
+      bind_integer(raw, prepared.cost, request.cost);
+      bind_integer(raw, prepared.now, request.now);
+      // The answer is read from the first row, but it stands only once the statement is
+      // done: a write (and, outside a transaction, its commit) that fails at the end, on a
+      // full disk say, fails the call.
+      int status = sqlite3_step(raw);
+      std::optional<Row> row;
+      if (status == SQLITE_ROW) {
+        row = read_row(raw);
+        while ((status = sqlite3_step(raw)) == SQLITE_ROW) {
+        }
+      }
+      const int reset_status = sqlite3_reset(raw);
+      if (status != SQLITE_DONE || reset_status != SQLITE_OK) {
+        throw SQLite::Exception(db_.getHandle(),
+                                reset_status != SQLITE_OK ? reset_status : status);
+      }
+      return row;
+    });
+  }
+
+  std::vector<Row> query(const std::string& sql, const std::vector<Value>& parameters) override {
+    return guarded([&] {
+      std::vector<Row> rows;
+      step_all(sql, parameters, &rows);
+      return rows;
+    });
+  }
+
+  std::int64_t execute(const std::string& sql, const std::vector<Value>& parameters) override {
+    return guarded([&] {
+      step_all(sql, parameters, nullptr);
+      return static_cast<std::int64_t>(sqlite3_changes(db_.getHandle()));
+    });
+  }
+
+  void savepoint(std::string_view name) override {
+    exec(fmt::format("SAVEPOINT {}", name));
+  }
+  void rollback_to(std::string_view name) override {
+    exec(fmt::format("ROLLBACK TO {}", name));
+  }
+  void release(std::string_view name) override { exec(fmt::format("RELEASE {}", name)); }
+  void abandon(std::string_view name) noexcept override {
+    // If even the rollback fails, the connection reports it at the next statement.
+    const std::string sql = fmt::format("ROLLBACK TO {0}; RELEASE {0}", name);
+    sqlite3_exec(db_.getHandle(), sql.c_str(), nullptr, nullptr, nullptr);
+  }
+
+  void retry_while_busy(const std::function<void()>& step) override {
+    // Openers of a new file meet while it is still in rollback-journal mode: one switching
+    // it to WAL or migrating while another holds a read lock. SQLite then answers
+    // SQLITE_BUSY at once, without calling the busy handler, to avoid a deadlock. Every step
+    // of the opening is safe to run again (migrations re-check inside their write
+    // transaction), so on its own connection the engine starts over, until the busy timeout
+    // has passed.
+    const auto deadline = std::chrono::steady_clock::now() + settings_.busy_timeout;
+    for (int attempt = 0;; ++attempt) {
+      try {
+        step();
+        return;
+      } catch (const Error& error) {
+        const bool retry = owned_ && error.code() == ErrorCode::busy && !in_transaction() &&
+                           std::chrono::steady_clock::now() < deadline;
+        if (!retry) throw;
+        std::this_thread::sleep_for(BusyHandler::pause(BusyHandler::kYields + attempt));
+      }
+    }
+  }
+
+  void probe() override {
+    // A file that is not a database fails here, unchanged.
+    exec("SELECT count(*) FROM sqlite_schema");
+  }
+
+  void prepare_for_writing() override {
+    if (!settings_.file) return;
+    exec("PRAGMA journal_mode = WAL");
+    exec(settings_.synchronous_full ? "PRAGMA synchronous = FULL"
+                                    : "PRAGMA synchronous = NORMAL");
+  }
+
+  void started() override {
+    if (settings_.restart_checkpoint) install_checkpoint(db_.getHandle());
+  }
+
+  bool in_transaction() override { return sqlite3_get_autocommit(db_.getHandle()) == 0; }
+
+  bool has_table(std::string_view name) override {
+    return guarded([&] { return db_.tableExists(std::string(name)); });
+  }
+
+  void begin_exclusive(Exclusive) override {
+    // BEGIN IMMEDIATE takes the write lock from the start, so that the busy handler waits
+    // for it; inside the application's transaction it is a savepoint of that.
+    nested_exclusive_ = in_transaction();
+    exec(nested_exclusive_ ? "SAVEPOINT quota_exclusive" : "BEGIN IMMEDIATE");
+  }
+
+  void commit() override { exec(nested_exclusive_ ? "RELEASE quota_exclusive" : "COMMIT"); }
+
+  void rollback() noexcept override {
+    // SQLite may have rolled back already (an I/O error, or the application's transaction).
+    sqlite3_exec(db_.getHandle(),
+                 nested_exclusive_ ? "ROLLBACK TO quota_exclusive; RELEASE quota_exclusive"
+                                   : "ROLLBACK",
+                 nullptr, nullptr, nullptr);
+  }
+
+  void execute_script(const std::string& sql) override { exec(sql); }
+
+ private:
+  template <typename Function>
+  auto guarded(Function&& function) -> decltype(function()) {
+    try {
+      return function();
+    } catch (const SQLite::Exception& error) {
+      throw translate_sqlite(error, settings_.busy_timeout);
+    }
+  }
+
+  void exec(const std::string& sql) {
+    guarded([&] { db_.exec(sql); });
+  }
+
+  // Prepares `sql`, binds ?1, ?2, ... and steps it to its end, keeping the rows in `rows`
+  // (when given). Throws SQLite::Exception.
+  void step_all(const std::string& sql, const std::vector<Value>& parameters,
+                std::vector<Row>* rows) {
+    sqlite3* db = db_.getHandle();
+    sqlite3_stmt* raw = nullptr;
+    int status = sqlite3_prepare_v2(db, sql.c_str(), -1, &raw, nullptr);
+    if (status != SQLITE_OK) throw SQLite::Exception(db, status);
+    const std::unique_ptr<sqlite3_stmt, Prepared::Finalize> statement(raw);
+    for (std::size_t i = 0; i < parameters.size(); ++i) {
+      const int index = static_cast<int>(i) + 1;
+      if (const auto* integer = std::get_if<std::int64_t>(&parameters[i])) {
+        sqlite3_bind_int64(raw, index, *integer);
+      } else if (const auto* text = std::get_if<std::string>(&parameters[i])) {
+        sqlite3_bind_text(raw, index, text->data(), static_cast<int>(text->size()),
+                          SQLITE_STATIC);
+      }
+    }
+    while ((status = sqlite3_step(raw)) == SQLITE_ROW) {
+      if (rows) rows->push_back(read_row(raw));
+    }
+    if (status != SQLITE_DONE) throw SQLite::Exception(db, sqlite3_reset(raw));
+  }
+
+  Prepared& statement(Operation operation, Algorithm algorithm) {
+    auto& slot = prepared_[{operation, algorithm}];
+    if (!slot) {
+      slot = std::make_unique<Prepared>(db_.getHandle(), detail::statement(operation, algorithm));
+    }
+    return *slot;
+  }
+
+  std::unique_ptr<SQLite::Database> owned_;
+  SQLite::Database& db_;
+  SqliteSettings settings_;
+  BusyHandler busy_;
+  std::map<std::pair<Operation, Algorithm>, std::unique_ptr<Prepared>> prepared_;
+  // Whether the exclusive transaction in progress is a savepoint of an open transaction.
+  bool nested_exclusive_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> open_sqlite(const std::string& path, bool create, SqliteSettings settings) {
+  std::unique_ptr<SQLite::Database> database;
+  try {
+    const int flags =
+        SQLite::OPEN_READWRITE | (create ? SQLite::OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX;
+    database = std::make_unique<SQLite::Database>(path, flags);
+  } catch (const SQLite::Exception& error) {
+    throw Error(ErrorCode::io, fmt::format("cannot open database '{}' ({}): check the path and "
+                                           "its permissions",
+                                           path, error.what()));
+  }
+  SQLite::Database& db = *database;
+  return std::make_unique<SqliteStore>(std::move(database), db, settings);
+}
+
+std::unique_ptr<Store> sqlite_on_connection(SQLite::Database& database, SqliteSettings settings) {
+  settings.file = false;
+  return std::make_unique<SqliteStore>(nullptr, database, settings);
+}
+
+}  // namespace quota::detail

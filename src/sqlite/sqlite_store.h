@@ -1,0 +1,42 @@
+// The SQLite store: a database file (or ":memory:") the engine opens, or the application's
+// own connection.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "store.h"
+
+namespace SQLite {
+class Database;
+class Exception;
+}  // namespace SQLite
+
+namespace quota::detail {
+
+struct SqliteSettings {
+  std::chrono::milliseconds busy_timeout{5000};
+  bool synchronous_full = false;
+  bool restart_checkpoint = true;
+  // Whether the engine opened the connection itself: only then does it set the journal mode
+  // and synchronous, and start the opening over when SQLite answers busy without waiting.
+  bool file = false;
+  // Install the engine's busy handler on the connection. Off for a connection that quotactl
+  // or a migration check only borrows, with a timeout of its own.
+  bool install_busy_handler = true;
+};
+
+// Opens `path` (created when `create`), installs the busy handler. Throws Error (io) when
+// the file cannot be opened.
+std::unique_ptr<Store> open_sqlite(const std::string& path, bool create, SqliteSettings settings);
+
+// A store on a connection the caller keeps open for as long as the store lives (the
+// application's, with Engine(SQLite::Database&), or quotactl's). `install` puts the busy
+// handler (and the checkpoint, when settings ask for it) on it.
+std::unique_ptr<Store> sqlite_on_connection(SQLite::Database& database, SqliteSettings settings);
+
+// SQLite's failures as the library's one error type, with what to do about them.
+Error translate_sqlite(const SQLite::Exception& error, std::chrono::milliseconds busy_timeout);
+
+}  // namespace quota::detail
