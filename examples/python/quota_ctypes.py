@@ -353,7 +353,11 @@ def main():
     parser.add_argument("--db", help="database file (default: a fresh one, removed at the end)")
     parser.add_argument("--check", action="store_true", help="verify the demo's answers")
     arguments = parser.parse_args()
-    load(arguments.library)
+    try:
+        load(arguments.library)
+    except OSError as error:
+        print(f"quota_ctypes: {error}", file=sys.stderr)
+        return 2
     if arguments.db:
         return demo(arguments.db, arguments.check)
     with tempfile.TemporaryDirectory(prefix="quota-demo-") as folder:

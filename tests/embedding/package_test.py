@@ -20,6 +20,7 @@ compiled and linked with those flags (for the README's shell commands, through `
 wrappers put first in PATH).
 """
 import argparse
+import ctypes.util
 import glob
 import os
 import re
@@ -258,6 +259,19 @@ def step_python_readme(args, work, files):
     check_installed(os.path.join(work, "prefix"), quotactl=True)
     library = check_shared_twin(args, os.path.join(work, "prefix"))
     print(run(guide["demo.sh"], cwd=work, capture=True), end="")
+    # Given the static library, or nothing at all, the binding says what to give instead.
+    demo = os.path.join(args.source, "examples", "python", "quota_ctypes.py")
+    bare = {name: value for name, value in os.environ.items() if name != "QUOTA_LIBRARY"}
+    cases = [(["--library", find_one(f"{work}/prefix/lib*/libquota.a")], "not libquota.a"),
+             (["--library", os.path.join(work, "missing.so")], "not libquota.a")]
+    if not ctypes.util.find_library("quota"):  # else this machine has one installed
+        cases.append(([], "pass --library or set QUOTA_LIBRARY"))
+    for library_arguments, wanted in cases:
+        refused = subprocess.run([sys.executable, demo] + library_arguments, env=bare,
+                                 capture_output=True, text=True)
+        if refused.returncode != 2 or wanted not in refused.stderr:
+            raise Failure(f"quota_ctypes.py {library_arguments} exited {refused.returncode} "
+                          f"with {refused.stderr!r}, not 2 with {wanted!r}")
     output = run(guide["app.sh"], cwd=work, capture=True)
     if output != guide["app.py.out"]:
         raise Failure(f"app.py printed\n{output}\ninstead of examples/python/README.md's "
