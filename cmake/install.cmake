@@ -7,7 +7,7 @@
 #                                           its runtime files only, so -lquota stays static
 #   bin/quotactl                            the command line (when built)
 #   share/quota/migrations/*.sql            the migrations the library embeds, for reading
-#   share/quota/schema.sql                  the current schema, with prose on every column
+#   share/quota/schema.sql                  the current schema (tools/schema.sh writes it)
 #   lib/cmake/quota/                        quotaConfig.cmake & co: quota::quota, quota::quotactl
 #   lib/pkgconfig/quota.pc                  for pkg-config
 include(GNUInstallDirs)
