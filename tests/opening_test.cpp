@@ -2,6 +2,7 @@
 // transaction a killed process left unfinished in rollback-journal mode (a hot journal) is
 // rolled back by the next open, by quotactl and the library alike; and processes opening a
 // new file at once all wait each other out within the busy timeout (docs/guarantees.md).
+#include <SQLiteCpp/Exception.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -17,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "busy.h"
 #include "cli.h"
 #include "migrations.h"
 #include "support.h"
@@ -77,7 +79,10 @@ class Starters {
     go_ = ends[1];
   }
   ~Starters() {
-    if (go_ >= 0) close(go_);
+    if (go_ >= 0) {  // never released (a failed REQUIRE): the children are not to run
+      for (const int pid : pids_) kill(pid, SIGKILL);
+      close(go_);
+    }
     for (const int pid : pids_) wait_child(pid);
   }
   Starters(const Starters&) = delete;
@@ -338,6 +343,8 @@ TEST_CASE("eight quotactl migrate started together on a new file all succeed",
 
 TEST_CASE("eight processes opening a new file with the library at once all succeed",
           "[opening][busy][concurrency]") {
+  // The library's side of the same contention, each process on a connection of its own (the
+  // threads of one process: "engines opening a new file at the same time ...").
   TempDir dir;
   const std::string path = dir.file("quota.db");
   constexpr int kRounds = 30;
@@ -425,6 +432,49 @@ TEST_CASE("opening a file locked past the busy timeout says so only once the tim
     CHECK(waited >= kTimeout);
   }
   CHECK(dump(path) == before);
+}
+
+TEST_CASE("wait_out runs a step again while SQLite answers busy, until the timeout has passed",
+          "[opening][busy]") {
+  const detail::BusyHandler busy(std::chrono::milliseconds(200));
+  const SQLite::Exception busy_error("database is locked", SQLITE_BUSY);
+  int runs = 0;
+  SECTION("a step busy a few times, then done, is run until it is done") {
+    busy.wait_out([&] {
+      if (++runs < 5) throw busy_error;
+    });
+    CHECK(runs == 5);
+  }
+  SECTION("a step busy for ever fails with busy once the timeout has passed") {
+    const auto started = Clock::now();
+    CHECK_THROWS_AS(busy.wait_out([&] {
+      ++runs;
+      throw busy_error;
+    }),
+                    SQLite::Exception);
+    CHECK(Clock::now() - started >= std::chrono::milliseconds(200));
+    CHECK(runs > 1);
+  }
+  SECTION("any other failure is thrown at once") {
+    CHECK_THROWS_WITH(busy.wait_out([&] {
+      ++runs;
+      throw SQLite::Exception("disk I/O error", SQLITE_IOERR);
+    }),
+                      "disk I/O error");
+    CHECK(runs == 1);
+  }
+  SECTION("a busy step that leaves the connection inside a transaction is not run again") {
+    RawDb db(":memory:");
+    db.exec("BEGIN");
+    CHECK_THROWS_AS(busy.wait_out(
+                        [&] {
+                          ++runs;
+                          throw busy_error;
+                        },
+                        db.handle()),
+                    SQLite::Exception);
+    CHECK(runs == 1);
+  }
 }
 
 }  // namespace
