@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
-#include <thread>
 
 #include "busy.h"
 #include "checkpoint.h"
 #include "gc.h"
+#include "journal.h"
 #include "migrations.h"
 #include "statements.h"
 
@@ -69,6 +69,9 @@ Error translate(const SQLite::Exception& error, std::chrono::milliseconds busy_t
       return Error(ErrorCode::io,
                    "the database file is corrupt (" + what + "): restore it from a backup");
     case SQLITE_READONLY:
+      if (detail::is_hot_journal(error)) {
+        return Error(ErrorCode::io, detail::hot_journal_message("the database"));
+      }
       return Error(ErrorCode::io,
                    "the database cannot be written (" + what +
                        "): check the permissions of the file and of its folder (WAL mode keeps "
@@ -262,51 +265,40 @@ struct Engine::Impl {
 
   void start(bool file_database) {
     busy.install(db.getHandle());
-    // Openers of a new file meet while it is still in rollback-journal mode: one switching
-    // it to WAL or migrating while another holds a read lock. SQLite then answers SQLITE_BUSY
-    // at once, without calling the busy handler, to avoid a deadlock. Every step below is
-    // safe to run again (migrations re-check inside their write transaction), so on its own
-    // connection the engine starts over, until the busy timeout has passed.
-    const auto deadline = std::chrono::steady_clock::now() + options.busy_timeout;
-    for (int attempt = 0;; ++attempt) {
-      try {
-        start_once(file_database);
-        if (options.restart_checkpoint) detail::install_checkpoint(db.getHandle());
-        return;
-      } catch (const Error& error) {
-        const bool retry = owned && error.code() == ErrorCode::busy &&
-                           sqlite3_get_autocommit(db.getHandle()) != 0 &&
-                           std::chrono::steady_clock::now() < deadline;
-        if (!retry) throw;
-        std::this_thread::sleep_for(
-            detail::BusyHandler::pause(detail::BusyHandler::kYields + attempt));
-      }
-    }
-  }
-
-  void start_once(bool file_database) {
+    // Every step of start_once is safe to run again (migrations re-check inside their write
+    // transaction), so it is waited out as a whole: openers of a new file meet while it is
+    // still in rollback-journal mode, where SQLite answers busy without waiting.
     try {
-      // Reading the header first: a file that is not a database fails here, unchanged.
-      db.exec("SELECT count(*) FROM sqlite_schema");
-      // Every refusal comes before the switch to WAL, which rewrites the file's header: a
-      // database this build will not use is left exactly as it was.
-      const detail::SchemaStatus status = detail::read_schema_status(db);
-      detail::require_usable(status);
-      if (!status.pending.empty() && !options.migrate) {
-        throw Error(ErrorCode::not_migrated,
-                    fmt::format("the database is at schema version {} and needs migrations up "
-                                "to {}: run `quotactl migrate` (or open with migrate enabled)",
-                                status.version, detail::latest_version()));
-      }
-      if (file_database) {
-        db.exec("PRAGMA journal_mode = WAL");
-        db.exec(options.synchronous_full ? "PRAGMA synchronous = FULL"
-                                         : "PRAGMA synchronous = NORMAL");
-      }
-      if (!status.pending.empty()) detail::apply_pending(db, options.clock());
+      busy.wait_out([&] { start_once(file_database); }, db.getHandle());
     } catch (const SQLite::Exception& error) {
       throw translate(error, options.busy_timeout);
     }
+    if (options.restart_checkpoint) detail::install_checkpoint(db.getHandle());
+  }
+
+  // Throws SQLite::Exception for a failure of SQLite, Error for a database it refuses.
+  void start_once(bool file_database) {
+    // Reading the header first: a file that is not a database fails here, unchanged. On a
+    // connection that can write, this read also rolls back a transaction a killed process left
+    // unfinished (a hot journal).
+    db.exec("SELECT count(*) FROM sqlite_schema");
+    // Every refusal comes before the switch to WAL, which rewrites the file's header: a
+    // database this build will not use is left exactly as it was.
+    const detail::SchemaStatus status = detail::read_schema_status(db);
+    detail::require_usable(status);
+    if (!status.pending.empty() && !options.migrate) {
+      throw Error(ErrorCode::not_migrated,
+                  fmt::format("the database is at schema version {} and needs migrations up "
+                              "to {}: run `quotactl migrate` (or open with migrate enabled)",
+                              status.version, detail::latest_version()));
+    }
+    if (file_database) {
+      db.exec("PRAGMA journal_mode = WAL");
+      db.exec(options.synchronous_full ? "PRAGMA synchronous = FULL"
+                                       : "PRAGMA synchronous = NORMAL");
+    }
+    std::vector<int> applied;
+    if (!status.pending.empty()) detail::apply_pending(db, options.clock(), applied);
   }
 
   Prepared& statement(Operation operation, Algorithm algorithm) {

@@ -69,11 +69,10 @@ bool is_applied(SQLite::Database& db, int version) {
 
 }  // namespace
 
-std::vector<int> apply_pending(SQLite::Database& db, std::int64_t now_ms) {
+void apply_pending(SQLite::Database& db, std::int64_t now_ms, std::vector<int>& applied) {
   const SchemaStatus status = read_schema_status(db);
   require_usable(status);
   const bool in_transaction = sqlite3_get_autocommit(db.getHandle()) == 0;
-  std::vector<int> applied;
   for (const Migration* migration : status.pending) {
     // Each migration commits on its own: a crash leaves the previous version intact. The
     // pending list was read before the write lock; another connection may have applied the
@@ -106,7 +105,6 @@ std::vector<int> apply_pending(SQLite::Database& db, std::int64_t now_ms) {
   }
   // What another connection applied meanwhile must match this build as well.
   require_usable(read_schema_status(db));
-  return applied;
 }
 
 }  // namespace quota::detail
