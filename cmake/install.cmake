@@ -3,9 +3,11 @@
 #
 #   include/quota/*.h                       the API (engine.h first; quota.h for C)
 #   lib/libquota.a or libquota.so.X.Y       the library
+#   lib/libquota.so.X.Y (with libquota.a)   the static build's shared twin, for FFIs (ctypes):
+#                                           its runtime files only, so -lquota stays static
 #   bin/quotactl                            the command line (when built)
 #   share/quota/migrations/*.sql            the migrations the library embeds, for reading
-#   share/quota/schema.sql                  the current schema, with prose on every column
+#   share/quota/schema.sql                  the current schema (tools/schema.sh writes it)
 #   lib/cmake/quota/                        quotaConfig.cmake & co: quota::quota, quota::quotactl
 #   lib/pkgconfig/quota.pc                  for pkg-config
 include(GNUInstallDirs)
@@ -21,6 +23,9 @@ install(TARGETS quota EXPORT quota-targets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+if(QUOTA_SHARED_LIBRARY_TARGET STREQUAL "quota_shared")
+  install(TARGETS quota_shared LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} NAMELINK_SKIP)
+endif()
 if(TARGET quotactl)
   install(TARGETS quotactl EXPORT quota-targets RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()

@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 
 #include <chrono>
+#include <functional>
 
 namespace quota::detail {
 
@@ -34,14 +35,33 @@ class BusyHandler {
   // While one is alive, a wait on this thread gives up after `limit` even when the handler's
   // own timeout is longer (the shorter of the two wins). A checkpoint that holds the write
   // lock while it waits for readers uses it, so that other writers are not held up for the
-  // whole busy timeout. Not nested.
+  // whole busy timeout. Nests: the shortest limit alive wins.
   class WaitLimit {
    public:
     explicit WaitLimit(std::chrono::milliseconds limit);
     ~WaitLimit();
     WaitLimit(const WaitLimit&) = delete;
     WaitLimit& operator=(const WaitLimit&) = delete;
+
+   private:
+    std::chrono::milliseconds previous_;
   };
+
+  // Runs `step`, and runs it again while it fails with SQLITE_BUSY or SQLITE_LOCKED, pausing
+  // as a wait does, until the timeout has passed since the first run; then throws the last
+  // failure (SQLite::Exception), so a busy error always means the whole timeout has passed.
+  // SQLite answers busy at once, without calling any busy handler, where waiting could
+  // deadlock or in steps that never wait: the switch to WAL, a read lock that a write needs
+  // to upgrade while another connection writes, reading a schema another connection is
+  // changing. Openers of a new file meet exactly these. Every wait of the handler inside
+  // `step` ends by the same deadline.
+  //
+  // `step` must be safe to run again: it opens its own connection, or it leaves no
+  // transaction open on `db` when it fails. When `db` is given and is inside a transaction
+  // after a failure (the application's own), the failure is thrown at once.
+  //
+  // The one place where the library and quotactl wait out the opening of a file.
+  void wait_out(const std::function<void()>& step, sqlite3* db = nullptr) const;
 
  private:
   static int on_busy(void* timeout_ms, int attempt);

@@ -181,7 +181,8 @@ struct Engine::Impl {
                               status.version, detail::latest_version(*store)));
     }
     store->prepare_for_writing();
-    if (!status.pending.empty()) detail::apply_pending(*store, options.clock());
+    std::vector<int> applied;
+    if (!status.pending.empty()) detail::apply_pending(*store, options.clock(), applied);
   }
 
   // The limit's algorithm, from the cache or the database; nullopt when there is no limit.
@@ -302,15 +303,14 @@ struct Engine::Impl {
   // consume_all: every limit's before_consume first, then every consume in one savepoint;
   // on a denial, everything is rolled back and the deciding limit alone is consumed again,
   // which denies again (same state, same time) and so counts the denial.
-  Decision consume_all(const std::vector<std::string_view>& limits, std::string_view owner,
-                       std::int64_t cost) {
+  Decision consume_all(const std::vector<Charge>& charges, std::int64_t cost) {
     const std::int64_t at = now();
     OperationSavepoint savepoint(*store);
-    for (std::string_view limit : limits) {
-      const Hooks* limit_hooks = hooks_of(limit);
-      const Request request{limit, owner, cost, at};
+    for (const Charge& charge : charges) {
+      const Hooks* limit_hooks = hooks_of(charge.limit);
+      const Request request{charge.limit, charge.owner, cost, at};
       if (limit_hooks && limit_hooks->before_consume && !limit_hooks->before_consume(request)) {
-        Decision decision{std::string(limit), hook_denial(request)};
+        Decision decision{std::string(charge.limit), hook_denial(request)};
         after_decision(*limit_hooks, limit_hooks->after_consume, request, decision.result);
         savepoint.release();
         return decision;
@@ -318,24 +318,25 @@ struct Engine::Impl {
     }
     std::vector<Result> results;
     std::size_t deciding = 0;
-    for (std::size_t i = 0; i < limits.size(); ++i) {
-      results.push_back(run_at(Operation::consume, limits[i], owner, cost, at));
+    for (std::size_t i = 0; i < charges.size(); ++i) {
+      results.push_back(run_at(Operation::consume, charges[i].limit, charges[i].owner, cost, at));
       if (decides_over(results[i], results[deciding])) deciding = i;
     }
     const bool allowed = results[deciding].allowed;
     if (!allowed) {
       savepoint.roll_back();
-      results[deciding] = run_at(Operation::consume, limits[deciding], owner, cost, at);
+      results[deciding] =
+          run_at(Operation::consume, charges[deciding].limit, charges[deciding].owner, cost, at);
     }
-    for (std::size_t i = 0; i < limits.size(); ++i) {
+    for (std::size_t i = 0; i < charges.size(); ++i) {
       if (!allowed && i != deciding) continue;
-      if (const Hooks* limit_hooks = hooks_of(limits[i])) {
-        after_decision(*limit_hooks, limit_hooks->after_consume, {limits[i], owner, cost, at},
-                       results[i]);
+      if (const Hooks* limit_hooks = hooks_of(charges[i].limit)) {
+        after_decision(*limit_hooks, limit_hooks->after_consume,
+                       {charges[i].limit, charges[i].owner, cost, at}, results[i]);
       }
     }
     savepoint.release();
-    return {std::string(limits[deciding]), results[deciding]};
+    return {std::string(charges[deciding].limit), results[deciding]};
   }
 };
 
@@ -464,20 +465,29 @@ Result Engine::refund(std::string_view limit, std::string_view owner, std::int64
 
 Decision Engine::consume_all(const std::vector<std::string_view>& limits, std::string_view owner,
                              std::int64_t cost) {
-  if (limits.empty()) {
+  std::vector<Charge> charges;
+  charges.reserve(limits.size());
+  for (std::string_view limit : limits) charges.push_back({limit, owner});
+  return consume_all(charges, cost);
+}
+
+Decision Engine::consume_all(const std::vector<Charge>& charges, std::int64_t cost) {
+  if (charges.empty()) {
     throw Error(ErrorCode::invalid_argument, "consume_all needs at least one limit: name them");
   }
-  for (std::size_t i = 0; i < limits.size(); ++i) {
-    validate_limit_name(limits[i]);
-    if (std::find(limits.begin(), limits.begin() + static_cast<std::ptrdiff_t>(i), limits[i]) !=
-        limits.begin() + static_cast<std::ptrdiff_t>(i)) {
+  for (std::size_t i = 0; i < charges.size(); ++i) {
+    validate_limit_name(charges[i].limit);
+    const auto named_before = charges.begin() + static_cast<std::ptrdiff_t>(i);
+    if (std::find_if(charges.begin(), named_before, [&](const Charge& earlier) {
+          return earlier.limit == charges[i].limit;
+        }) != named_before) {
       throw Error(ErrorCode::invalid_argument,
-                  fmt::format("limit '{}' is named twice: name each limit once", limits[i]));
+                  fmt::format("limit '{}' is named twice: name each limit once", charges[i].limit));
     }
+    validate_owner(charges[i].owner);
   }
-  validate_owner(owner);
   validate_cost(cost);
-  return impl_->guarded([&] { return impl_->consume_all(limits, owner, cost); });
+  return impl_->guarded([&] { return impl_->consume_all(charges, cost); });
 }
 
 void Engine::set_hooks(std::string_view limit, Hooks hooks) {

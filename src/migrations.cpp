@@ -99,10 +99,9 @@ bool is_applied(Store& store, int version) {
 
 }  // namespace
 
-std::vector<int> apply_pending(Store& store, std::int64_t now_ms) {
+void apply_pending(Store& store, std::int64_t now_ms, std::vector<int>& applied) {
   const SchemaStatus status = read_schema_status(store);
   require_usable(status);
-  std::vector<int> applied;
   for (const Migration* migration : status.pending) {
     // Each migration commits on its own: a crash leaves the previous version intact. The
     // pending list was read before the write lock; another connection may have applied the
@@ -128,11 +127,10 @@ std::vector<int> apply_pending(Store& store, std::int64_t now_ms) {
   }
   // What another connection applied meanwhile must match this build as well.
   require_usable(read_schema_status(store));
-  return applied;
 }
 
-std::vector<int> apply_pending(SQLite::Database& db, std::int64_t now_ms) {
-  return apply_pending(*bare_store(db), now_ms);
+void apply_pending(SQLite::Database& db, std::int64_t now_ms, std::vector<int>& applied) {
+  apply_pending(*bare_store(db), now_ms, applied);
 }
 
 }  // namespace quota::detail

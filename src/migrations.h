@@ -54,8 +54,10 @@ SchemaStatus read_schema_status(SQLite::Database& db);
 void require_usable(const SchemaStatus& status);
 
 // Applies every pending migration, each in its own IMMEDIATE transaction (or savepoint,
-// when the connection is already inside a transaction). Returns the versions applied.
-std::vector<int> apply_pending(Store& store, std::int64_t now_ms);
-std::vector<int> apply_pending(SQLite::Database& db, std::int64_t now_ms);
+// when the connection is already inside a transaction).
+// Appends each version to `applied` as it commits, so that a caller who runs it again after
+// a failure knows every version it applied.
+void apply_pending(Store& store, std::int64_t now_ms, std::vector<int>& applied);
+void apply_pending(SQLite::Database& db, std::int64_t now_ms, std::vector<int>& applied);
 
 }  // namespace quota::detail

@@ -382,6 +382,47 @@ TEST_CASE("consume_all: all or nothing, deciding limit, longest wait", "[policy]
   }
 }
 
+TEST_CASE("consume_all with an owner per limit: all or nothing across owners",
+          "[policy][consume_all]") {
+  Fixture f;
+  f.engine.define(make_limit("per_ip", Algorithm::sliding_log, 3, 60'000));
+  f.engine.define(make_limit("per_key", Algorithm::fixed_window, 1, 60'000));
+  const std::vector<Charge> alice{{"per_ip", "10.0.0.1"}, {"per_key", "key:alice"}};
+
+  const Decision first = f.engine.consume_all(alice);
+  CHECK(first.result.allowed);
+  CHECK(first.limit == "per_key");  // the fewest units left: 0
+  CHECK(f.engine.check("per_ip", "10.0.0.1").remaining == 2);
+
+  // per_key is full: the address is not charged, and only per_key counts the denial.
+  const std::string before = dump(f.path);
+  const Decision denied = f.engine.consume_all(alice);
+  CHECK_FALSE(denied.result.allowed);
+  CHECK(denied.limit == "per_key");
+  CHECK(denied.result.denied == 1);
+  CHECK(f.engine.check("per_ip", "10.0.0.1").remaining == 2);
+  CHECK(f.engine.owner_usage("per_ip", "10.0.0.1").denied == 0);
+  CHECK(f.engine.owner_usage("per_key", "key:alice").denied == 1);
+  CHECK(dump(f.path) != before);  // the denial itself is counted
+
+  // Another key from the same address is decided on its own key and the shared address.
+  const Decision bob = f.engine.consume_all({{"per_ip", "10.0.0.1"}, {"per_key", "key:bob"}}, 2);
+  CHECK_FALSE(bob.result.allowed);
+  CHECK(bob.limit == "per_key");
+  CHECK(bob.result.reason == Reason::cost_exceeds_capacity);
+  CHECK(f.engine.check("per_ip", "10.0.0.1").remaining == 2);
+
+  SECTION("bad lists are refused and change nothing") {
+    const std::string state = dump(f.path);
+    CHECK_THROWS_AS(f.engine.consume_all(std::vector<Charge>{}), Error);
+    CHECK_THROWS_AS(f.engine.consume_all({{"per_ip", "a"}, {"per_ip", "b"}}), Error);
+    CHECK_THROWS_AS(f.engine.consume_all({{"per_ip", "a"}, {"per_key", ""}}), Error);
+    CHECK_THROWS_AS(f.engine.consume_all({{"per_ip", "a"}, {"nope", "a"}}), Error);
+    CHECK_THROWS_AS(f.engine.consume_all(alice, 0), Error);
+    CHECK(dump(f.path) == state);
+  }
+}
+
 TEST_CASE("hooks run in order and a throwing hook rolls the operation back", "[policy][hooks]") {
   Fixture f;
   f.engine.define(make_limit("send", Algorithm::sliding_log, 2, 1000));

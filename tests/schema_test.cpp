@@ -1,4 +1,6 @@
 // schema/schema.sql is the complete current schema: migrating an empty database yields it.
+// tools/schema.sh generates the file (the CTest test schema_sql_up_to_date checks that it is
+// what the script writes); these cases check it against the library's own migration.
 #include <catch2/catch.hpp>
 
 #include "migrations.h"

@@ -5,8 +5,15 @@
 // Each client address may make --per-ip requests (default 10) and each API key (the
 // X-API-Key header; requests without one are limited per address only) --per-key requests
 // (default 5) in any --window seconds (default 60), exactly: both limits are sliding logs.
-// A request within both limits is served (GET / answers a small JSON document); one over
-// either is answered 429 Too Many Requests with Retry-After. Every answer carries the header
+// Both limits are decided at once (Engine::consume_all with an owner per limit): a request
+// within both is served (GET / answers a small JSON document) and uses a unit of each; one
+// over either is answered 429 Too Many Requests with Retry-After and uses nothing, so a
+// client whose key is exhausted does not also eat into its address's allowance.
+//
+// The keys themselves are never stored: each key's owner is "key:" and the first 16 hex
+// digits of its SHA-256 (sha256.h), so quota_usage, `quotactl usage` and the file show
+// digests, not secrets. An operator finds a key's row with the same digest, e.g.
+// `printf %s "$KEY" | sha256sum | cut -c1-16`. Every answer carries the header
 // fields of the IETF HTTP API working group's draft "RateLimit header fields for HTTP"
 // (draft-ietf-httpapi-ratelimit-headers, the structured-field syntax of revisions 08 and
 // later, checked against -10):
@@ -34,6 +41,8 @@
 #include <thread>
 #include <vector>
 
+#include "sha256.h"
+
 namespace {
 
 struct Settings {
@@ -55,6 +64,7 @@ struct Verdict {
   std::string policy;  // the limit's name, which is also the policy's name in the fields
   std::int64_t quota;
   quota::Result result;
+  bool deciding;  // the limit whose answer is the request's
 };
 
 class Gateway {
@@ -67,15 +77,28 @@ class Gateway {
         {kPerKey, quota::Algorithm::sliding_log, settings.per_key, window, std::nullopt});
   }
 
-  // Charges the request to its address, then to its API key. Two consumes, so a request that
-  // the key's limit refuses has still used a unit of the address's limit. Engine::consume_all
-  // (docs/concepts.md) will make both one atomic decision in which a denial changes
-  // neither limit; this is the place to switch to it.
+  // Charges the request to its address and, with a key, to the key's digest, in one atomic
+  // decision: allowed only if both limits allow; if one denies, neither is charged and only
+  // the denying limit counts the denial. consume_all answers for the deciding limit; the
+  // other's figures for the header fields come from a check just after (informational: a
+  // concurrent request may move them by a unit).
   std::vector<Verdict> admit(const std::string& address, const std::string& key) {
+    std::vector<quota::Charge> charges{{kPerIp, address}};
+    std::vector<std::int64_t> quotas{settings_.per_ip};
+    const std::string key_owner = key.empty() ? std::string() : gateway::key_owner(key);
+    if (!key.empty()) {
+      charges.push_back({kPerKey, key_owner});
+      quotas.push_back(settings_.per_key);
+    }
+    const quota::Decision decision = engine_.consume_all(charges);
     std::vector<Verdict> verdicts;
-    verdicts.push_back({kPerIp, settings_.per_ip, engine_.consume(kPerIp, address)});
-    if (verdicts.back().result.allowed && !key.empty()) {
-      verdicts.push_back({kPerKey, settings_.per_key, engine_.consume(kPerKey, key)});
+    for (std::size_t i = 0; i < charges.size(); ++i) {
+      const std::string policy(charges[i].limit);
+      const bool deciding = policy == decision.limit;
+      verdicts.push_back(
+          {policy, quotas[i],
+           deciding ? decision.result : engine_.check(charges[i].limit, charges[i].owner),
+           deciding});
     }
     return verdicts;
   }
@@ -95,7 +118,7 @@ class Gateway {
                   ";w=" + std::to_string(settings_.window_seconds);
       limits += "\"" + verdict.policy + "\";r=" + std::to_string(verdict.result.remaining) +
                 ";t=" + std::to_string(seconds_rounded_up(verdict.result.reset_at_ms - now));
-      if (!verdict.result.allowed) refusal = &verdict;
+      if (verdict.deciding && !verdict.result.allowed) refusal = &verdict;
     }
     response.set_header("RateLimit-Policy", policies);
     response.set_header("RateLimit", limits);
@@ -170,7 +193,7 @@ int main(int argc, char** argv) {
             return gateway.answer(verdicts, response) ? httplib::Server::HandlerResponse::Unhandled
                                                       : httplib::Server::HandlerResponse::Handled;
           } catch (const quota::Error& error) {
-            // A bad key (not UTF-8, too long) is the client's fault; the rest is ours.
+            // Keys are digested, so no header makes a bad owner; a database error is ours.
             response.status = error.code() == quota::ErrorCode::invalid_argument ? 400 : 503;
             response.set_content(std::string(error.what()) + "\n", "text/plain");
             return httplib::Server::HandlerResponse::Handled;

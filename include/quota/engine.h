@@ -163,6 +163,10 @@ class QUOTA_API Engine {
   // consumed. Throws Error (invalid_argument) for an empty list or a limit named twice.
   Decision consume_all(const std::vector<std::string_view>& limits, std::string_view owner,
                        std::int64_t cost = 1);
+  // The same with an owner per limit: a gateway charges a request to its client address on
+  // one limit and to its API key on another, and decides both at once. Each limit is named
+  // once. Throws Error (invalid_argument) for an empty list, a limit named twice or a bad owner.
+  Decision consume_all(const std::vector<Charge>& charges, std::int64_t cost = 1);
 
   // Owners of `limit` with usage, denials or shadow denials, most used (or most denied)
   // first (at most `top`, 0 = all).

@@ -6,6 +6,7 @@
 //     log_abuse(r.owner);
 //   }});
 //   quota::Decision d = engine.consume_all({"per_minute", "per_hour"}, user_id);
+//   quota::Decision g = engine.consume_all({{"per_ip", address}, {"per_key", key_digest}});
 //
 // Overrides live in the database (quota_overrides), so SQL-only clients see them too; hooks
 // live in the process that sets them.
@@ -80,6 +81,12 @@ struct Hooks {
     return !before_consume && !after_consume && !before_record && !after_record &&
            !on_exceeded;
   }
+};
+
+// One limit of Engine::consume_all and the owner it charges.
+struct Charge {
+  std::string_view limit;
+  std::string_view owner;
 };
 
 // The answer of Engine::consume_all: the limit that decided and its Result.

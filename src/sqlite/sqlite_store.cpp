@@ -8,10 +8,10 @@
 #include <sqlite3.h>
 
 #include <map>
-#include <thread>
 
 #include "busy.h"
 #include "checkpoint.h"
+#include "journal.h"
 
 namespace quota::detail {
 
@@ -47,6 +47,9 @@ Error translate_sqlite(const SQLite::Exception& error, std::chrono::milliseconds
       return Error(ErrorCode::io,
                    "the database file is corrupt (" + what + "): restore it from a backup");
     case SQLITE_READONLY:
+      if (is_hot_journal(error)) {
+        return Error(ErrorCode::io, hot_journal_message("the database"));
+      }
       return Error(ErrorCode::io,
                    "the database cannot be written (" + what +
                        "): check the permissions of the file and of its folder (WAL mode keeps "
@@ -193,23 +196,20 @@ class SqliteStore final : public Store {
   }
 
   void retry_while_busy(const std::function<void()>& step) override {
-    // Openers of a new file meet while it is still in rollback-journal mode: one switching
-    // it to WAL or migrating while another holds a read lock. SQLite then answers
-    // SQLITE_BUSY at once, without calling the busy handler, to avoid a deadlock. Every step
-    // of the opening is safe to run again (migrations re-check inside their write
-    // transaction), so on its own connection the engine starts over, until the busy timeout
-    // has passed.
-    const auto deadline = std::chrono::steady_clock::now() + settings_.busy_timeout;
-    for (int attempt = 0;; ++attempt) {
-      try {
-        step();
-        return;
-      } catch (const Error& error) {
-        const bool retry = owned_ && error.code() == ErrorCode::busy && !in_transaction() &&
-                           std::chrono::steady_clock::now() < deadline;
-        if (!retry) throw;
-        std::this_thread::sleep_for(BusyHandler::pause(BusyHandler::kYields + attempt));
-      }
+    // Every step of the opening is safe to run again (migrations re-check inside their write
+    // transaction), so it is waited out as a whole: openers of a new file meet while it is
+    // still in rollback-journal mode, where SQLite answers busy without waiting
+    // (BusyHandler::wait_out). Inside it SQLite's failures stay SQLite's, for wait_out to
+    // tell a busy answer from the others.
+    struct Untranslated {
+      bool& flag;
+      explicit Untranslated(bool& raw) : flag(raw) { flag = true; }
+      ~Untranslated() { flag = false; }
+    } untranslated(raw_errors_);
+    try {
+      busy_.wait_out(step, db_.getHandle());
+    } catch (const SQLite::Exception& error) {
+      throw translate_sqlite(error, settings_.busy_timeout);
     }
   }
 
@@ -260,6 +260,7 @@ class SqliteStore final : public Store {
     try {
       return function();
     } catch (const SQLite::Exception& error) {
+      if (raw_errors_) throw;
       throw translate_sqlite(error, settings_.busy_timeout);
     }
   }
@@ -305,6 +306,8 @@ class SqliteStore final : public Store {
   SqliteSettings settings_;
   BusyHandler busy_;
   std::map<std::pair<Operation, Algorithm>, std::unique_ptr<Prepared>> prepared_;
+  // While the opening is waited out: SQLite's failures are thrown as they are.
+  bool raw_errors_ = false;
   // Whether the exclusive transaction in progress is a savepoint of an open transaction.
   bool nested_exclusive_ = false;
 };

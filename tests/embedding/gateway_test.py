@@ -1,21 +1,27 @@
 #!/usr/bin/env python3
 """example.gateway: starts examples/gateway on 127.0.0.1 (a free port, a fresh database,
-5 requests per address and 3 per API key in 60 s), sends it seven requests over loopback,
+5 requests per address and 3 per API key in 60 s), sends it eight requests over loopback,
 checks each status and the RateLimit-Policy, RateLimit and Retry-After fields, then stops it
-with SIGTERM and expects a clean exit.
+with SIGTERM and expects a clean exit. Then reads the database: the per-key owners are the
+keys' digests ("key:" and 16 hex digits of SHA-256), no key appears anywhere in the file, and
+a request refused by one limit charged nothing on the other (consume_all's one decision).
 
     gateway_test.py GATEWAY SCRATCH_DIR
 """
 import http.client
 import os
+import hashlib
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
 
 POLICY_IP = '"per-ip";q=5;w=60'
 POLICY_KEY = '"per-key";q=3;w=60'
+# Distinctive keys, so that a search of the file's bytes cannot match anything else.
+ALICE, BOB = "sk-alice-5ba1f7c3e9", "sk-bob-0d94c2a8b6"
 LIMIT_ITEM = re.compile(r'^"(per-ip|per-key)";r=(\d+);t=(\d+)$')
 
 
@@ -53,16 +59,17 @@ def main():
         port = int(match.group(1))
 
         # (API key, status, RateLimit-Policy, {policy: remaining}, refused by)
+        both = f"{POLICY_IP}, {POLICY_KEY}"
         script = [
-            ("alice", 200, f"{POLICY_IP}, {POLICY_KEY}", {"per-ip": 4, "per-key": 2}, None),
-            ("alice", 200, f"{POLICY_IP}, {POLICY_KEY}", {"per-ip": 3, "per-key": 1}, None),
-            ("alice", 200, f"{POLICY_IP}, {POLICY_KEY}", {"per-ip": 2, "per-key": 0}, None),
-            # The key's limit refuses; the address's unit is spent all the same (two
-            # consumes; consume_all will make this atomic).
-            ("alice", 429, f"{POLICY_IP}, {POLICY_KEY}", {"per-ip": 1, "per-key": 0}, "per-key"),
-            ("bob", 200, f"{POLICY_IP}, {POLICY_KEY}", {"per-ip": 0, "per-key": 2}, None),
-            # The address's limit refuses first; bob's key is not charged.
-            ("bob", 429, POLICY_IP, {"per-ip": 0}, "per-ip"),
+            (ALICE, 200, both, {"per-ip": 4, "per-key": 2}, None),
+            (ALICE, 200, both, {"per-ip": 3, "per-key": 1}, None),
+            (ALICE, 200, both, {"per-ip": 2, "per-key": 0}, None),
+            # The key's limit refuses: one decision, so the address is not charged either.
+            (ALICE, 429, both, {"per-ip": 2, "per-key": 0}, "per-key"),
+            (BOB, 200, both, {"per-ip": 1, "per-key": 2}, None),
+            (BOB, 200, both, {"per-ip": 0, "per-key": 1}, None),
+            # The address's limit refuses: bob's key keeps its unit.
+            (BOB, 429, both, {"per-ip": 0, "per-key": 1}, "per-ip"),
             (None, 429, POLICY_IP, {"per-ip": 0}, "per-ip"),
         ]
         for number, (key, status, policy, remaining, refused_by) in enumerate(script, 1):
@@ -88,7 +95,35 @@ def main():
             raise
     assert process.returncode == 0, f"the gateway exited with {process.returncode}"
     assert out.strip() == "stopped", out
+    check_database(database)
     return 0
+
+
+def digest(key):
+    return "key:" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def check_database(database):
+    """The stored owners are digests, and each refusal was counted on its deciding limit
+    only, with nothing charged anywhere else."""
+    with sqlite3.connect(database) as connection:
+        rows = connection.execute(
+            "SELECT limit_name, owner, used, denied FROM quota_usage "
+            "ORDER BY limit_name, owner").fetchall()
+    connection.close()
+    expected = sorted([
+        ("per-ip", "127.0.0.1", 5, 2),  # five served; refused twice (requests 7 and 8)
+        ("per-key", digest(ALICE), 3, 1),  # three served; request 4 refused
+        ("per-key", digest(BOB), 2, 0),  # request 7 charged nothing here
+    ])
+    assert rows == expected, f"quota_usage holds {rows}, expected {expected}"
+    for path in [database, database + "-wal"]:
+        if os.path.exists(path):
+            with open(path, "rb") as stored:
+                data = stored.read()
+            for key in [ALICE, BOB]:
+                assert key.encode() not in data, f"{path} holds the raw key {key}"
+    print("owners are digests; each refusal charged nothing on the other limit")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@
   add_subdirectory  README's add_subdirectory project against --source
   shared            a BUILD_SHARED_LIBS=ON build of --source, installed and used by README's
                     find_package project and pkg-config command
-  python_readme     README's Python example, run against --library
+  python_readme     examples/python/README.md's commands, literally: install --build into a
+                    fresh prefix, run the binding's demo (--check) and its app.py against the
+                    shared library installed there; then README's Python example against it
 
 The documentation's code is the test's code: every fenced block of README.md and docs/*.md
 preceded by a line `<!-- test-file: NAME -->` is written to NAME in a scratch project, and
@@ -19,6 +21,7 @@ offline, in WORK/STEP (emptied first). With --sanitize-flags, programs linked ag
 shell commands, through `cc` and `c++` wrappers put first in PATH).
 """
 import argparse
+import ctypes.util
 import glob
 import os
 import re
@@ -48,6 +51,14 @@ def run(command, cwd=None, env=None, capture=False):
             print(completed.stdout)
         raise Failure(f"exit status {completed.returncode}: {command}")
     return completed.stdout
+
+
+def markdown_files(path):
+    with open(path, encoding="utf-8") as markdown:
+        files = dict(README_FILE.findall(markdown.read()))
+    if not files:
+        raise Failure(f"{path} has no `<!-- test-file: NAME -->` blocks")
+    return files
 
 
 def readme_files(source):
@@ -158,10 +169,27 @@ def pkg_config_builds(args, files, work, prefix, env):
                     env=env)
 
 
+def check_shared_twin(args, prefix):
+    """A static build installs its shared twin's runtime files for FFIs, without the
+    libquota.so link that would make -lquota pick it over libquota.a."""
+    find_one(f"{prefix}/lib*/libquota.a")
+    soname = ".".join(args.version.split(".")[:2])
+    library = find_one(f"{prefix}/lib*/libquota.so.{args.version}")
+    link = find_one(f"{prefix}/lib*/libquota.so.{soname}")
+    if os.path.realpath(link) != os.path.realpath(library):
+        raise Failure(f"{link} does not point at {library}")
+    if glob.glob(f"{prefix}/lib*/libquota.so"):
+        raise Failure("a static build installed the libquota.so link: -lquota would link the "
+                      "shared twin instead of libquota.a")
+    check_exports(library)
+    return link
+
+
 def step_install(args, work):
     prefix = os.path.join(work, "prefix")
     run([args.cmake, "--install", args.build, "--prefix", prefix], capture=True)
     check_installed(prefix, quotactl=True)
+    check_shared_twin(args, prefix)
 
 
 def step_find_package(args, work, files):
@@ -233,13 +261,46 @@ def step_shared(args, work, files):
 
 
 def step_python_readme(args, work, files):
-    write_project(files, work, ["python/app.py"])
-    env = dict(os.environ, QUOTA_LIBRARY=args.library,
-               PYTHONPATH=os.path.join(args.source, "examples", "python"))
-    output = run([sys.executable, os.path.join(work, "app.py")], cwd=work, env=env, capture=True)
-    if output != files["python/app.py.out"]:
-        raise Failure(f"app.py printed\n{output}\ninstead of README's python/app.py.out")
+    guide = markdown_files(os.path.join(args.source, "examples", "python", "README.md"))
+    # The guide's commands run from the top of the source tree, after its build commands:
+    # here `build` is this build and `examples` the source's.
+    os.symlink(args.build, os.path.join(work, "build"))
+    os.symlink(os.path.join(args.source, "examples"), os.path.join(work, "examples"))
+    write_project(guide, work, ["app.py"])
+    run(guide["install.sh"], cwd=work, capture=True)
+    check_installed(os.path.join(work, "prefix"), quotactl=True)
+    library = check_shared_twin(args, os.path.join(work, "prefix"))
+    print(run(guide["demo.sh"], cwd=work, capture=True), end="")
+    # Given the static library, or nothing at all, the binding says what to give instead.
+    demo = os.path.join(args.source, "examples", "python", "quota_ctypes.py")
+    bare = {name: value for name, value in os.environ.items() if name != "QUOTA_LIBRARY"}
+    cases = [(["--library", find_one(f"{work}/prefix/lib*/libquota.a")], "not libquota.a"),
+             (["--library", os.path.join(work, "missing.so")], "not libquota.a")]
+    if not ctypes.util.find_library("quota"):  # else this machine has one installed
+        cases.append(([], "pass --library or set QUOTA_LIBRARY"))
+    for library_arguments, wanted in cases:
+        refused = subprocess.run([sys.executable, demo] + library_arguments, env=bare,
+                                 capture_output=True, text=True)
+        if refused.returncode != 2 or wanted not in refused.stderr:
+            raise Failure(f"quota_ctypes.py {library_arguments} exited {refused.returncode} "
+                          f"with {refused.stderr!r}, not 2 with {wanted!r}")
+    output = run(guide["app.sh"], cwd=work, capture=True)
+    if output != guide["app.py.out"]:
+        raise Failure(f"app.py printed\n{output}\ninstead of examples/python/README.md's "
+                      f"app.py.out:\n{guide['app.py.out']}")
     print(output, end="")
+
+    # README's own Python example, against the library installed above.
+    if "python/app.py" in files:
+        readme = os.path.join(work, "readme")
+        write_project(files, readme, ["python/app.py"])
+        env = dict(os.environ, QUOTA_LIBRARY=library,
+                   PYTHONPATH=os.path.join(args.source, "examples", "python"))
+        output = run([sys.executable, os.path.join(readme, "app.py")], cwd=readme, env=env,
+                     capture=True)
+        if output != files["python/app.py.out"]:
+            raise Failure(f"app.py printed\n{output}\ninstead of README's python/app.py.out")
+        print(output, end="")
 
 
 def main():

@@ -38,14 +38,12 @@ void require_not_directory(const std::string& path) {
 
 // The schema status of an existing database, refused (exit 3) when this build cannot use it.
 SchemaStatus usable_status(const std::string& path, std::chrono::milliseconds busy_timeout) {
-  SQLite::Database db = open_read_only(path, busy_timeout);
-  try {
-    SchemaStatus status = quota::detail::read_schema_status(db);
+  SchemaStatus status;
+  read_database(path, busy_timeout, [&](SQLite::Database& db) {
+    status = quota::detail::read_schema_status(db);
     quota::detail::require_usable(status);
-    return status;
-  } catch (const SQLite::Exception& error) {
-    throw database_error(error, path);
-  }
+  });
+  return status;
 }
 
 int print_dry_run(Session& session, const std::vector<const Migration*>& pending, int version) {
@@ -72,15 +70,22 @@ int print_dry_run(Session& session, const std::vector<const Migration*>& pending
 
 std::vector<int> apply(const std::string& path, std::int64_t now,
                        std::chrono::milliseconds busy_timeout) {
+  const quota::detail::BusyHandler busy(busy_timeout);
+  std::vector<int> applied;
   try {
-    SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-    quota::detail::BusyHandler busy(busy_timeout);
-    busy.install(db.getHandle());
-    db.exec("PRAGMA journal_mode = WAL");
-    return quota::detail::apply_pending(db, now);
+    // Each attempt on a connection of its own: openers of a new file meet while it is still in
+    // rollback-journal mode, where SQLite answers busy without waiting. The first read of this
+    // connection also rolls back a transaction a killed process left unfinished.
+    busy.wait_out([&] {
+      SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
+      busy.install(db.getHandle());
+      db.exec("PRAGMA journal_mode = WAL");
+      quota::detail::apply_pending(db, now, applied);
+    });
   } catch (const SQLite::Exception& error) {
     throw database_error(error, path);
   }
+  return applied;
 }
 
 }  // namespace
@@ -136,23 +141,21 @@ Counts count(SQLite::Database& db) {
   counts.limits = rows("quota_limits");
   // Every row that holds per-owner state: owners of window, log and bucket limits, and log
   // events.
-  counts.state_rows = rows("quota_windows") + rows("quota_log_owners") + rows("quota_log") +
-                      rows("quota_buckets");
+  counts.state_rows =
+      rows("quota_windows") + rows("quota_log_owners") + rows("quota_log") + rows("quota_buckets");
   return counts;
 }
 
 }  // namespace
 
 int run_status(Session& session, const Arguments&) {
-  SQLite::Database db = open_read_only(session.db_path, session.busy_timeout);
   SchemaStatus status;
   Counts counts;
-  try {
-    status = quota::detail::read_schema_status(db);
-    counts = count(db);
-  } catch (const SQLite::Exception& error) {
-    throw database_error(error, session.db_path);
-  }
+  const bool recovered =
+      read_database(session.db_path, session.busy_timeout, [&](SQLite::Database& db) {
+        status = quota::detail::read_schema_status(db);
+        counts = count(db);
+      });
   const int latest = quota::detail::latest_version();
   // A newer schema is reported, not refused: the operator needs to see it. An edited
   // migration is an error of this file that every command reports.
@@ -165,7 +168,8 @@ int run_status(Session& session, const Arguments&) {
                                        {"pending", versions(status.pending)},
                                        {"journal_mode", counts.journal_mode},
                                        {"limits", counts.limits},
-                                       {"state_rows", counts.state_rows}};
+                                       {"state_rows", counts.state_rows},
+                                       {"recovered_journal", recovered}};
     if (!status.problem.empty()) document["problem"] = status.problem;
     session.emit(document);
   } else {
@@ -187,6 +191,12 @@ int run_status(Session& session, const Arguments&) {
                 << fmt::format("journal mode    {}\n", counts.journal_mode)
                 << fmt::format("limits          {}\n", counts.limits)
                 << fmt::format("state rows      {}\n", counts.state_rows);
+    if (recovered) {
+      session.out << fmt::format(
+          "recovered       rolled back a transaction that a process left unfinished ('{}-journal')"
+          "\n",
+          session.db_path);
+    }
     if (!status.problem.empty()) session.out << fmt::format("problem         {}\n", status.problem);
   }
   if (refused) throw Error(ErrorCode::checksum_mismatch, status.problem);

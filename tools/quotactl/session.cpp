@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <ostream>
 
+#include "busy.h"
+#include "journal.h"
 #include "migrations.h"
 
 namespace quotactl {
@@ -62,6 +64,11 @@ quota::Error database_error(const SQLite::Exception& error, const std::string& p
                                                 "or raise --busy-timeout",
                                                 path));
     case SQLITE_READONLY:
+      if (quota::detail::is_hot_journal(error)) {
+        return Error(ErrorCode::io,
+                     quota::detail::hot_journal_message("'" + path + "'", path + "-journal"));
+      }
+      [[fallthrough]];
     case SQLITE_CANTOPEN:
       return Error(ErrorCode::io,
                    fmt::format("'{}' cannot be written ({}): check the permissions of the file "
@@ -81,7 +88,8 @@ quota::Error database_error(const SQLite::Exception& error, const std::string& p
   }
 }
 
-SQLite::Database open_read_only(const std::string& path, std::chrono::milliseconds busy_timeout) {
+bool read_database(const std::string& path, std::chrono::milliseconds busy_timeout,
+                   const std::function<void(SQLite::Database&)>& read) {
   std::error_code ignored;
   const auto kind = std::filesystem::status(path, ignored).type();
   if (kind == std::filesystem::file_type::not_found) {
@@ -92,37 +100,47 @@ SQLite::Database open_read_only(const std::string& path, std::chrono::millisecon
     throw Error(ErrorCode::io,
                 fmt::format("'{}' is a directory: give --db the path of a database file", path));
   }
+  const quota::detail::BusyHandler busy(busy_timeout);
+  bool recovered = false;
   try {
-    SQLite::Database db(path, SQLite::OPEN_READONLY);
-    db.setBusyTimeout(static_cast<int>(busy_timeout.count()));
-    // SQLite reads the file's header only now: a file that is not a database fails here.
-    db.exec("SELECT count(*) FROM sqlite_schema");
-    return db;
+    busy.wait_out([&] {
+      for (;;) {
+        SQLite::Database db(path, SQLite::OPEN_READONLY);
+        busy.install(db.getHandle());
+        try {
+          // SQLite reads the file's header only now: a file that is not a database fails here.
+          db.exec("SELECT count(*) FROM sqlite_schema");
+        } catch (const SQLite::Exception& error) {
+          if (recovered || !quota::detail::is_hot_journal(error)) throw;
+          quota::detail::roll_back_hot_journal(path, busy);
+          recovered = true;
+          continue;
+        }
+        read(db);
+        return;
+      }
+    });
   } catch (const SQLite::Exception& error) {
     throw database_error(error, path);
   }
+  return recovered;
 }
 
 quota::Engine Session::open_engine() const {
   // The schema is checked first on a read-only connection, so that a file quotactl refuses is
   // never opened for writing at all (the engine, too, refuses before it writes), and so that
   // the message names the exact `quotactl migrate --db PATH` to run.
-  {
-    SQLite::Database db = open_read_only(db_path, busy_timeout);
-    try {
-      const quota::detail::SchemaStatus status = quota::detail::read_schema_status(db);
-      quota::detail::require_usable(status);
-      if (!status.pending.empty()) {
-        throw Error(ErrorCode::not_migrated,
-                    fmt::format("'{}' is at schema version {} and this build needs version {}: "
-                                "run {}",
-                                db_path, status.version, quota::detail::latest_version(),
-                                migrate_hint(db_path)));
-      }
-    } catch (const SQLite::Exception& error) {
-      throw database_error(error, db_path);
+  read_database(db_path, busy_timeout, [&](SQLite::Database& db) {
+    const quota::detail::SchemaStatus status = quota::detail::read_schema_status(db);
+    quota::detail::require_usable(status);
+    if (!status.pending.empty()) {
+      throw Error(ErrorCode::not_migrated,
+                  fmt::format("'{}' is at schema version {} and this build needs version {}: "
+                              "run {}",
+                              db_path, status.version, quota::detail::latest_version(),
+                              migrate_hint(db_path)));
     }
-  }
+  });
   quota::Options options;
   options.create = false;
   options.migrate = false;

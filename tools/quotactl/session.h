@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -38,10 +39,10 @@ struct Arguments {
   std::optional<std::string> batch;  // gc --batch
   std::optional<std::string> by;     // usage --by
   bool dry_run = false;
-  bool shadow = false;   // limit set --shadow
-  bool enforce = false;  // limit set --enforce
-  bool exempt = false;   // override set --exempt
-  bool deny = false;     // override set --deny
+  bool shadow = false;                        // limit set --shadow
+  bool enforce = false;                       // limit set --enforce
+  bool exempt = false;                        // override set --exempt
+  bool deny = false;                          // override set --deny
   std::optional<std::string> override_limit;  // override list's optional NAME
 };
 
@@ -52,9 +53,9 @@ struct Session {
   std::ostream& err;
   std::string db_path{};
   bool json = false;
-  bool use_colour = false;         // ANSI colour on `out`
-  bool show_progress = false;      // progress bars on `out`: a terminal, and not --json
-  std::int64_t now = 0;            // the one instant this invocation runs at (Unix ms)
+  bool use_colour = false;     // ANSI colour on `out`
+  bool show_progress = false;  // progress bars on `out`: a terminal, and not --json
+  std::int64_t now = 0;        // the one instant this invocation runs at (Unix ms)
   // How long to wait for another connection's lock before giving up (--busy-timeout).
   std::chrono::milliseconds busy_timeout{5000};
   const CLI::App* root = nullptr;  // for `help`
@@ -70,11 +71,15 @@ struct Session {
   quota::Engine open_engine() const;
 };
 
-// Opens `path` read-only after checking that it is an existing file that SQLite recognises.
-// Nothing is written (SQLite may create the -wal and -shm files of a WAL database beside it).
-// Throws quota::Error: io for a missing file or a directory, not_a_database.
-// Waits up to `busy_timeout` for a lock held by another connection.
-SQLite::Database open_read_only(const std::string& path, std::chrono::milliseconds busy_timeout);
+// Opens `path` read-only after checking that it is an existing file that SQLite recognises,
+// and runs `read` on it. Nothing is written (SQLite may create the -wal and -shm files of a
+// WAL database beside it), except that a transaction a killed process left unfinished (a hot
+// journal) is first rolled back, as any connection that can write would; returns whether one
+// was. Opening and `read` are run again while another connection's lock is in the way, until
+// `busy_timeout` has passed (BusyHandler::wait_out), so `read` must be safe to run again.
+// Throws quota::Error: io for a missing file or a directory, not_a_database, busy, ...
+bool read_database(const std::string& path, std::chrono::milliseconds busy_timeout,
+                   const std::function<void(SQLite::Database&)>& read);
 
 // quota::Error for a failure of SQLite itself, with what to do about it.
 quota::Error database_error(const SQLite::Exception& error, const std::string& path);
