@@ -15,6 +15,18 @@
 
 namespace quota::detail {
 
+void throw_sqlite(const SQLite::Exception& error, std::chrono::milliseconds busy_timeout) {
+  if ((error.getErrorCode() & 0xFF) == SQLITE_BUSY &&
+      error.getExtendedErrorCode() == SQLITE_BUSY_SNAPSHOT) {
+    throw TransactionConflict(
+        ErrorCode::busy,
+        "another connection wrote to the database after this transaction first read it, so the "
+        "transaction cannot write (SQLITE_BUSY_SNAPSHOT): roll it back and run it again; a "
+        "transaction that consumes should begin with BEGIN IMMEDIATE");
+  }
+  throw translate_sqlite(error, busy_timeout);
+}
+
 Error translate_sqlite(const SQLite::Exception& error, std::chrono::milliseconds busy_timeout) {
   const std::string what = error.what();
   if (what.find("unknown limit") != std::string::npos) {
@@ -22,15 +34,6 @@ Error translate_sqlite(const SQLite::Exception& error, std::chrono::milliseconds
   }
   switch (error.getErrorCode() & 0xFF) {
     case SQLITE_BUSY:
-      if (error.getExtendedErrorCode() == SQLITE_BUSY_SNAPSHOT) {
-        return TransactionConflict(
-            ErrorCode::busy,
-            "another connection wrote to the database after this transaction first read "
-            "it, so the transaction cannot write (SQLITE_BUSY_SNAPSHOT): roll it back "
-            "and run it again; a transaction that consumes should begin with BEGIN "
-            "IMMEDIATE");
-      }
-      [[fallthrough]];
     case SQLITE_LOCKED:
       return Error(ErrorCode::busy,
                    fmt::format("the database stayed locked by another connection for longer than "
@@ -209,7 +212,7 @@ class SqliteStore final : public Store {
     try {
       busy_.wait_out(step, db_.getHandle());
     } catch (const SQLite::Exception& error) {
-      throw translate_sqlite(error, settings_.busy_timeout);
+      throw_sqlite(error, settings_.busy_timeout);
     }
   }
 
@@ -261,7 +264,7 @@ class SqliteStore final : public Store {
       return function();
     } catch (const SQLite::Exception& error) {
       if (raw_errors_) throw;
-      throw translate_sqlite(error, settings_.busy_timeout);
+      throw_sqlite(error, settings_.busy_timeout);
     }
   }
 

@@ -36,7 +36,10 @@ std::unique_ptr<Store> open_sqlite(const std::string& path, bool create, SqliteS
 // handler (and the checkpoint, when settings ask for it) on it.
 std::unique_ptr<Store> sqlite_on_connection(SQLite::Database& database, SqliteSettings settings);
 
-// SQLite's failures as the library's one error type, with what to do about them.
+// SQLite's failures as the library's one error type, with what to do about them; throw_sqlite
+// throws it, as TransactionConflict for a write refused to a stale snapshot.
 Error translate_sqlite(const SQLite::Exception& error, std::chrono::milliseconds busy_timeout);
+[[noreturn]] void throw_sqlite(const SQLite::Exception& error,
+                               std::chrono::milliseconds busy_timeout);
 
 }  // namespace quota::detail
