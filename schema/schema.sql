@@ -1,4 +1,4 @@
--- The complete current quota schema (schema version 5), readable on its own.
+-- The complete current quota schema (schema version 6), readable on its own.
 -- Migrating an empty database with the migrations in migrations/ yields exactly this schema
 -- (tests/schema_test.cpp proves it); apply this file only to inspect or document it, and use
 -- `quotactl migrate` (or Engine::open) to create real databases, so that quota_migrations
@@ -7,7 +7,8 @@
 -- quota schema: limits, per-owner state, the sliding log, resets, usage (migration 0001); new
 -- owners created through a request queue (migration 0002); overrides, shadow mode and refunds
 -- (migration 0003); the state tables keyed by owner first, the per-owner rows in rowid tables
--- (migration 0004); the sliding log pruned in batches (migration 0005).
+-- (migration 0004); the sliding log pruned in batches (migration 0005); sliding_window limits
+-- of any period up to 366 days (migration 0006).
 --
 -- Every object is named quota_* so that it can live in an application's own database file.
 -- Times are milliseconds since the Unix epoch (64-bit integers) everywhere.
@@ -32,8 +33,8 @@
 --   token_bucket; maximum the units allowed per period (>= 1); period_ms the period
 --   (1 ms .. 366 days); burst the token bucket's capacity (NULL for the other algorithms).
 --   Products that the decisions compute stay below 2^62: a sliding_window needs
---   maximum * period_ms <= 2^62 and a period of at most 30 days (so that period_ms^2 fits);
---   a token_bucket needs maximum * period_ms <= 2^62 and burst * period_ms <= 2^61.
+--   maximum * period_ms <= 2^62; a token_bucket needs maximum * period_ms <= 2^62 and
+--   burst * period_ms <= 2^61.
 --
 -- How a request is decided. A consume or record is one statement,
 --   INSERT INTO <state table> (limit_name, owner, cost, seen_ms) VALUES (:limit, :owner, ...)
@@ -97,9 +98,9 @@ CREATE TABLE quota_limits (
   maximum   INTEGER NOT NULL CHECK (maximum BETWEEN 1 AND 1000000000000),
   period_ms INTEGER NOT NULL CHECK (period_ms BETWEEN 1 AND 31622400000),
   burst     INTEGER CHECK (CASE algorithm WHEN 'token_bucket'
-                           THEN burst BETWEEN 1 AND 1000000000000 ELSE burst IS NULL END), shadow INTEGER NOT NULL DEFAULT 0 CHECK (shadow IN (0, 1)),
-  CHECK (algorithm <> 'sliding_window'
-         OR (period_ms <= 2592000000 AND maximum <= 4611686018427387904 / period_ms)),
+                           THEN burst BETWEEN 1 AND 1000000000000 ELSE burst IS NULL END),
+  shadow    INTEGER NOT NULL DEFAULT 0 CHECK (shadow IN (0, 1)),
+  CHECK (algorithm <> 'sliding_window' OR maximum <= 4611686018427387904 / period_ms),
   CHECK (algorithm <> 'token_bucket'
          OR (maximum <= 4611686018427387904 / period_ms
              AND burst <= 2305843009213693952 / period_ms))
@@ -424,8 +425,11 @@ FROM (
   -- window's count weighted by the part of it still inside the sliding period, rounded up.
   SELECT limit_name, owner, policy, capacity, denied, shadow_denied,
          CASE algorithm WHEN 'fixed_window' THEN cur
-              ELSE cur + (prev / period_ms) * rest + ((prev % period_ms) * rest + period_ms - 1)
-                                                     / period_ms END AS used,
+              ELSE cur + (prev / period_ms) * rest
+                   + ((prev % period_ms) * (rest / 262144) / period_ms) * 262144
+                   + (((prev % period_ms) * (rest / 262144)) % period_ms * 262144
+                      + (prev % period_ms) * (rest % 262144) + period_ms - 1) / period_ms
+              END AS used,
          CASE WHEN cur > 0 THEN (window_key + 1 + (algorithm = 'sliding_window')) * period_ms
               WHEN prev > 0 AND algorithm = 'sliding_window' THEN (window_key + 1) * period_ms
               ELSE t END AS reset_at_ms

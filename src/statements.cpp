@@ -200,6 +200,16 @@ constexpr WindowExpressions kFixedWindow = {
     "used_after",
 };
 
+// ceil(r * rest / P) for r = previous_used % period_ms (< P) and rest (<= P), exact for every
+// period up to 2^35 ms (kPeriodBound is below): rest is split at H = 2^18 into a * H + b, so
+// r * rest = x * H + r * b with x = r * a < 2^52, and x = (x / P) * P + x % P leaves
+// ceil(r * rest / P) = (x / P) * H + ceil(((x % P) * H + r * b) / P), every term below 2^54.
+// migrations/0006_long_sliding_windows.sql computes quota_usage's `used` the same way.
+constexpr const char* kWeightedRest =
+    "((previous_used % period_ms) * (rest / 262144) / period_ms) * 262144"
+    " + (((previous_used % period_ms) * (rest / 262144)) % period_ms * 262144"
+    " + (previous_used % period_ms) * (rest % 262144) + period_ms - 1) / period_ms";
+
 // sliding_window: usage is cur + prev * (P - e) / P, decided exactly in integers as
 // prev * rest <= (maximum - cur - cost) * P, where the right side is at most maximum * P
 // (<= 2^62 by the limit's definition) and the left side is compared by division, so that no
@@ -209,6 +219,9 @@ constexpr WindowExpressions kFixedWindow = {
 // Otherwise it waits into the next window, where this window's count weighs as prev did:
 // e'' = P - floor((maximum - cost) * P / used_after) into it, or the whole of it when that
 // floor is 0.
+// The usage shown, cur + ceil(prev * rest / P), is (prev / P) * rest plus the rounded-up
+// weight of r = prev % P, computed by kWeightedRest without the product r * rest, which is
+// beyond 64 bits for periods above 35 days.
 constexpr WindowExpressions kSlidingWindow = {
     "CASE WHEN used + cost <= maximum"
     "     THEN previous_used <= ((maximum - used - cost) * period_ms) / rest ELSE 0 END",
@@ -223,8 +236,7 @@ constexpr WindowExpressions kSlidingWindow = {
     "                 END END",
     "CASE WHEN used_after > 0 THEN (window_key + 2) * period_ms"
     "     WHEN previous_used > 0 THEN (window_key + 1) * period_ms ELSE t END",
-    "used_after + (previous_used / period_ms) * rest"
-    " + ((previous_used % period_ms) * rest + period_ms - 1) / period_ms",
+    "used_after + (previous_used / period_ms) * rest + {weighted_rest}",
 };
 
 constexpr const char* kWindowCheckInputs = R"(
@@ -489,17 +501,17 @@ constexpr const char* kBucketValues = "level_after, denied, capacity";
 Family family_of(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::sliding_log:
-      return {kLogDecision, kLogCheckInputs, kLogUpdateInputs, "quota_log_owners", kLogColumns,
-              kLogValues, "used + cost <= maximum"};
+      return {kLogDecision, kLogCheckInputs, kLogUpdateInputs,        "quota_log_owners",
+              kLogColumns,  kLogValues,      "used + cost <= maximum"};
     case Algorithm::fixed_window:
-      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, "quota_windows",
-              kWindowColumns, kWindowValues, kFixedWindow.allowed, &kFixedWindow};
+      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs,  "quota_windows",
+              kWindowColumns,  kWindowValues,      kFixedWindow.allowed, &kFixedWindow};
     case Algorithm::sliding_window:
-      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, "quota_windows",
-              kWindowColumns, kWindowValues, kSlidingWindow.allowed, &kSlidingWindow};
+      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs,    "quota_windows",
+              kWindowColumns,  kWindowValues,      kSlidingWindow.allowed, &kSlidingWindow};
     case Algorithm::token_bucket:
-      return {kBucketDecision, kBucketCheckInputs, kBucketUpdateInputs, "quota_buckets",
-              kBucketColumns, kBucketValues, "level >= cost * period_ms"};
+      return {kBucketDecision, kBucketCheckInputs, kBucketUpdateInputs,        "quota_buckets",
+              kBucketColumns,  kBucketValues,      "level >= cost * period_ms"};
   }
   throw std::logic_error("unknown algorithm");
 }
@@ -566,7 +578,10 @@ std::string build(Operation operation, Algorithm algorithm) {
       fmt::arg("remaining", window.remaining ? window.remaining : ""),
       fmt::arg("retry", window.retry ? window.retry : ""),
       fmt::arg("reset_at", window.reset_at ? window.reset_at : ""),
-      fmt::arg("shown_used", window.shown_used ? window.shown_used : ""),
+      fmt::arg("shown_used", window.shown_used
+                                 ? fmt::format(fmt::runtime(window.shown_used),
+                                               fmt::arg("weighted_rest", kWeightedRest))
+                                 : ""),
       fmt::arg("start", bucket_start("s_level", "s_period", "period_ms", "capacity")),
       fmt::arg("take", refund ? " - min(s_used, refund)" : ""), fmt::arg("level", level),
       fmt::arg("carry", carry), fmt::arg("used", log.used), fmt::arg("total", log.total),
