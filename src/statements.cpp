@@ -55,6 +55,28 @@ constexpr const char* kDatabaseNow =
 
 constexpr const char* kBarrier = "LIMIT -1 OFFSET 0";
 
+// :cost and :now as integers. A client may bind them as REAL (JavaScript's sql.js binds
+// numbers above 2^31 as doubles): an integral value is taken as that integer, anything else
+// (1.5, 0, a negative time, text that is not a whole number) fails the statement with a
+// message that says what is accepted, as the library refuses a bad cost. SQLite has no way to
+// raise an error of one's own outside a trigger, so the refusal is json_extract's error for a
+// path that is not one, whose message quotes the path: "JSON path error near 'the cost must
+// be ...'" (SQLite 3.40) or "bad JSON path: 'the cost must be ...'" (newer). CASE evaluates
+// only the branch taken, so a valid request never reaches it. kNow is a template ({now}: the
+// database's clock), kCost is used as it is.
+constexpr const char* kCost =
+    "CASE WHEN :cost IS NULL THEN 1"
+    " WHEN :cost = CAST(:cost AS INTEGER) AND CAST(:cost AS INTEGER) BETWEEN 1 AND 1000000000000"
+    " THEN CAST(:cost AS INTEGER)"
+    " ELSE json_extract('{}', 'the cost must be a whole number from 1 to 1000000000000 "
+    "(NULL: 1)') END";
+constexpr const char* kNow =
+    "CASE WHEN :now IS NULL THEN {now}"
+    " WHEN :now = CAST(:now AS INTEGER) AND CAST(:now AS INTEGER) >= 0"
+    " THEN CAST(:now AS INTEGER)"
+    " ELSE json_extract('{{}}', 'the time must be a whole number of Unix milliseconds >= 0 "
+    "(NULL: the database clock)') END";
+
 // What each operation records and counts, given the decision's `allowed` (the verdict as if
 // enforcing), the owner's override `policy` and the limit's `shadow` flag.
 struct OperationParts {
@@ -199,6 +221,16 @@ constexpr WindowExpressions kFixedWindow = {
     "used_after",
 };
 
+// ceil(r * rest / P) for r = previous_used % period_ms (< P) and rest (<= P), exact for every
+// period up to 2^35 ms (kPeriodBound is below): rest is split at H = 2^18 into a * H + b, so
+// r * rest = x * H + r * b with x = r * a < 2^52, and x = (x / P) * P + x % P leaves
+// ceil(r * rest / P) = (x / P) * H + ceil(((x % P) * H + r * b) / P), every term below 2^54.
+// migrations/0006_long_sliding_windows.sql computes quota_usage's `used` the same way.
+constexpr const char* kWeightedRest =
+    "((previous_used % period_ms) * (rest / 262144) / period_ms) * 262144"
+    " + (((previous_used % period_ms) * (rest / 262144)) % period_ms * 262144"
+    " + (previous_used % period_ms) * (rest % 262144) + period_ms - 1) / period_ms";
+
 // sliding_window: usage is cur + prev * (P - e) / P, decided exactly in integers as
 // prev * rest <= (maximum - cur - cost) * P, where the right side is at most maximum * P
 // (<= 2^62 by the limit's definition) and the left side is compared by division, so that no
@@ -208,6 +240,9 @@ constexpr WindowExpressions kFixedWindow = {
 // Otherwise it waits into the next window, where this window's count weighs as prev did:
 // e'' = P - floor((maximum - cost) * P / used_after) into it, or the whole of it when that
 // floor is 0.
+// The usage shown, cur + ceil(prev * rest / P), is (prev / P) * rest plus the rounded-up
+// weight of r = prev % P, computed by kWeightedRest without the product r * rest, which is
+// beyond 64 bits for periods above 35 days.
 constexpr WindowExpressions kSlidingWindow = {
     "CASE WHEN used + cost <= maximum"
     "     THEN previous_used <= ((maximum - used - cost) * period_ms) / rest ELSE 0 END",
@@ -222,13 +257,12 @@ constexpr WindowExpressions kSlidingWindow = {
     "                 END END",
     "CASE WHEN used_after > 0 THEN (window_key + 2) * period_ms"
     "     WHEN previous_used > 0 THEN (window_key + 1) * period_ms ELSE t END",
-    "used_after + (previous_used / period_ms) * rest"
-    " + ((previous_used % period_ms) * rest + period_ms - 1) / period_ms",
+    "used_after + (previous_used / period_ms) * rest + {weighted_rest}",
 };
 
 constexpr const char* kWindowCheckInputs = R"(
       SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
-             coalesce(:cost, 1) AS cost, coalesce(:now, {now}) AS now,
+             {cost} AS cost, {now_parameter} AS now,
              {policy} AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
              s.window_key AS s_window_key, s.period_ms AS s_period, s.used AS s_used,
              s.previous_used AS s_previous, s.denied AS s_denied, s.seen_ms AS s_seen
@@ -310,7 +344,7 @@ constexpr const char* kBucketRefill = R"(CASE WHEN start >= full THEN full
 // the limit's burst) reads as no row: a full bucket of the owner's own capacity.
 constexpr const char* kBucketCheckInputs = R"(
       SELECT {maximum} AS maximum, {capacity} AS capacity, l.period_ms AS period_ms,
-             coalesce(:cost, 1) AS cost, coalesce(:now, {now}) AS now,
+             {cost} AS cost, {now_parameter} AS now,
              {policy} AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
              s.level AS s_level, s.period_ms AS s_period, s.denied AS s_denied,
              s.seen_ms AS s_seen
@@ -385,7 +419,7 @@ constexpr const char* kLogDecision = R"(
 
 constexpr const char* kLogCheckInputs = R"(
       SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
-             coalesce(:cost, 1) AS cost, coalesce(:now, {now}) AS now,
+             {cost} AS cost, {now_parameter} AS now,
              {policy} AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
              l.name AS key_limit, :owner AS key_owner,
              s.total AS s_total, s.newest_at_ms AS s_newest_at, s.denied AS s_denied,
@@ -435,7 +469,7 @@ constexpr LogParts kLogRefund = {
 // {table} is the family's state table, {columns} its state columns and {values} the
 // decision's columns written to them, in the same order.
 constexpr const char* kWrite = R"(INSERT INTO {table} (limit_name, owner, cost, seen_ms, maximum)
-VALUES (:limit, :owner, coalesce(:cost, 1), coalesce(:now, {now}), 0)
+VALUES (:limit, :owner, {cost}, {now_parameter}, 0)
 ON CONFLICT (limit_name, owner) DO UPDATE SET
   ({columns}, seen_ms, cost, maximum, period_ms,
    last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms{more}) =
@@ -458,7 +492,7 @@ constexpr const char* kReason =
 
 // reset: a request row whose trigger deletes the owner's state for the limit, then itself.
 constexpr const char* kReset = R"(INSERT INTO quota_resets (limit_name, owner, now_ms, remaining)
-VALUES (:limit, :owner, coalesce(:now, {now}),
+VALUES (:limit, :owner, {now_parameter},
         (SELECT CASE l.algorithm WHEN 'token_bucket' THEN {burst}
                                  WHEN 'sliding_window' THEN {bounded_maximum}
                                  ELSE {maximum} END
@@ -488,19 +522,23 @@ constexpr const char* kBucketValues = "level_after, denied, capacity";
 Family family_of(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::sliding_log:
-      return {kLogDecision, kLogCheckInputs, kLogUpdateInputs, "quota_log_owners", kLogColumns,
-              kLogValues, "used + cost <= maximum"};
+      return {kLogDecision, kLogCheckInputs, kLogUpdateInputs,        "quota_log_owners",
+              kLogColumns,  kLogValues,      "used + cost <= maximum"};
     case Algorithm::fixed_window:
-      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, "quota_windows",
-              kWindowColumns, kWindowValues, kFixedWindow.allowed, &kFixedWindow};
+      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs,  "quota_windows",
+              kWindowColumns,  kWindowValues,      kFixedWindow.allowed, &kFixedWindow};
     case Algorithm::sliding_window:
-      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, "quota_windows",
-              kWindowColumns, kWindowValues, kSlidingWindow.allowed, &kSlidingWindow};
+      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs,    "quota_windows",
+              kWindowColumns,  kWindowValues,      kSlidingWindow.allowed, &kSlidingWindow};
     case Algorithm::token_bucket:
-      return {kBucketDecision, kBucketCheckInputs, kBucketUpdateInputs, "quota_buckets",
-              kBucketColumns, kBucketValues, "level >= cost * period_ms"};
+      return {kBucketDecision, kBucketCheckInputs, kBucketUpdateInputs,        "quota_buckets",
+              kBucketColumns,  kBucketValues,      "level >= cost * period_ms"};
   }
   throw std::logic_error("unknown algorithm");
+}
+
+std::string now_parameter() {
+  return fmt::format(fmt::runtime(kNow), fmt::arg("now", kDatabaseNow));
 }
 
 std::string override_joins(std::string_view limit, std::string_view owner) {
@@ -509,7 +547,7 @@ std::string override_joins(std::string_view limit, std::string_view owner) {
 }
 
 std::string build_reset() {
-  return fmt::format(fmt::runtime(kReset), fmt::arg("now", kDatabaseNow),
+  return fmt::format(fmt::runtime(kReset), fmt::arg("now_parameter", now_parameter()),
                      fmt::arg("burst", burst_for_owner()),
                      fmt::arg("bounded_maximum", maximum_for_owner(Algorithm::sliding_window)),
                      fmt::arg("maximum", maximum_for_owner(Algorithm::sliding_log)),
@@ -541,8 +579,8 @@ std::string build(Operation operation, Algorithm algorithm) {
   const bool check = operation == Operation::check;
   const bool refund = operation == Operation::refund;
   const std::string inputs = fmt::format(
-      fmt::runtime(check ? family.check_inputs : family.update_inputs),
-      fmt::arg("now", kDatabaseNow), fmt::arg("algorithm", to_string(algorithm)),
+      fmt::runtime(check ? family.check_inputs : family.update_inputs), fmt::arg("cost", kCost),
+      fmt::arg("now_parameter", now_parameter()), fmt::arg("algorithm", to_string(algorithm)),
       fmt::arg("request", parts.request), fmt::arg("policy", kPolicy),
       fmt::arg("maximum", maximum_for_owner(algorithm)), fmt::arg("capacity", burst_for_owner()),
       fmt::arg("overrides", check ? override_joins(":limit", ":owner")
@@ -565,7 +603,10 @@ std::string build(Operation operation, Algorithm algorithm) {
       fmt::arg("remaining", window.remaining ? window.remaining : ""),
       fmt::arg("retry", window.retry ? window.retry : ""),
       fmt::arg("reset_at", window.reset_at ? window.reset_at : ""),
-      fmt::arg("shown_used", window.shown_used ? window.shown_used : ""),
+      fmt::arg("shown_used", window.shown_used
+                                 ? fmt::format(fmt::runtime(window.shown_used),
+                                               fmt::arg("weighted_rest", kWeightedRest))
+                                 : ""),
       fmt::arg("start", bucket_start("s_level", "s_period", "period_ms", "capacity")),
       fmt::arg("take", refund ? " - min(s_used, refund)" : ""), fmt::arg("level", level),
       fmt::arg("carry", carry), fmt::arg("used", log.used), fmt::arg("total", log.total),
@@ -577,10 +618,10 @@ std::string build(Operation operation, Algorithm algorithm) {
   const MoreColumns more = more_columns(operation, family);
   return fmt::format(fmt::runtime(kWrite), fmt::arg("table", family.table),
                      fmt::arg("columns", family.columns), fmt::arg("values", family.values),
-                     fmt::arg("decision", decision), fmt::arg("now", kDatabaseNow),
-                     fmt::arg("granted", parts.granted), fmt::arg("remaining", kAnswerRemaining),
-                     fmt::arg("retry", kAnswerRetry), fmt::arg("more", more.columns),
-                     fmt::arg("more_values", more.values));
+                     fmt::arg("decision", decision), fmt::arg("cost", kCost),
+                     fmt::arg("now_parameter", now_parameter()), fmt::arg("granted", parts.granted),
+                     fmt::arg("remaining", kAnswerRemaining), fmt::arg("retry", kAnswerRetry),
+                     fmt::arg("more", more.columns), fmt::arg("more_values", more.values));
 }
 
 }  // namespace

@@ -6,12 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <sstream>
 
 #include "cli.h"
@@ -331,6 +333,76 @@ TEST_CASE("quotactl limit set/get/list/rm", "[quotactl]") {
     f.ok({"limit", "rm", "send"});
     CHECK(f.ok({"limit", "list"}) == json::array());
     CHECK(f.ctl({"limit", "list"}).out.find("quotactl limit set") != std::string::npos);
+  }
+}
+
+// `args` with `option`'s value replaced by `value`, or the option added.
+std::vector<std::string> with_option(std::vector<std::string> args, const std::string& option,
+                                     const std::string& value) {
+  for (std::size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == option) {
+      args[i + 1] = value;
+      return args;
+    }
+  }
+  args.push_back(option);
+  args.push_back(value);
+  return args;
+}
+
+TEST_CASE("quotactl limit set: numbers too large for 64 bits are refused in the units typed",
+          "[quotactl]") {
+  // Regression: `--max 1000000000000 --per 366d --algo token_bucket` suggested a maximum of at
+  // most 145836053, which was then refused for the burst that defaults to the maximum, and the
+  // message spoke of 31622400000 ms.
+  Fixture f;
+  f.ok({"migrate"});
+  f.ok({"limit", "set", "sw", "--max", "10", "--per", "1d", "--algo", "sliding_window"});
+  const std::vector<std::vector<std::string>> refused = {
+      {"limit", "set", "t", "--max", "1000000000000", "--per", "366d", "--algo", "token_bucket"},
+      {"limit", "set", "t", "--max", "100000000", "--per", "366d", "--algo", "token_bucket"},
+      {"limit", "set", "t", "--max", "145836054", "--per", "8784h", "--algo", "token_bucket",
+       "--burst", "72918027"},
+      {"limit", "set", "t", "--max", "1", "--per", "366d", "--algo", "token_bucket", "--burst",
+       "1000000000000"},
+      {"limit", "set", "t", "--max", "1000000000000", "--per", "1d", "--algo", "sliding_window"},
+      {"limit", "set", "t", "--max", "200000000", "--per", "366d", "--algo", "sliding_window"},
+      {"limit", "set", "sw", "--max", "200000000", "--per", "527040m"},  // the algorithm kept
+  };
+  const std::vector<std::pair<std::regex, std::vector<std::string>>> suggestions = {
+      {std::regex(R"(use --max (\d+) and --burst (\d+) or less)"), {"--max", "--burst"}},
+      {std::regex(R"(use --max (\d+) or less)"), {"--max"}},
+      {std::regex(R"(use --burst (\d+) or less)"), {"--burst"}},
+      {std::regex(R"(add --burst (\d+) or less)"), {"--burst"}},
+      {std::regex(R"(--per (\w+) or less)"), {"--per"}},
+  };
+  for (const std::vector<std::string>& args : refused) {
+    const std::string& per = *(std::find(args.begin(), args.end(), "--per") + 1);
+    CAPTURE(args);
+    const Outcome outcome = f.ctl(args);
+    CHECK(outcome.status == 2);
+    CHECK(outcome.one_error_line());
+    CHECK(outcome.err.find("--per " + per + " is too large") != std::string::npos);
+    CHECK(outcome.err.find("00000 ms") == std::string::npos);  // no period in milliseconds
+    CHECK(f.ctl({"limit", "get", "t"}).status == 2);           // nothing was created or changed
+    CHECK(f.ok({"limit", "get", "sw"})["maximum"] == 10);
+    // Every suggestion, with the other options as typed, is accepted.
+    int suggested = 0;
+    for (const auto& [pattern, options] : suggestions) {
+      std::smatch match;
+      if (!std::regex_search(outcome.err, match, pattern)) continue;
+      std::vector<std::string> fixed = args;
+      for (std::size_t i = 0; i < options.size(); ++i) {
+        fixed = with_option(fixed, options[i], match[i + 1].str());
+      }
+      CAPTURE(fixed);
+      ++suggested;
+      f.ok(fixed);
+      f.ok(args[2] == "t"
+               ? std::vector<std::string>{"limit", "rm", "t"}
+               : std::vector<std::string>{"limit", "set", "sw", "--max", "10", "--per", "1d"});
+    }
+    CHECK(suggested >= 2);  // a number to lower, and a shorter period
   }
 }
 
@@ -732,7 +804,8 @@ TEST_CASE("quotactl refuses invalid input with exit 2 and changes nothing", "[qu
        false},
       {{"limit", "set", "x", "--max", "1000000000000", "--per", "1d", "--algo", "sliding_window"},
        false},
-      {{"limit", "set", "x", "--max", "10", "--per", "31d", "--algo", "sliding_window"}, false},
+      {{"limit", "set", "x", "--max", "145836054", "--per", "366d", "--algo", "sliding_window"},
+       false},
       {{"limit", "set", "x", "--max", "10", "--per", "366d", "--algo", "token_bucket", "--burst",
         "1000000000000"},
        false},
@@ -816,11 +889,16 @@ TEST_CASE("quotactl refuses unusable files with exit 3 and leaves them as they w
           "[quotactl]") {
   Fixture f;
   const std::vector<std::vector<std::string>> commands{
-      {"consume", "send", "u1"},  {"check", "send", "u1"},
-      {"record", "send", "u1"},   {"reset", "send", "u1"},
-      {"limit", "list"},          {"limit", "get", "send"},
-      {"limit", "rm", "send"},    {"usage", "send"},
-      {"sql", "consume", "send"}, {"limit", "set", "send", "--max", "1", "--per", "1s"},
+      {"consume", "send", "u1"},
+      {"check", "send", "u1"},
+      {"record", "send", "u1"},
+      {"reset", "send", "u1"},
+      {"limit", "list"},
+      {"limit", "get", "send"},
+      {"limit", "rm", "send"},
+      {"usage", "send"},
+      {"sql", "consume", "send"},
+      {"limit", "set", "send", "--max", "1", "--per", "1s"},
       {"gc"}};
 
   SECTION("a missing file is not created") {
@@ -917,8 +995,8 @@ TEST_CASE("quotactl binary: exit statuses, QUOTA_DB and the error line", "[quota
   const std::string binary = QUOTACTL_PATH;
   const std::string env = "QUOTA_DB=" + dir.file("env.db") + " ";
   const json migrated = json::parse(shell(env + binary + " migrate --json").out);
-  CHECK(migrated == json{{"applied", every_version()},
-                         {"schema_version", quota::detail::latest_version()}});
+  CHECK(migrated ==
+        json{{"applied", every_version()}, {"schema_version", quota::detail::latest_version()}});
   CHECK(shell(env + binary + " limit set send --max 1 --per 1h").status == 0);
   CHECK(shell(env + binary + " consume send u1 --now " + std::to_string(kStart)).status == 0);
   const Shell denied = shell(env + binary + " consume send u1 --now " + std::to_string(kStart));
@@ -1033,9 +1111,9 @@ TEST_CASE("quotactl durations: parsed strictly, shown in human units", "[quotact
   CHECK(quotactl::parse_duration("1m", "--per") == milliseconds(60'000));
   CHECK(quotactl::parse_duration("1h", "--per") == milliseconds(3'600'000));
   CHECK(quotactl::parse_duration("366d", "--per") == quota::kPeriodBound);
-  for (const char* bad : {"0s", "-1m", "1.5m", "10y", "abc", "", "m", "1", "1 m", "+1m", "1M",
-                          "367d", "8785h", "9999999999999999999s", "366366366366d",
-                          "999999999999h"}) {
+  for (const char* bad :
+       {"0s", "-1m", "1.5m", "10y", "abc", "", "m", "1", "1 m", "+1m", "1M", "367d", "8785h",
+        "9999999999999999999s", "366366366366d", "999999999999h"}) {
     INFO(bad);
     CHECK_THROWS_AS(quotactl::parse_duration(bad, "--per"), quota::Error);
   }
@@ -1067,9 +1145,11 @@ TEST_CASE("quotactl durations: parsed strictly, shown in human units", "[quotact
 TEST_CASE("quotactl override set, list and rm", "[quotactl][policy]") {
   Fixture f;
   f.prepare();
-  CHECK(f.ok({"override", "set", "send", "vip", "--max", "6"}) ==
-        json{{"limit", "send"}, {"owner", "vip"}, {"policy", "maximum"}, {"maximum", 6},
-             {"burst", nullptr}});
+  CHECK(f.ok({"override", "set", "send", "vip", "--max", "6"}) == json{{"limit", "send"},
+                                                                       {"owner", "vip"},
+                                                                       {"policy", "maximum"},
+                                                                       {"maximum", 6},
+                                                                       {"burst", nullptr}});
   f.ok({"override", "set", "*", "root", "--exempt"});
   f.ok({"override", "set", "daily", "spammer", "--deny"});
   const json all = f.ok({"override", "list"});
@@ -1112,20 +1192,20 @@ TEST_CASE("quotactl override refuses bad input with exit 2 and changes nothing",
   f.prepare();
   const std::string before = dump(f.db);
   const std::vector<std::vector<std::string>> cases = {
-      {"override", "set", "send", "u"},                                 // no policy
-      {"override", "set", "send", "u", "--max", "3", "--exempt"},       // two policies
-      {"override", "set", "send", "u", "--exempt", "--deny"},           // two policies
-      {"override", "set", "send", "u", "--burst", "3"},                 // burst without max
-      {"override", "set", "send", "u", "--max", "0"},                   // out of range
-      {"override", "set", "send", "u", "--max", "3", "--burst", "4"},   // burst on a log
-      {"override", "set", "nope", "u", "--max", "3"},                   // unknown limit
-      {"override", "set", "bad name", "u", "--deny"},                   // invalid name
-      {"override", "set", "send", "", "--deny"},                        // empty owner
-      {"override", "rm", "send", "nobody"},                             // no such override
+      {"override", "set", "send", "u"},                                // no policy
+      {"override", "set", "send", "u", "--max", "3", "--exempt"},      // two policies
+      {"override", "set", "send", "u", "--exempt", "--deny"},          // two policies
+      {"override", "set", "send", "u", "--burst", "3"},                // burst without max
+      {"override", "set", "send", "u", "--max", "0"},                  // out of range
+      {"override", "set", "send", "u", "--max", "3", "--burst", "4"},  // burst on a log
+      {"override", "set", "nope", "u", "--max", "3"},                  // unknown limit
+      {"override", "set", "bad name", "u", "--deny"},                  // invalid name
+      {"override", "set", "send", "", "--deny"},                       // empty owner
+      {"override", "rm", "send", "nobody"},                            // no such override
       {"override", "list", "bad name"},
-      {"consume", "send,send", "u"},                                    // a limit twice
-      {"consume", "send,,daily", "u"},                                  // an empty name
-      {"consume", "send,nope", "u"},                                    // unknown limit
+      {"consume", "send,send", "u"},    // a limit twice
+      {"consume", "send,,daily", "u"},  // an empty name
+      {"consume", "send,nope", "u"},    // unknown limit
       {"usage", "send", "--by", "cost"},
       {"limit", "set", "send", "--max", "3", "--per", "1m", "--shadow", "--enforce"},
   };

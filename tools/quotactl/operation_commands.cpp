@@ -283,7 +283,9 @@ std::string shell_instructions(Operation operation, quota::Algorithm algorithm,
   if (operation != Operation::reset) text += "--   .parameter set :cost 1\n";
   text +=
       "--   .parameter set :now NULL\n"
-      "-- :cost NULL means 1; :now is Unix ms, NULL for the database's current time.\n";
+      "-- :cost NULL means 1; :now is Unix ms, NULL for the database's current time.\n"
+      "-- Both are whole numbers (a REAL such as 5.0 is taken as 5); the statement fails on\n"
+      "-- anything else, and on a cost below 1 or a negative time.\n";
   return text;
 }
 

@@ -82,6 +82,20 @@ std::string format_period(std::chrono::milliseconds period) {
   return fmt::format("{}ms", period.count());
 }
 
+std::string format_period_at_most(milliseconds longest, std::string_view typed) {
+  std::size_t digits = 0;
+  while (digits < typed.size() && is_digit(typed[digits])) ++digits;
+  const std::string_view typed_unit = typed.substr(digits);
+  bool below_typed = false;  // the units from the typed one down, largest first
+  for (const auto& [name, size] : kUnits) {
+    below_typed = below_typed || name == typed_unit;
+    if (below_typed && longest.count() >= size) {
+      return fmt::format("{}{}", longest.count() / size, name);
+    }
+  }
+  return fmt::format("{}ms", std::max<std::int64_t>(longest.count(), 1));
+}
+
 std::string format_duration(std::int64_t milliseconds) {
   if (milliseconds < 0) return "never";
   if (milliseconds < 1000) return fmt::format("{}ms", milliseconds);

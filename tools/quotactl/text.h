@@ -27,6 +27,11 @@ std::chrono::milliseconds parse_duration(std::string_view text, std::string_view
 // 3600000 -> "1h"), so that it can be passed back to `limit set --per`.
 std::string format_period(std::chrono::milliseconds period);
 
+// The longest DURATION text of at most `longest`, in the unit of `typed` (a DURATION the user
+// gave, "366d") when `longest` holds one of it, else in the largest unit that it holds
+// (2305843 ms and "366d" -> "38m"): a bound to suggest in the user's own terms.
+std::string format_period_at_most(std::chrono::milliseconds longest, std::string_view typed);
+
 // A wait or an age for a person, exact to the millisecond: 500ms, 1.234s, 59.9s, 1m 30s,
 // 2h 5m, 1d 0.001s.
 std::string format_duration(std::int64_t milliseconds);
