@@ -172,8 +172,8 @@ constexpr Command kCommands[] = {
     {"reset", "forget an owner's usage and denials for a limit", declare_name_owner, run_reset},
     {"refund", "give back units of usage (never below zero), then show the state like check",
      declare_request, run_refund},
-    {"usage", "owners with usage or denials, most used (or denied) first", declare_usage,
-     run_usage},
+    {"usage", "owners with usage or denials, most used (or denied, or shadow denied) first",
+     declare_usage, run_usage},
     {"override", "per-owner overrides: own maximum, exempt, deny", nullptr, nullptr},
     {"override set", "create or replace an owner's override (--max N [--burst N] | --exempt | "
      "--deny)", declare_override_set, run_override_set},
