@@ -49,6 +49,18 @@ std::string printable(std::string_view text, std::size_t max_characters = 1024);
 // The number of characters (UTF-8 code points) in `text`, for aligning columns.
 std::size_t display_width(std::string_view text);
 
+// The candidates `word` is most likely a typo of: those at the least edit distance (one
+// insertion, deletion, substitution, or swap of neighbouring characters, counts 1), if that
+// is less than the word's length (leading dashes aside) and at most 1 for a word of up to 4
+// characters, 2 for a longer one. Empty when none is that close, or `word` is a candidate.
+std::vector<std::string> likely_meant(std::string_view word,
+                                      const std::vector<std::string>& candidates);
+
+// " (did you mean 'consume'?)", " (did you mean 'set' or 'get'?)" for likely_meant(word,
+// candidates), each shown after `prefix` (a command's group: "limit "); "" when it is empty.
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates,
+                         std::string_view prefix = "");
+
 }  // namespace quotactl
 
 namespace quotactl {
