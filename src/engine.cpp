@@ -30,7 +30,8 @@ Error unknown_limit(std::string_view name) {
   return Error(ErrorCode::unknown_limit,
                fmt::format("unknown limit '{}': define it first (quotactl limit set {} --max N "
                            "--per DURATION, or Engine::define)",
-                           name, name));
+                           name, name),
+               name);
 }
 
 // A failure of the database itself rather than of the request: what fail_open answers.
@@ -595,6 +596,9 @@ std::vector<Usage> Engine::usage(std::string_view limit, std::size_t top, UsageO
     }
     std::stable_sort(rows.begin(), rows.end(), [order](const Usage& a, const Usage& b) {
       if (order == UsageOrder::denied && a.denied != b.denied) return a.denied > b.denied;
+      if (order == UsageOrder::shadow_denied && a.shadow_denied != b.shadow_denied) {
+        return a.shadow_denied > b.shadow_denied;
+      }
       return a.used != b.used ? a.used > b.used : a.owner < b.owner;
     });
     if (top > 0 && rows.size() > top) rows.resize(top);

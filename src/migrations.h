@@ -17,7 +17,7 @@ struct Migration {
 };
 
 // Every migration this build knows, by version: SQLite's (generated from migrations/*.sql)
-// and PostgreSQL's (migrations/postgresql/*.sql). PostgreSQL's first migration is version 5,
+// and PostgreSQL's (migrations/postgresql/*.sql). PostgreSQL's first migration is version 6,
 // the whole schema at once: the same version means the same schema on both.
 const std::vector<Migration>& built_in_sqlite_migrations();
 const std::vector<Migration>& built_in_postgresql_migrations();

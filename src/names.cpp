@@ -1,8 +1,10 @@
 // Stored names of the enums, and the validation of everything a caller passes in.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <utility>
+#include <vector>
 
 #include "quota/error.h"
 #include "quota/limit.h"
@@ -57,8 +59,8 @@ std::optional<Enum> value_of(const std::array<std::pair<Enum, std::string_view>,
 }
 
 bool is_name_character(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-         c == '_' || c == '.' || c == ':' || c == '-';
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '.' || c == ':' || c == '-';
 }
 
 // Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF.
@@ -100,32 +102,75 @@ bool is_valid_utf8(std::string_view text) {
 
 // The decisions of sliding_window and token_bucket multiply counts by the period; these
 // bounds keep every such product inside 64-bit integers (see src/statements.cpp).
-void require_product_fits(const Limit& limit, const char* what, std::int64_t value,
-                          std::int64_t bound, const char* bound_name) {
-  const std::int64_t period = limit.period.count();
-  if (value > bound / period) {
-    invalid(fmt::format("{} {} is too large for a {} limit with a period of {} ms: {} x period_ms "
-                        "must be at most {} ({}), so use a {} of at most {} or a shorter period",
-                        what, value, to_string(limit.algorithm), period, what, bound_name, bound,
-                        what, bound / period));
-  }
-}
-
 void validate_products(const Limit& limit) {
-  if (limit.algorithm == Algorithm::sliding_window) {
-    if (limit.period > kSlidingWindowPeriodBound) {
-      invalid(fmt::format("period {} ms is too long for a sliding_window limit: the most is 30 "
-                          "days ({} ms); use fixed_window or sliding_log for longer periods",
-                          limit.period.count(), kSlidingWindowPeriodBound.count()));
-    }
-    require_product_fits(limit, "maximum", limit.maximum, kProductBound, "2^62");
-  } else if (limit.algorithm == Algorithm::token_bucket) {
-    require_product_fits(limit, "maximum", limit.maximum, kProductBound, "2^62");
-    require_product_fits(limit, "burst", limit.capacity(), kBucketBound, "2^61");
+  const std::optional<LimitOverflow> overflow = find_overflow(limit);
+  if (!overflow) return;
+  std::vector<std::string> fixes;
+  if (overflow->largest_maximum && overflow->largest_burst) {
+    fixes.push_back(fmt::format("use a maximum of at most {} and a burst of at most {}",
+                                *overflow->largest_maximum, *overflow->largest_burst));
+  } else if (overflow->largest_maximum) {
+    fixes.push_back(fmt::format("use a maximum of at most {}", *overflow->largest_maximum));
+  } else if (overflow->largest_burst) {
+    fixes.push_back(fmt::format("use a burst of at most {}", *overflow->largest_burst));
   }
+  if (overflow->or_burst) {
+    fixes.push_back(fmt::format("give a burst of at most {}", *overflow->or_burst));
+  }
+  fixes.push_back(fmt::format("a period of at most {} ms", overflow->longest_period.count()));
+  std::string advice = fixes.front();
+  for (std::size_t i = 1; i < fixes.size(); ++i) advice += ", or " + fixes[i];
+  invalid(
+      fmt::format("limit '{}' (maximum {}{}, period {} ms) is too large for the 64-bit "
+                  "arithmetic of {}: {}; {}",
+                  limit.name, limit.maximum,
+                  limit.burst ? fmt::format(", burst {}", *limit.burst) : std::string(),
+                  limit.period.count(), to_string(limit.algorithm), overflow->rule, advice));
 }
 
 }  // namespace
+
+std::optional<LimitOverflow> find_overflow(const Limit& limit) {
+  const std::int64_t period = limit.period.count();
+  if (period < 1) return std::nullopt;
+  // The largest value of a number whose product with the period is at most `bound` (never
+  // beyond the number's own range).
+  const auto largest = [&](std::int64_t bound) { return std::min(bound / period, kMaximumBound); };
+  const auto fits = [&](std::int64_t value, std::int64_t bound) { return value <= bound / period; };
+  LimitOverflow overflow;
+  if (limit.algorithm == Algorithm::sliding_window) {
+    if (fits(limit.maximum, kProductBound)) return std::nullopt;
+    overflow.rule = "maximum x period_ms must be at most 2^62 (4611686018427387904)";
+    overflow.largest_maximum = largest(kProductBound);
+    overflow.longest_period = std::chrono::milliseconds{kProductBound / limit.maximum};
+    return overflow;
+  }
+  if (limit.algorithm != Algorithm::token_bucket) return std::nullopt;
+  const bool maximum_fits = fits(limit.maximum, kProductBound);
+  const bool burst_fits = fits(limit.capacity(), kBucketBound);
+  if (maximum_fits && burst_fits) return std::nullopt;
+  if (!maximum_fits && !burst_fits) {
+    overflow.rule =
+        "maximum x period_ms must be at most 2^62 (4611686018427387904) and burst x period_ms "
+        "at most 2^61 (2305843009213693952)";
+  } else if (!maximum_fits) {
+    overflow.rule = "maximum x period_ms must be at most 2^62 (4611686018427387904)";
+  } else {
+    overflow.rule = "burst x period_ms must be at most 2^61 (2305843009213693952)";
+  }
+  if (!limit.burst) {
+    // The burst is the maximum: lowering the maximum lowers both.
+    overflow.rule += ", and the burst is the maximum when none is given";
+    overflow.largest_maximum = std::min(largest(kProductBound), largest(kBucketBound));
+    if (maximum_fits) overflow.or_burst = largest(kBucketBound);
+  } else {
+    if (!maximum_fits) overflow.largest_maximum = largest(kProductBound);
+    if (!burst_fits) overflow.largest_burst = largest(kBucketBound);
+  }
+  overflow.longest_period = std::chrono::milliseconds{
+      std::min(kProductBound / limit.maximum, kBucketBound / limit.capacity())};
+  return overflow;
+}
 
 std::string_view to_string(Algorithm algorithm) { return name_of(kAlgorithms, algorithm); }
 std::optional<Algorithm> parse_algorithm(std::string_view name) {
@@ -163,8 +208,8 @@ void validate_owner(std::string_view owner) {
 
 void validate_cost(std::int64_t cost) {
   if (cost < 1 || cost > kMaximumBound) {
-    invalid(fmt::format("invalid cost {}: a cost is a whole number from 1 to {}", cost,
-                        kMaximumBound));
+    invalid(
+        fmt::format("invalid cost {}: a cost is a whole number from 1 to {}", cost, kMaximumBound));
   }
 }
 
@@ -196,9 +241,10 @@ void validate_override(const Override& override) {
   validate_owner(override.owner);
   if (override.policy != Policy::maximum) {
     if (override.maximum || override.burst) {
-      invalid(fmt::format("an override that is {} takes no maximum or burst: drop them, or use "
-                          "the maximum policy",
-                          to_string(override.policy)));
+      invalid(
+          fmt::format("an override that is {} takes no maximum or burst: drop them, or use "
+                      "the maximum policy",
+                      to_string(override.policy)));
     }
     return;
   }

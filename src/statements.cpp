@@ -59,18 +59,20 @@ std::string expand(std::string_view text, Args&&... args) {
       fmt::arg("int", "{int}"), fmt::arg("limit", "{limit}"), fmt::arg("owner", "{owner}"),
       fmt::arg("cost", "{cost}"), fmt::arg("now_ms", "{now_ms}"),
       fmt::arg("live_base", "{live_base}"), fmt::arg("covering_event", "{covering_event}"),
-      fmt::arg("newest_kept", "{newest_kept}"));
+      fmt::arg("newest_kept", "{newest_kept}"), fmt::arg("request_cost", "{request_cost}"),
+      fmt::arg("request_now", "{request_now}"));
 }
 
 std::string finish(std::string_view text, const Dialect& dialect) {
-  return fmt::format(fmt::runtime(text), fmt::arg("max", dialect.greatest),
-                     fmt::arg("min", dialect.least), fmt::arg("barrier", dialect.barrier),
-                     fmt::arg("now", dialect.database_now), fmt::arg("int", dialect.as_integer),
-                     fmt::arg("limit", dialect.limit), fmt::arg("owner", dialect.owner),
-                     fmt::arg("cost", dialect.cost), fmt::arg("now_ms", dialect.now),
-                     fmt::arg("live_base", dialect.log_live_base),
-                     fmt::arg("covering_event", dialect.log_covering_event),
-                     fmt::arg("newest_kept", dialect.log_newest_kept));
+  return fmt::format(
+      fmt::runtime(text), fmt::arg("max", dialect.greatest), fmt::arg("min", dialect.least),
+      fmt::arg("barrier", dialect.barrier), fmt::arg("now", dialect.database_now),
+      fmt::arg("int", dialect.as_integer), fmt::arg("limit", dialect.limit),
+      fmt::arg("owner", dialect.owner), fmt::arg("cost", dialect.cost),
+      fmt::arg("now_ms", dialect.now), fmt::arg("live_base", dialect.log_live_base),
+      fmt::arg("covering_event", dialect.log_covering_event),
+      fmt::arg("newest_kept", dialect.log_newest_kept),
+      fmt::arg("request_cost", dialect.request_cost), fmt::arg("request_now", dialect.request_now));
 }
 
 // What each operation records and counts, given the decision's `allowed` (the verdict as if
@@ -219,6 +221,16 @@ constexpr WindowExpressions kFixedWindow = {
     "used_after",
 };
 
+// ceil(r * rest / P) for r = previous_used % period_ms (< P) and rest (<= P), exact for every
+// period up to 2^35 ms (kPeriodBound is below): rest is split at H = 2^18 into a * H + b, so
+// r * rest = x * H + r * b with x = r * a < 2^52, and x = (x / P) * P + x % P leaves
+// ceil(r * rest / P) = (x / P) * H + ceil(((x % P) * H + r * b) / P), every term below 2^54.
+// migrations/0006_long_sliding_windows.sql computes quota_usage's `used` the same way.
+constexpr const char* kWeightedRest =
+    "((previous_used % period_ms) * (rest / 262144) / period_ms) * 262144"
+    " + (((previous_used % period_ms) * (rest / 262144)) % period_ms * 262144"
+    " + (previous_used % period_ms) * (rest % 262144) + period_ms - 1) / period_ms";
+
 // sliding_window: usage is cur + prev * (P - e) / P, decided exactly in integers as
 // prev * rest <= (maximum - cur - cost) * P, where the right side is at most maximum * P
 // (<= 2^62 by the limit's definition) and the left side is compared by division, so that no
@@ -228,6 +240,9 @@ constexpr WindowExpressions kFixedWindow = {
 // Otherwise it waits into the next window, where this window's count weighs as prev did:
 // e'' = P - floor((maximum - cost) * P / used_after) into it, or the whole of it when that
 // floor is 0.
+// The usage shown, cur + ceil(prev * rest / P), is (prev / P) * rest plus the rounded-up
+// weight of r = prev % P, computed by kWeightedRest without the product r * rest, which is
+// beyond 64 bits for periods above 35 days.
 constexpr WindowExpressions kSlidingWindow = {
     "CASE WHEN used + cost <= maximum"
     "     THEN previous_used <= ((maximum - used - cost) * period_ms) / rest ELSE FALSE END",
@@ -242,13 +257,12 @@ constexpr WindowExpressions kSlidingWindow = {
     "                 END END",
     "CASE WHEN used_after > 0 THEN (window_key + 2) * period_ms"
     "     WHEN previous_used > 0 THEN (window_key + 1) * period_ms ELSE t END",
-    "used_after + (previous_used / period_ms) * rest"
-    " + ((previous_used % period_ms) * rest + period_ms - 1) / period_ms",
+    "used_after + (previous_used / period_ms) * rest + {weighted_rest}",
 };
 
 constexpr const char* kWindowCheckInputs = R"(
       SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
-             coalesce({cost}, 1) AS cost, coalesce({now_ms}, {now}) AS now,
+             {request_cost} AS cost, {request_now} AS now,
              {policy} AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
              s.window_key AS s_window_key, s.period_ms AS s_period, s.used AS s_used,
              s.previous_used AS s_previous, s.denied AS s_denied, s.seen_ms AS s_seen
@@ -330,7 +344,7 @@ constexpr const char* kBucketRefill = R"(CASE WHEN start >= full_level THEN full
 // the limit's burst) reads as no row: a full bucket of the owner's own capacity.
 constexpr const char* kBucketCheckInputs = R"(
       SELECT {maximum} AS maximum, {capacity} AS capacity, l.period_ms AS period_ms,
-             coalesce({cost}, 1) AS cost, coalesce({now_ms}, {now}) AS now,
+             {request_cost} AS cost, {request_now} AS now,
              {policy} AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
              s.level AS s_level, s.period_ms AS s_period, s.denied AS s_denied,
              s.seen_ms AS s_seen
@@ -398,7 +412,7 @@ constexpr const char* kLogDecision = R"(
 
 constexpr const char* kLogCheckInputs = R"(
       SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
-             coalesce({cost}, 1) AS cost, coalesce({now_ms}, {now}) AS now,
+             {request_cost} AS cost, {request_now} AS now,
              {policy} AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
              l.name AS key_limit, {owner} AS key_owner,
              s.total AS s_total, s.newest_at_ms AS s_newest_at, s.denied AS s_denied,
@@ -458,7 +472,7 @@ RETURNING last_allowed AS allowed, last_reason AS reason, last_remaining AS rema
 // "new owner" trigger makes the row that the DO UPDATE then decides over; PostgreSQL's is
 // the decision over an owner without state, in the same columns as the SET list.
 constexpr const char* kProposedRequest = R"((limit_name, owner, cost, seen_ms, maximum)
-VALUES ({limit}, {owner}, coalesce({cost}, 1), coalesce({now_ms}, {now}), 0))";
+VALUES ({limit}, {owner}, {request_cost}, {request_now}, 0))";
 
 constexpr const char* kProposedDecision = R"((limit_name, owner, {set_columns})
 SELECT {limit}, {owner}, {set_values}
@@ -469,8 +483,8 @@ FROM ({decision}) AS decision)";
 // joined to nothing, so that every column of the row reads as NULL with its own type.
 constexpr const char* kUpdateRequestRow = "(SELECT 1) AS request";
 constexpr const char* kProposedRequestRow =
-    "(SELECT {limit} AS limit_name, {owner} AS owner, coalesce({cost}, 1) AS cost,"
-    " coalesce({now_ms}, {now}) AS seen_ms) AS excluded LEFT JOIN {table} ON FALSE";
+    "(SELECT {limit} AS limit_name, {owner} AS owner, {request_cost} AS cost,"
+    " {request_now} AS seen_ms) AS excluded LEFT JOIN {table} ON FALSE";
 
 constexpr const char* kCheck = R"(SELECT allowed, reason, {remaining} AS remaining,
   {retry} AS retry_after_ms, reset_at_ms, denied, FALSE AS shadow_denied, shown_used AS used,
@@ -484,7 +498,7 @@ constexpr const char* kReason =
 
 // reset: a request row whose trigger deletes the owner's state for the limit, then itself.
 constexpr const char* kReset = R"(INSERT INTO quota_resets (limit_name, owner, now_ms, remaining)
-VALUES ({limit}, {owner}, coalesce({now_ms}, {now}),
+VALUES ({limit}, {owner}, {request_now},
         (SELECT CASE l.algorithm WHEN 'token_bucket' THEN {burst}
                                  WHEN 'sliding_window' THEN {bounded_maximum}
                                  ELSE {maximum} END
@@ -594,7 +608,9 @@ std::string decision_of(Operation operation, Algorithm algorithm, const Family& 
       fmt::arg("remaining", window.remaining ? window.remaining : ""),
       fmt::arg("retry", window.retry ? window.retry : ""),
       fmt::arg("reset_at", window.reset_at ? window.reset_at : ""),
-      fmt::arg("shown_used", window.shown_used ? window.shown_used : ""),
+      fmt::arg("shown_used", window.shown_used ? expand(window.shown_used,
+                                                        fmt::arg("weighted_rest", kWeightedRest))
+                                               : ""),
       fmt::arg("start", expand(kBucketStart, fmt::arg("level", "s_level"),
                                fmt::arg("row_period", "s_period"), fmt::arg("period", "period_ms"),
                                fmt::arg("capacity", "capacity"))),
@@ -621,7 +637,7 @@ Assignments assignments_of(Operation operation, const Family& family, bool propo
           expand("{values}, t, {cost_kept}, maximum, period_ms,\n"
                  "          {granted}, reason, {remaining}, {retry}, reset_at_ms{more_values}",
                  fmt::arg("values", family.values),
-                 fmt::arg("cost_kept", proposed ? "coalesce({cost}, 1)" : "cost"),
+                 fmt::arg("cost_kept", proposed ? "{request_cost}" : "cost"),
                  fmt::arg("granted", parts.granted), fmt::arg("remaining", kAnswerRemaining),
                  fmt::arg("retry", kAnswerRetry), fmt::arg("more_values", more.values))};
 }

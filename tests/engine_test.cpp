@@ -670,6 +670,7 @@ TEST_CASE("the unknown limit is an error for every operation", "[engine]") {
       FAIL("no error");
     } catch (const Error& error) {
       CHECK(error.code() == ErrorCode::unknown_limit);
+      CHECK(error.limit() == "nope");  // for callers that word their own message (quotactl)
       CHECK_THAT(error.what(),
                  Catch::Contains("unknown limit 'nope'") && Catch::Contains("define it first"));
     }

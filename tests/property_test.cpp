@@ -75,7 +75,7 @@ std::optional<std::int64_t> random_burst(Random& random, Scale scale, std::int64
 std::int64_t longest_period(Algorithm algorithm, std::int64_t maximum) {
   switch (algorithm) {
     case Algorithm::sliding_window:
-      return std::min<std::int64_t>(2'592'000'000, k2To62 / maximum);
+      return std::min(kPeriodBound.count(), k2To62 / maximum);
     case Algorithm::token_bucket:
       return std::min(kPeriodBound.count(), kBucketBound / maximum);
     default:
@@ -282,13 +282,12 @@ class Run {
       changed.maximum =
           scale_ == Scale::small
               ? between(random_, 1, 7)
-              : any_size(random_,
-                         multiplies ? std::min(kMaximumBound,
-                                               (rule.algorithm == Algorithm::token_bucket
-                                                    ? kBucketBound
-                                                    : k2To62) /
-                                                   period)
-                                    : kMaximumBound);
+              : any_size(random_, multiplies ? std::min(kMaximumBound,
+                                                        (rule.algorithm == Algorithm::token_bucket
+                                                             ? kBucketBound
+                                                             : k2To62) /
+                                                            period)
+                                             : kMaximumBound);
       if (rule.algorithm == Algorithm::token_bucket && between(random_, 0, 1) == 1) {
         changed.burst = random_burst(random_, scale_, changed.maximum, period);
       }

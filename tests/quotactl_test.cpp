@@ -6,12 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <sstream>
 
 #include "cli.h"
@@ -334,6 +336,76 @@ TEST_CASE("quotactl limit set/get/list/rm", "[quotactl]") {
   }
 }
 
+// `args` with `option`'s value replaced by `value`, or the option added.
+std::vector<std::string> with_option(std::vector<std::string> args, const std::string& option,
+                                     const std::string& value) {
+  for (std::size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == option) {
+      args[i + 1] = value;
+      return args;
+    }
+  }
+  args.push_back(option);
+  args.push_back(value);
+  return args;
+}
+
+TEST_CASE("quotactl limit set: numbers too large for 64 bits are refused in the units typed",
+          "[quotactl]") {
+  // Regression: `--max 1000000000000 --per 366d --algo token_bucket` suggested a maximum of at
+  // most 145836053, which was then refused for the burst that defaults to the maximum, and the
+  // message spoke of 31622400000 ms.
+  Fixture f;
+  f.ok({"migrate"});
+  f.ok({"limit", "set", "sw", "--max", "10", "--per", "1d", "--algo", "sliding_window"});
+  const std::vector<std::vector<std::string>> refused = {
+      {"limit", "set", "t", "--max", "1000000000000", "--per", "366d", "--algo", "token_bucket"},
+      {"limit", "set", "t", "--max", "100000000", "--per", "366d", "--algo", "token_bucket"},
+      {"limit", "set", "t", "--max", "145836054", "--per", "8784h", "--algo", "token_bucket",
+       "--burst", "72918027"},
+      {"limit", "set", "t", "--max", "1", "--per", "366d", "--algo", "token_bucket", "--burst",
+       "1000000000000"},
+      {"limit", "set", "t", "--max", "1000000000000", "--per", "1d", "--algo", "sliding_window"},
+      {"limit", "set", "t", "--max", "200000000", "--per", "366d", "--algo", "sliding_window"},
+      {"limit", "set", "sw", "--max", "200000000", "--per", "527040m"},  // the algorithm kept
+  };
+  const std::vector<std::pair<std::regex, std::vector<std::string>>> suggestions = {
+      {std::regex(R"(use --max (\d+) and --burst (\d+) or less)"), {"--max", "--burst"}},
+      {std::regex(R"(use --max (\d+) or less)"), {"--max"}},
+      {std::regex(R"(use --burst (\d+) or less)"), {"--burst"}},
+      {std::regex(R"(add --burst (\d+) or less)"), {"--burst"}},
+      {std::regex(R"(--per (\w+) or less)"), {"--per"}},
+  };
+  for (const std::vector<std::string>& args : refused) {
+    const std::string& per = *(std::find(args.begin(), args.end(), "--per") + 1);
+    CAPTURE(args);
+    const Outcome outcome = f.ctl(args);
+    CHECK(outcome.status == 2);
+    CHECK(outcome.one_error_line());
+    CHECK(outcome.err.find("--per " + per + " is too large") != std::string::npos);
+    CHECK(outcome.err.find("00000 ms") == std::string::npos);  // no period in milliseconds
+    CHECK(f.ctl({"limit", "get", "t"}).status == 2);           // nothing was created or changed
+    CHECK(f.ok({"limit", "get", "sw"})["maximum"] == 10);
+    // Every suggestion, with the other options as typed, is accepted.
+    int suggested = 0;
+    for (const auto& [pattern, options] : suggestions) {
+      std::smatch match;
+      if (!std::regex_search(outcome.err, match, pattern)) continue;
+      std::vector<std::string> fixed = args;
+      for (std::size_t i = 0; i < options.size(); ++i) {
+        fixed = with_option(fixed, options[i], match[i + 1].str());
+      }
+      CAPTURE(fixed);
+      ++suggested;
+      f.ok(fixed);
+      f.ok(args[2] == "t"
+               ? std::vector<std::string>{"limit", "rm", "t"}
+               : std::vector<std::string>{"limit", "set", "sw", "--max", "10", "--per", "1d"});
+    }
+    CHECK(suggested >= 2);  // a number to lower, and a shorter period
+  }
+}
+
 // --- operations ---------------------------------------------------------------------------
 
 TEST_CASE("quotactl consume, check, record and reset answer per docs/concepts.md", "[quotactl]") {
@@ -458,7 +530,8 @@ TEST_CASE("quotactl usage lists owners most used first", "[quotactl]") {
                        {"remaining", 0},
                        {"denied", 1},
                        {"reset_at_ms", kStart + 60'000},
-                       {"shadow_denied", 0}});
+                       {"shadow_denied", 0},
+                       {"capacity", 4}});
   CHECK(all[1]["owner"] == "middle");
   CHECK(all[1]["used"] == 2);
   CHECK(all[2]["owner"] == "light");
@@ -732,7 +805,8 @@ TEST_CASE("quotactl refuses invalid input with exit 2 and changes nothing", "[qu
        false},
       {{"limit", "set", "x", "--max", "1000000000000", "--per", "1d", "--algo", "sliding_window"},
        false},
-      {{"limit", "set", "x", "--max", "10", "--per", "31d", "--algo", "sliding_window"}, false},
+      {{"limit", "set", "x", "--max", "145836054", "--per", "366d", "--algo", "sliding_window"},
+       false},
       {{"limit", "set", "x", "--max", "10", "--per", "366d", "--algo", "token_bucket", "--burst",
         "1000000000000"},
        false},
@@ -816,11 +890,16 @@ TEST_CASE("quotactl refuses unusable files with exit 3 and leaves them as they w
           "[quotactl]") {
   Fixture f;
   const std::vector<std::vector<std::string>> commands{
-      {"consume", "send", "u1"},  {"check", "send", "u1"},
-      {"record", "send", "u1"},   {"reset", "send", "u1"},
-      {"limit", "list"},          {"limit", "get", "send"},
-      {"limit", "rm", "send"},    {"usage", "send"},
-      {"sql", "consume", "send"}, {"limit", "set", "send", "--max", "1", "--per", "1s"},
+      {"consume", "send", "u1"},
+      {"check", "send", "u1"},
+      {"record", "send", "u1"},
+      {"reset", "send", "u1"},
+      {"limit", "list"},
+      {"limit", "get", "send"},
+      {"limit", "rm", "send"},
+      {"usage", "send"},
+      {"sql", "consume", "send"},
+      {"limit", "set", "send", "--max", "1", "--per", "1s"},
       {"gc"}};
 
   SECTION("a missing file is not created") {
@@ -917,8 +996,8 @@ TEST_CASE("quotactl binary: exit statuses, QUOTA_DB and the error line", "[quota
   const std::string binary = QUOTACTL_PATH;
   const std::string env = "QUOTA_DB=" + dir.file("env.db") + " ";
   const json migrated = json::parse(shell(env + binary + " migrate --json").out);
-  CHECK(migrated == json{{"applied", every_version()},
-                         {"schema_version", quota::detail::latest_version()}});
+  CHECK(migrated ==
+        json{{"applied", every_version()}, {"schema_version", quota::detail::latest_version()}});
   CHECK(shell(env + binary + " limit set send --max 1 --per 1h").status == 0);
   CHECK(shell(env + binary + " consume send u1 --now " + std::to_string(kStart)).status == 0);
   const Shell denied = shell(env + binary + " consume send u1 --now " + std::to_string(kStart));
@@ -1033,9 +1112,9 @@ TEST_CASE("quotactl durations: parsed strictly, shown in human units", "[quotact
   CHECK(quotactl::parse_duration("1m", "--per") == milliseconds(60'000));
   CHECK(quotactl::parse_duration("1h", "--per") == milliseconds(3'600'000));
   CHECK(quotactl::parse_duration("366d", "--per") == quota::kPeriodBound);
-  for (const char* bad : {"0s", "-1m", "1.5m", "10y", "abc", "", "m", "1", "1 m", "+1m", "1M",
-                          "367d", "8785h", "9999999999999999999s", "366366366366d",
-                          "999999999999h"}) {
+  for (const char* bad :
+       {"0s", "-1m", "1.5m", "10y", "abc", "", "m", "1", "1 m", "+1m", "1M", "367d", "8785h",
+        "9999999999999999999s", "366366366366d", "999999999999h"}) {
     INFO(bad);
     CHECK_THROWS_AS(quotactl::parse_duration(bad, "--per"), quota::Error);
   }
@@ -1067,9 +1146,11 @@ TEST_CASE("quotactl durations: parsed strictly, shown in human units", "[quotact
 TEST_CASE("quotactl override set, list and rm", "[quotactl][policy]") {
   Fixture f;
   f.prepare();
-  CHECK(f.ok({"override", "set", "send", "vip", "--max", "6"}) ==
-        json{{"limit", "send"}, {"owner", "vip"}, {"policy", "maximum"}, {"maximum", 6},
-             {"burst", nullptr}});
+  CHECK(f.ok({"override", "set", "send", "vip", "--max", "6"}) == json{{"limit", "send"},
+                                                                       {"owner", "vip"},
+                                                                       {"policy", "maximum"},
+                                                                       {"maximum", 6},
+                                                                       {"burst", nullptr}});
   f.ok({"override", "set", "*", "root", "--exempt"});
   f.ok({"override", "set", "daily", "spammer", "--deny"});
   const json all = f.ok({"override", "list"});
@@ -1112,20 +1193,20 @@ TEST_CASE("quotactl override refuses bad input with exit 2 and changes nothing",
   f.prepare();
   const std::string before = dump(f.db);
   const std::vector<std::vector<std::string>> cases = {
-      {"override", "set", "send", "u"},                                 // no policy
-      {"override", "set", "send", "u", "--max", "3", "--exempt"},       // two policies
-      {"override", "set", "send", "u", "--exempt", "--deny"},           // two policies
-      {"override", "set", "send", "u", "--burst", "3"},                 // burst without max
-      {"override", "set", "send", "u", "--max", "0"},                   // out of range
-      {"override", "set", "send", "u", "--max", "3", "--burst", "4"},   // burst on a log
-      {"override", "set", "nope", "u", "--max", "3"},                   // unknown limit
-      {"override", "set", "bad name", "u", "--deny"},                   // invalid name
-      {"override", "set", "send", "", "--deny"},                        // empty owner
-      {"override", "rm", "send", "nobody"},                             // no such override
+      {"override", "set", "send", "u"},                                // no policy
+      {"override", "set", "send", "u", "--max", "3", "--exempt"},      // two policies
+      {"override", "set", "send", "u", "--exempt", "--deny"},          // two policies
+      {"override", "set", "send", "u", "--burst", "3"},                // burst without max
+      {"override", "set", "send", "u", "--max", "0"},                  // out of range
+      {"override", "set", "send", "u", "--max", "3", "--burst", "4"},  // burst on a log
+      {"override", "set", "nope", "u", "--max", "3"},                  // unknown limit
+      {"override", "set", "bad name", "u", "--deny"},                  // invalid name
+      {"override", "set", "send", "", "--deny"},                       // empty owner
+      {"override", "rm", "send", "nobody"},                            // no such override
       {"override", "list", "bad name"},
-      {"consume", "send,send", "u"},                                    // a limit twice
-      {"consume", "send,,daily", "u"},                                  // an empty name
-      {"consume", "send,nope", "u"},                                    // unknown limit
+      {"consume", "send,send", "u"},    // a limit twice
+      {"consume", "send,,daily", "u"},  // an empty name
+      {"consume", "send,nope", "u"},    // unknown limit
       {"usage", "send", "--by", "cost"},
       {"limit", "set", "send", "--max", "3", "--per", "1m", "--shadow", "--enforce"},
   };
@@ -1206,4 +1287,237 @@ TEST_CASE("quotactl refund, shadow mode and usage --by denied", "[quotactl][poli
   CHECK(by_denied[0]["owner"] == "u2");
   CHECK(by_denied[0]["denied"] == 2);  // one unit was refunded by plain SQL above
   CHECK(by_denied[1]["owner"] == "u3");
+}
+
+TEST_CASE("quotactl: every command naming an unknown limit answers exit 2 and one message",
+          "[quotactl]") {
+  // Regression: `override list NOSUCH` printed [] and exited 0, `override rm NOSUCH x` said "no
+  // override", and the operations' message named the library's Engine::define.
+  Fixture f;
+  f.prepare();  // send (sliding_log), daily (fixed_window)
+  const std::string before = dump(f.db);
+  const std::string message =
+      "quotactl: error: unknown limit 'NOSUCH': see `quotactl limit list`, or define it with "
+      "`quotactl limit set NOSUCH --max N --per DURATION`\n";
+  const std::vector<std::vector<std::string>> commands{
+      {"limit", "get", "NOSUCH"},
+      {"limit", "rm", "NOSUCH"},
+      {"consume", "NOSUCH", "u1"},
+      {"consume", "NOSUCH", "u1", "--cost", "2"},
+      {"consume", "send,NOSUCH", "u1"},
+      {"consume", "NOSUCH,daily", "u1"},
+      {"check", "NOSUCH", "u1"},
+      {"record", "NOSUCH", "u1"},
+      {"reset", "NOSUCH", "u1"},
+      {"refund", "NOSUCH", "u1"},
+      {"usage", "NOSUCH"},
+      {"usage", "NOSUCH", "--by", "denied", "--top", "3"},
+      {"override", "set", "NOSUCH", "u1", "--max", "5"},
+      {"override", "set", "NOSUCH", "u1", "--exempt"},
+      {"override", "set", "NOSUCH", "u1", "--deny"},
+      {"override", "rm", "NOSUCH", "u1"},
+      {"override", "list", "NOSUCH"},
+      {"sql", "consume", "NOSUCH"},
+      {"sql", "check", "NOSUCH"},
+      {"sql", "record", "NOSUCH"},
+      {"sql", "reset", "NOSUCH"},
+      {"sql", "refund", "NOSUCH"},
+  };
+  for (const std::vector<std::string>& args : commands) {
+    for (const bool json_output : {false, true}) {
+      std::vector<std::string> line = args;
+      if (json_output) line.push_back("--json");
+      std::string shown;
+      for (const std::string& arg : line) shown += arg + " ";
+      INFO("quotactl " << shown);
+      const Outcome outcome = f.ctl(line);
+      CHECK(outcome.status == 2);
+      CHECK(outcome.err == message);
+      CHECK(outcome.out.empty());
+    }
+  }
+  CHECK(dump(f.db) == before);
+
+  // '*' is every limit for overrides, not an unknown limit.
+  CHECK(f.ok({"override", "list", "*"}) == json::array());
+  f.ok({"override", "set", "*", "root", "--exempt"});
+  CHECK(f.ok({"override", "list", "*"}).size() == 1);
+  f.ok({"override", "rm", "*", "root"});
+  // A known limit (or '*') without the override still says there is no override.
+  for (const std::string limit : {"send", "*"}) {
+    const Outcome none = f.ctl({"override", "rm", limit, "nobody"});
+    CHECK(none.status == 2);
+    CHECK(none.one_error_line());
+    CHECK(none.err.find("no override for owner 'nobody'") != std::string::npos);
+  }
+}
+
+TEST_CASE("quotactl usage counts each owner out of its own capacity", "[quotactl][policy]") {
+  // Regression: with `override set log u42 --max 20` and one consume, the usage table showed
+  // 1/6 and a bar scaled to 6 while check said 19 of 20, and the JSON rows had no capacity.
+  Fixture f;
+  f.ok({"migrate"});
+  f.ok({"limit", "set", "log", "--max", "6", "--per", "1m"});
+  f.ok({"override", "set", "log", "u42", "--max", "20"});
+  f.ok({"consume", "log", "u42"});
+  f.ok({"consume", "log", "u1"});
+  CHECK(f.ok({"check", "log", "u42"})["remaining"] == 19);
+
+  const json rows = f.ok({"usage", "log"});
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0]["owner"] == "u1");
+  CHECK(rows[0]["capacity"] == 6);
+  CHECK(rows[0]["remaining"] == 5);
+  CHECK(rows[1]["owner"] == "u42");
+  CHECK(rows[1]["capacity"] == 20);
+  CHECK(rows[1]["remaining"] == 19);
+
+  const Outcome table = f.ctl({"usage", "log"});
+  CHECK(table.status == 0);
+  INFO(table.out);
+  // 1 of 20 fills 1 of the bar's 20 characters; 1 of 6 fills 4 (rounded up).
+  CHECK(table.out.find("u42    #...................  1/20       0  1m") != std::string::npos);
+  CHECK(table.out.find("u1     ####................   1/6       0  1m") != std::string::npos);
+
+  // A token bucket's capacity is its burst, or the override's.
+  f.ok({"limit", "set", "tb", "--max", "5", "--per", "1m", "--algo", "token_bucket", "--burst",
+        "10"});
+  f.ok({"override", "set", "tb", "vip", "--max", "50", "--burst", "100"});
+  f.ok({"consume", "tb", "vip", "--cost", "50"});
+  f.ok({"consume", "tb", "plain", "--cost", "5"});
+  const json buckets = f.ok({"usage", "tb"});
+  REQUIRE(buckets.size() == 2);
+  CHECK(buckets[0]["owner"] == "vip");
+  CHECK(buckets[0]["capacity"] == 100);
+  CHECK(buckets[1]["capacity"] == 10);
+  const Outcome bucket_table = f.ctl({"usage", "tb"});
+  CHECK(bucket_table.out.find("##########..........  50/100") != std::string::npos);
+  CHECK(bucket_table.out.find("##########..........    5/10") != std::string::npos);
+}
+
+TEST_CASE("quotactl usage --by shadow_denied ranks whom shadow mode would have stopped",
+          "[quotactl][policy]") {
+  // Regression: `usage --by shadow_denied` was refused, so shadow mode's would-be denials could
+  // not be ranked.
+  Fixture f;
+  f.ok({"migrate"});
+  f.ok({"limit", "set", "send", "--max", "3", "--per", "1m", "--shadow"});
+  f.ok({"consume", "send", "big", "--cost", "3"});  // the most used, never over
+  f.ok({"consume", "send", "x"});
+  f.ok({"consume", "send", "x", "--cost", "3"});  // would be denied once
+  f.ok({"consume", "send", "y"});
+  for (int i = 0; i < 2; ++i) f.ok({"consume", "send", "y", "--cost", "3"});  // twice
+
+  const auto owners = [](const json& rows) {
+    std::vector<std::string> names;
+    for (const json& row : rows) names.push_back(row["owner"]);
+    return names;
+  };
+  const json by_shadow = f.ok({"usage", "send", "--by", "shadow_denied"});
+  CHECK(owners(by_shadow) == std::vector<std::string>{"y", "x", "big"});
+  CHECK(by_shadow[0]["shadow_denied"] == 2);
+  CHECK(by_shadow[1]["shadow_denied"] == 1);
+  CHECK(by_shadow[2]["shadow_denied"] == 0);
+  CHECK(owners(f.ok({"usage", "send"})) == std::vector<std::string>{"big", "x", "y"});
+  CHECK(owners(f.ok({"usage", "send", "--by", "shadow_denied", "--top", "1"})) ==
+        std::vector<std::string>{"y"});
+
+  const Outcome table = f.ctl({"usage", "send", "--by", "shadow_denied"});
+  CHECK(table.status == 0);
+  CHECK(table.out.find("SHADOW DENIED") != std::string::npos);
+  CHECK(table.out.find("y ") < table.out.find("x "));
+  CHECK(table.out.find("x ") < table.out.find("big "));
+  CHECK(run_quotactl({"help", "usage"}).out.find("shadow_denied") != std::string::npos);
+}
+
+TEST_CASE("quotactl suggests the command, option or value a typo most likely meant", "[quotactl]") {
+  // Regression: a mistyped command or option (`comsume`, `--cots`) got no suggestion.
+  Fixture f;
+  f.prepare();
+  const std::string before = dump(f.db);
+  struct Case {
+    std::vector<std::string> args;
+    std::string error;  // the whole error line
+  };
+  const std::vector<Case> cases{
+      {{"comsume", "send", "u1"},
+       "unknown command 'comsume' (did you mean 'consume'?): use one of migrate, status, limit, "
+       "consume, check, record, reset, refund, usage, override, gc, sql, help; run `quotactl "
+       "--help`"},
+      {{"limt", "get", "send"}, "unknown command 'limt' (did you mean 'limit'?)"},
+      {{"limit", "sett", "send"},
+       "unknown command 'limit sett' (did you mean 'limit set'?): use one of set, get, list, rm; "
+       "run `quotactl help limit`"},
+      {{"limit", "st"}, "unknown command 'limit st' (did you mean 'limit set'?)"},
+      {{"override", "lst"}, "unknown command 'override lst' (did you mean 'override list'?)"},
+      {{"consume", "send", "u1", "--cots", "3"},
+       "consume: unknown option '--cots' (did you mean '--cost'?): run `quotactl help consume` "
+       "for the options"},
+      {{"consume", "send", "u1", "--cots=3"},
+       "consume: unknown option '--cots' (did you mean "
+       "'--cost'?)"},
+      {{"check", "send", "u1", "--jsn"}, "check: unknown option '--jsn' (did you mean '--json'?)"},
+      {{"--jsn", "check", "send", "u1"}, "check: unknown option '--jsn' (did you mean '--json'?)"},
+      {{"status", "--bd", "x.db"}, "status: unknown option '--bd' (did you mean '--db'?)"},
+      {{"limit", "set", "x", "--mx", "3", "--per", "1m"},
+       "limit set: unknown option '--mx' (did you mean '--max'?): run `quotactl help limit set` "
+       "for the options"},
+      {{"limit", "set", "x", "--max", "3", "--per", "1m", "--shaddow"},
+       "limit set: unknown option '--shaddow' (did you mean '--shadow'?)"},
+      {{"usage", "send", "--by", "denid"},
+       "unknown order 'denid' for --by (did you mean 'denied'?): use used, denied or "
+       "shadow_denied"},
+      {{"usage", "send", "--by", "shadow-denied"},
+       "unknown order 'shadow-denied' for --by (did you mean 'shadow_denied'?)"},
+      {{"sql", "consme"}, "unknown operation 'consme' (did you mean 'consume'?)"},
+      {{"help", "comsume"},
+       "unknown command 'comsume' (did you mean 'consume'?): run `quotactl --help` for the list"},
+      {{"help", "limit", "sett"},
+       "unknown command 'limit sett' (did you mean 'limit set'?): run `quotactl help limit` for "
+       "the list"},
+      // Nothing close: no suggestion, the list or the help to read.
+      {{"frobnicate"}, "unknown command 'frobnicate': use one of migrate"},
+      {{"consume", "send", "u1", "--bogus"},
+       "consume: unknown option '--bogus': run `quotactl help consume` for the options"},
+      {{"consume", "send", "u1", "-x"}, "consume: unknown option '-x': run"},
+      {{"usage", "send", "--by", "cost"}, "unknown order 'cost' for --by: use used"},
+  };
+  for (const Case& c : cases) {
+    std::string shown;
+    for (const std::string& arg : c.args) shown += arg + " ";
+    INFO("quotactl " << shown);
+    const Outcome outcome = f.ctl(c.args);
+    INFO(outcome.err);
+    CHECK(outcome.status == 2);
+    CHECK(outcome.one_error_line());
+    CHECK(outcome.out.empty());
+    CHECK(outcome.err.rfind("quotactl: error: " + c.error, 0) == 0);
+  }
+  CHECK(dump(f.db) == before);
+}
+
+TEST_CASE("quotactl likely_meant: the closest candidates within a typo's distance", "[quotactl]") {
+  using quotactl::did_you_mean;
+  using quotactl::likely_meant;
+  using V = std::vector<std::string>;
+  const V commands{"set", "get", "list", "rm"};
+  CHECK(likely_meant("sett", commands) == V{"set"});
+  CHECK(likely_meant("st", commands) == V{"set"});
+  CHECK(likely_meant("et", commands) == V{"set", "get"});  // a tie: both
+  CHECK(likely_meant("lsit", commands) == V{"list"});      // a swap counts 1
+  CHECK(likely_meant("x", commands).empty());              // one letter: anything is 1 away
+  CHECK(likely_meant("rmm", commands) == V{"rm"});
+  CHECK(likely_meant("sxyz", commands).empty());
+  CHECK(likely_meant("set", commands).empty());  // no typo
+  CHECK(likely_meant("--cots", {"--cost", "--json", "--db", "-h"}) == V{"--cost"});
+  CHECK(likely_meant("-x", {"-h", "--db"}).empty());
+  CHECK(likely_meant("comsume", {"consume", "check"}) == V{"consume"});
+  CHECK(likely_meant("cnsme", {"consume"}) == V{"consume"});  // 2 edits in a long word
+  CHECK(likely_meant("cnme", {"consume"}).empty());           // 3 edits
+  CHECK(likely_meant(std::string(100'000, 'a'), commands).empty());
+  CHECK(likely_meant("", commands).empty());
+  CHECK(did_you_mean("sett", commands, "limit ") == " (did you mean 'limit set'?)");
+  CHECK(did_you_mean("et", commands) == " (did you mean 'set' or 'get'?)");
+  CHECK(did_you_mean("ab", {"abc", "abd", "abe"}) == " (did you mean 'abc', 'abd' or 'abe'?)");
+  CHECK(did_you_mean("zzzz", commands).empty());
 }

@@ -57,11 +57,15 @@ class SqlClient {
   std::map<const std::string*, sqlite3_stmt*> prepared_;
 };
 
+// How :cost and :now are bound: as integers, or as doubles, as JavaScript clients (sql.js)
+// bind numbers above 2^31.
+enum class Binding { integer, real };
+
 // Runs statement(operation, algorithm): bind the named parameters (an empty optional stays
 // NULL), step, read the columns by name.
 Answer run_sql(SqlClient& client, Operation operation, Algorithm algorithm,
-               const std::string& limit, const std::string& owner, std::optional<std::int64_t> cost,
-               std::optional<std::int64_t> now) {
+               const std::string& limit, const std::string& owner, std::optional<double> cost,
+               std::optional<double> now, Binding binding = Binding::integer) {
   sqlite3_stmt* statement = client.prepare(detail::statement(operation, algorithm));
   sqlite3_clear_bindings(statement);
   auto bind_text = [&](const char* name, const std::string& value) {
@@ -69,10 +73,16 @@ Answer run_sql(SqlClient& client, Operation operation, Algorithm algorithm,
     REQUIRE(index > 0);
     sqlite3_bind_text(statement, index, value.c_str(), -1, SQLITE_TRANSIENT);
   };
-  auto bind_integer = [&](const char* name, std::optional<std::int64_t> value) {
+  auto bind_integer = [&](const char* name, std::optional<double> value) {
     const int index = sqlite3_bind_parameter_index(statement, name);
     if (operation != Operation::reset || std::string(name) == ":now") REQUIRE(index > 0);
-    if (index > 0 && value) sqlite3_bind_int64(statement, index, *value);
+    if (index == 0 || !value) return;
+    if (binding == Binding::real) {
+      sqlite3_bind_double(statement, index, *value);
+    } else {
+      REQUIRE(*value == static_cast<double>(static_cast<std::int64_t>(*value)));
+      sqlite3_bind_int64(statement, index, static_cast<std::int64_t>(*value));
+    }
   };
   bind_text(":limit", limit);
   bind_text(":owner", owner);
@@ -89,6 +99,12 @@ Answer run_sql(SqlClient& client, Operation operation, Algorithm algorithm,
       FAIL("no column " << name);
       return -1;
     };
+    // Every number is an INTEGER: a REAL would be cut to an integer by sqlite3_column_int64.
+    for (const char* name :
+         {"allowed", "remaining", "retry_after_ms", "reset_at_ms", "denied", "shadow_denied"}) {
+      CAPTURE(name);
+      CHECK(sqlite3_column_type(statement, column(name)) == SQLITE_INTEGER);
+    }
     Result result;
     result.allowed = sqlite3_column_int64(statement, column("allowed")) != 0;
     const auto* reason =
@@ -111,9 +127,9 @@ Answer run_sql(SqlClient& client, Operation operation, Algorithm algorithm,
 }
 
 Result sql_result(SqlClient& client, Operation operation, Algorithm algorithm,
-                  const std::string& limit, const std::string& owner,
-                  std::optional<std::int64_t> cost, std::optional<std::int64_t> now) {
-  const Answer answer = run_sql(client, operation, algorithm, limit, owner, cost, now);
+                  const std::string& limit, const std::string& owner, std::optional<double> cost,
+                  std::optional<double> now, Binding binding = Binding::integer) {
+  const Answer answer = run_sql(client, operation, algorithm, limit, owner, cost, now, binding);
   INFO(answer.error);
   REQUIRE(answer.row);
   return *answer.row;
@@ -203,7 +219,8 @@ TEST_CASE("plain SQL and the engine, interleaved on one file, give the same answ
     const std::int64_t now = f.clock.get();
     const bool plain_sql = between(0, 1) == 1;
     const auto operation = static_cast<Operation>(between(0, 9) < 8 ? between(0, 2)
-                                                  : between(0, 1) ? 3 : 4);
+                                                  : between(0, 1)   ? 3
+                                                                    : 4);
     CAPTURE(step, limit, owner, cost, now - T, detail::operation_name(operation), plain_sql);
 
     Result expected;
@@ -307,6 +324,105 @@ TEST_CASE("plain SQL: a NULL :cost is a cost of 1", "[sql]") {
     CHECK(f.engine.check("l", "null").remaining == 1);  // consume and record took 1 each
     f.engine.remove("l");
   }
+}
+
+TEST_CASE("plain SQL: :now and :cost bound as REAL give the integer-bound answers", "[sql]") {
+  // Regression: bound as doubles (as sql.js binds numbers above 2^31), a token-bucket check with
+  // an override answered retry_after_ms 1223.111... and reset_at_ms 1700000001667.5557.
+  Fixture integer_bound;
+  Fixture real_bound;
+  std::vector<std::string> names;
+  for (Fixture* f : {&integer_bound, &real_bound}) {
+    for (const Algorithm algorithm : kAlgorithms) {
+      const std::string name(to_string(algorithm));
+      f->engine.define(algorithm == Algorithm::token_bucket ? make_bucket(name, 7, 3000, 5)
+                                                            : make_limit(name, algorithm, 7, 3000));
+      // Owners with their own maximum (and burst), one exempt, one denied on every limit.
+      f->engine.set_override({name, "o", Policy::maximum, 11, std::nullopt});
+      f->engine.set_override(
+          {name, "b", Policy::maximum, 3,
+           algorithm == Algorithm::token_bucket ? std::optional<std::int64_t>(2) : std::nullopt});
+      f->engine.set_override({name, "x", Policy::exempt});
+      f->engine.set_override({"*", "d", Policy::deny});
+      f->engine.set_override({"*", "w", Policy::maximum, 13});
+    }
+  }
+  for (const Algorithm algorithm : kAlgorithms) names.emplace_back(to_string(algorithm));
+  const std::vector<std::string> owners = {"u", "v", "o", "b", "x", "d", "w"};
+  std::mt19937_64 random(17);
+  auto between = [&](std::int64_t low, std::int64_t high) {
+    return std::uniform_int_distribution<std::int64_t>(low, high)(random);
+  };
+  std::int64_t now = T;
+  int compared = 0;
+  for (int step = 0; step < 3000; ++step) {
+    now += between(0, 9) < 6 ? between(0, 700) : -between(0, 300);
+    const auto algorithm = static_cast<Algorithm>(between(0, 3));
+    const std::string& limit = names[static_cast<std::size_t>(algorithm)];
+    const std::string& owner = owners[static_cast<std::size_t>(between(0, 6))];
+    const auto operation = static_cast<Operation>(between(0, 9) < 8 ? between(0, 2)
+                                                  : between(0, 1)   ? 3
+                                                                    : 4);
+    const std::optional<double> cost =
+        between(0, 5) == 0 ? std::nullopt : std::optional<double>(between(1, 6));
+    // Never NULL: the two files would read the real clock at different moments.
+    const std::optional<double> at = static_cast<double>(now);
+    const Answer expected =
+        run_sql(integer_bound.sql, operation, algorithm, limit, owner, cost, at, Binding::integer);
+    const Answer actual =
+        run_sql(real_bound.sql, operation, algorithm, limit, owner, cost, at, Binding::real);
+    INFO(expected.error << " / " << actual.error);
+    REQUIRE(expected.row);
+    REQUIRE(actual.row);
+    REQUIRE(*actual.row == *expected.row);
+    ++compared;
+  }
+  CHECK(compared == 3000);
+  // The states written are the same, integers all.
+  CHECK(dump(real_bound.path) == dump(integer_bound.path));
+}
+
+TEST_CASE("plain SQL: a cost or a time that is not a whole number is refused", "[sql]") {
+  Fixture f;
+  for (const Algorithm algorithm : kAlgorithms) {
+    f.engine.define(make_limit(std::string(to_string(algorithm)), algorithm, 3, 1000));
+    f.engine.consume(std::string(to_string(algorithm)), "u");
+  }
+  const std::string before = dump(f.path);
+  for (const Algorithm algorithm : kAlgorithms) {
+    const std::string limit(to_string(algorithm));
+    for (const Operation operation :
+         {Operation::check, Operation::consume, Operation::record, Operation::refund}) {
+      CAPTURE(limit, detail::operation_name(operation));
+      for (const double cost : {1.5, 0.0, -1.0, 0.5, 1e12 + 1, 1e300}) {
+        CAPTURE(cost);
+        const Answer answer =
+            run_sql(f.sql, operation, algorithm, limit, "u", cost, T, Binding::real);
+        CHECK(answer.status == SQLITE_ERROR);
+        CHECK_THAT(answer.error, Catch::Contains("the cost must be a whole number from 1 to "
+                                                 "1000000000000"));
+        CHECK_FALSE(answer.row);
+      }
+      // An integral REAL is that integer.
+      CHECK(
+          run_sql(f.sql, Operation::check, algorithm, limit, "u", 2.0, T + 0.0, Binding::real).row);
+    }
+    for (const Operation operation : {Operation::check, Operation::consume, Operation::record,
+                                      Operation::refund, Operation::reset}) {
+      CAPTURE(limit, detail::operation_name(operation));
+      for (const double now : {T + 0.5, -1.0, 1e300}) {
+        CAPTURE(now);
+        const Answer answer =
+            run_sql(f.sql, operation, algorithm, limit, "u", 1, now, Binding::real);
+        CHECK(answer.status == SQLITE_ERROR);
+        CHECK_THAT(answer.error,
+                   Catch::Contains("the time must be a whole number of Unix milliseconds"));
+        CHECK_FALSE(answer.row);
+      }
+    }
+  }
+  CHECK(sqlite3_get_autocommit(f.raw.handle()) == 1);
+  CHECK(dump(f.path) == before);
 }
 
 TEST_CASE("plain SQL: a NULL :now is the database's clock", "[sql]") {

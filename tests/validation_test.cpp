@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ using namespace std::string_literals;
 constexpr std::int64_t k2To62 = std::int64_t{1} << 62;  // 4611686018427387904
 constexpr std::int64_t kThirtyDays = 2'592'000'000;
 constexpr std::int64_t k366Days = 31'622'400'000;
+constexpr std::int64_t kDay = 86'400'000;
 
 struct Fixture {
   TempDir dir;
@@ -195,6 +197,42 @@ TEST_CASE("limits: maximum, period and burst out of range are refused", "[valida
   }
 }
 
+// The numbers that the message of a refused limit suggests: "a maximum of at most N", "a
+// burst of at most N" (lowering the maximum, the burst or both), "give a burst of at most N"
+// (keeping the maximum) and "a period of at most N ms". Each alternative, applied to `limit`,
+// must itself be accepted.
+std::vector<Limit> suggested_limits(const Limit& limit, const std::string& message) {
+  const auto number_after = [&](const std::string& words) -> std::optional<std::int64_t> {
+    const std::size_t at = message.find(words);
+    if (at == std::string::npos) return std::nullopt;
+    return std::stoll(message.substr(at + words.size()));
+  };
+  std::vector<Limit> alternatives;
+  Limit lowered = limit;
+  bool lowers = false;
+  if (const auto maximum = number_after("use a maximum of at most ")) {
+    lowered.maximum = *maximum;
+    lowers = true;
+  }
+  if (const auto burst = number_after("a burst of at most ");
+      burst && message.find("give a burst of at most ") == std::string::npos) {
+    lowered.burst = *burst;
+    lowers = true;
+  }
+  if (lowers) alternatives.push_back(lowered);
+  if (const auto burst = number_after("give a burst of at most ")) {
+    Limit with_burst = limit;
+    with_burst.burst = *burst;
+    alternatives.push_back(with_burst);
+  }
+  if (const auto period = number_after("a period of at most ")) {
+    Limit shorter = limit;
+    shorter.period = std::chrono::milliseconds{*period};
+    alternatives.push_back(shorter);
+  }
+  return alternatives;
+}
+
 TEST_CASE("sliding_window and token_bucket: configurations that could overflow are refused",
           "[validation]") {
   Fixture f;
@@ -202,40 +240,54 @@ TEST_CASE("sliding_window and token_bucket: configurations that could overflow a
   f.engine.define(make_bucket("tb", 3, 1000, 5));
   f.engine.consume("sw", "u");
   f.engine.consume("tb", "u");
-  const std::string bound = std::to_string(k2To62);
-  const std::string bucket_bound = std::to_string(kBucketBound);
+  const std::string bound = "2^62 (" + std::to_string(k2To62) + ")";
+  const std::string bucket_bound = "2^61 (" + std::to_string(kBucketBound) + ")";
+  struct Refused {
+    Limit limit;
+    std::vector<std::string> says;
+  };
+  const std::vector<Refused> refused = {
+      // sliding_window: maximum x period_ms at most 2^62, at any period.
+      {make_limit("x", Algorithm::sliding_window, 145'836'054, k366Days),
+       {"maximum 145836054", bound, "use a maximum of at most 145836053",
+        "a period of at most 31622399893 ms"}},
+      {make_limit("x", Algorithm::sliding_window, 1'779'199'853, kThirtyDays),
+       {"maximum 1779199853", bound, "at most 1779199852"}},
+      {make_limit("x", Algorithm::sliding_window, kMaximumBound, 4'611'687),
+       {"maximum 1000000000000", bound, "at most 999999787155", "period of at most 4611686 ms"}},
+      // token_bucket: maximum x period_ms at most 2^62, burst x period_ms at most 2^61 (the
+      // burst defaults to the maximum, so without one the maximum must fit 2^61).
+      {make_bucket("x", kMaximumBound, k366Days),
+       {"maximum 1000000000000", bound, bucket_bound, "the burst is the maximum",
+        "use a maximum of at most 72918026", "a period of at most 2305843 ms"}},
+      {make_bucket("x", 145'836'053, k366Days),
+       {bucket_bound, "use a maximum of at most 72918026", "give a burst of at most 72918026"}},
+      {make_bucket("x", 72'918'027, k366Days),
+       {"maximum 72918027", bucket_bound, "at most 72918026", "give a burst of at most 72918026"}},
+      {make_bucket("x", 145'836'054, k366Days, 1),
+       {"maximum 145836054, burst 1", bound, "use a maximum of at most 145836053"}},
+      {make_bucket("x", 1, k366Days, 72'918'027),
+       {"burst 72918027", bucket_bound, "use a burst of at most 72918026"}},
+      {make_bucket("x", 145'836'054, k366Days, 72'918'027),
+       {bound, bucket_bound, "use a maximum of at most 145836053 and a burst of at most 72918026",
+        "a period of at most 31622399893 ms"}},
+      {make_bucket("x", kMaximumBound, 2'305'844),
+       {bucket_bound, "use a maximum of at most 999999570315",
+        "give a burst of at most 999999570315", "a period of at most 2305843 ms"}},
+      {make_bucket("x", kMaximumBound, 4'611'687),
+       {bound, bucket_bound, "use a maximum of at most 499999893577"}},
+      {make_bucket("x", 1, 33'554'432, 68'719'476'737),
+       {"burst 68719476737", bucket_bound, "use a burst of at most 68719476736"}},
+  };
   for (const std::string& name : {"sw"s, "tb"s, "new"s}) {  // updates and a new limit
-    CAPTURE(name);
-    // sliding_window: at most 30 days, and maximum x period_ms at most 2^62.
-    f.expect_invalid(
-        [&] { f.engine.define(make_limit(name, Algorithm::sliding_window, 1, kThirtyDays + 1)); },
-        {"2592000001", "2592000000"});
-    f.expect_invalid(
-        [&] {
-          f.engine.define(make_limit(name, Algorithm::sliding_window, 1'779'199'853, kThirtyDays));
-        },
-        {"maximum", "1779199853", bound});
-    f.expect_invalid(
-        [&] {
-          f.engine.define(make_limit(name, Algorithm::sliding_window, kMaximumBound, 4'611'687));
-        },
-        {"maximum", "1000000000000", bound});
-    // token_bucket: maximum x period_ms at most 2^62, burst x period_ms at most 2^61 (the
-    // burst defaults to the maximum).
-    f.expect_invalid([&] { f.engine.define(make_bucket(name, 145'836'054, k366Days)); },
-                     {"145836054", bound});
-    f.expect_invalid([&] { f.engine.define(make_bucket(name, 145'836'054, k366Days, 1)); },
-                     {"maximum", "145836054", bound});
-    f.expect_invalid([&] { f.engine.define(make_bucket(name, 1, k366Days, 72'918'027)); },
-                     {"burst", "72918027", "2^61", bucket_bound});
-    f.expect_invalid([&] { f.engine.define(make_bucket(name, 72'918'027, k366Days)); },
-                     {"burst", "72918027", "2^61", bucket_bound});
-    f.expect_invalid([&] { f.engine.define(make_bucket(name, kMaximumBound, 2'305'844)); },
-                     {"burst", "1000000000000", "2^61", bucket_bound});
-    f.expect_invalid([&] { f.engine.define(make_bucket(name, kMaximumBound, 4'611'687)); },
-                     {"1000000000000", bound});
-    f.expect_invalid([&] { f.engine.define(make_bucket(name, 1, 33'554'432, 68'719'476'737)); },
-                     {"burst", "68719476737", "2^61", bucket_bound});
+    for (Refused example : refused) {
+      example.limit.name = name;
+      CAPTURE(name, to_string(example.limit.algorithm), example.limit.maximum,
+              example.limit.period.count(), example.limit.capacity());
+      example.says.push_back("is too large for the 64-bit arithmetic of " +
+                             std::string(to_string(example.limit.algorithm)));
+      f.expect_invalid([&] { f.engine.define(example.limit); }, example.says);
+    }
   }
   CHECK(f.engine.get("sw") == make_limit("sw", Algorithm::sliding_window, 3, 1000));
   CHECK(f.engine.get("tb") == make_bucket("tb", 3, 1000, 5));
@@ -243,9 +295,51 @@ TEST_CASE("sliding_window and token_bucket: configurations that could overflow a
   CHECK(f.engine.check("sw", "u").remaining == 2);
   CHECK(f.engine.check("tb", "u").remaining == 4);
 
+  // Every number a message suggests is accepted, with the limit's other numbers as given.
+  for (const Refused& example : refused) {
+    std::string message;
+    try {
+      validate_limit(example.limit);
+    } catch (const Error& error) {
+      message = error.what();
+    }
+    CAPTURE(message);
+    const std::vector<Limit> alternatives = suggested_limits(example.limit, message);
+    CHECK(alternatives.size() >= 2);  // lower a number, or shorten the period
+    for (const Limit& alternative : alternatives) {
+      CAPTURE(alternative.maximum, alternative.period.count(), alternative.capacity());
+      CHECK_FALSE(find_overflow(alternative));
+      f.engine.define(alternative);
+      const Limit stored = f.engine.get("x").value();
+      CHECK(stored.maximum == alternative.maximum);
+      CHECK(stored.period == alternative.period);
+      CHECK(stored.capacity() == alternative.capacity());
+    }
+  }
+
   // The other algorithms do not multiply: they keep the plain bounds.
   f.engine.define(make_limit("log", Algorithm::sliding_log, kMaximumBound, k366Days));
   f.engine.define(make_limit("win", Algorithm::fixed_window, kMaximumBound, k366Days));
+}
+
+TEST_CASE("every algorithm takes every period from 1 ms to 366 days", "[validation]") {
+  // Regression: a sliding_window of more than 30 days was refused ("the most is 30 days").
+  Fixture f;
+  for (const Algorithm algorithm : {Algorithm::sliding_log, Algorithm::fixed_window,
+                                    Algorithm::sliding_window, Algorithm::token_bucket}) {
+    for (const std::int64_t days : {1, 30, 31, 90, 365, 366}) {
+      CAPTURE(to_string(algorithm), days);
+      const Limit limit = algorithm == Algorithm::token_bucket
+                              ? make_bucket("long", 10, days * kDay, 10)
+                              : make_limit("long", algorithm, 10, days * kDay);
+      f.engine.define(limit);
+      CHECK(f.engine.get("long") == limit);
+      CHECK(f.engine.consume("long", "u" + std::to_string(days)).remaining == 9);
+      // The schema accepts it from any SQLite client too.
+      RawDb(f.path).exec("UPDATE quota_limits SET period_ms = " + std::to_string(days * kDay - 1) +
+                         " WHERE name = 'long'");
+    }
+  }
 }
 
 // The engine and the reference model side by side on one limit and owner: every Result
@@ -364,6 +458,63 @@ TEST_CASE("sliding_window: the largest accepted configurations work at their edg
     Edge edge(limit);
     // Counts of several times the maximum: count x period_ms is beyond 64 bits.
     work_at_the_edges(edge, limit.maximum, 3);
+  }
+}
+
+TEST_CASE("sliding_window: periods of 31, 90, 365 and 366 days answer exactly", "[validation]") {
+  // Regression: a sliding_window above 30 days was refused, because its usage was computed
+  // with (prev % P) * rest, a product beyond 64 bits for periods above 35 days.
+  for (const std::int64_t days : {31, 90, 365, 366}) {
+    const std::int64_t period = days * kDay;
+    CAPTURE(days);
+    // Beside the reference model, with a small maximum and the largest one.
+    for (const std::int64_t maximum : {std::int64_t{10}, kProductBound / period}) {
+      CAPTURE(maximum);
+      Edge edge(make_limit("edge", Algorithm::sliding_window, maximum, period));
+      work_at_the_edges(edge, maximum, 3);
+    }
+
+    // By hand, 10 per period, in windows after today's date so that quota_usage reads the
+    // state at its own time.
+    TempDir dir;
+    ManualClock clock;
+    Engine engine = Engine::open(dir.file("quota.db"), options_with(clock));
+    engine.define(make_limit("long", Algorithm::sliding_window, 10, period));
+    const std::int64_t k = 4'100'000'000'000 / period + 1;
+    const std::int64_t next = (k + 1) * period;  // the start of window k + 1
+    clock.set(next - 1000);
+    CHECK(engine.consume("long", "u", 10) == Result{true, Reason::ok, 0, 0, (k + 2) * period, 0});
+    // At the next window's start the whole count still weighs: 10 x P / P. A unit fits when
+    // 10 x (P - e) <= 9 x P, e = P / 10.
+    clock.set(next);
+    const Result denied = engine.consume("long", "u");
+    CHECK(denied == Result{false, Reason::rate_limited, 0, period / 10, (k + 2) * period, 1});
+    clock.set(next + period / 10 - 1);
+    CHECK(engine.check("long", "u") ==
+          Result{false, Reason::rate_limited, 0, 1, (k + 2) * period, 1});
+    clock.set(next + period / 10);
+    CHECK(engine.check("long", "u") == Result{true, Reason::ok, 1, 0, (k + 2) * period, 1});
+    CHECK(engine.owner_usage("long", "u").used == 9);  // 10 x 0.9, rounded up
+
+    // A count of P - 2 units (recorded beyond the maximum) weighs (P - 2) x (P - e) / P:
+    // half the period into the next window, P / 2 - 1. (P - 2) x P / 2 is beyond 64 bits from
+    // 36 days on, where floating point rounds it to P / 2.
+    clock.set(next - 1);
+    CHECK(engine.record("long", "big", period - 2).reason == Reason::cost_exceeds_capacity);
+    clock.set(next + period / 2);
+    const Result over = engine.consume("long", "big");
+    CHECK(over.reason == Reason::rate_limited);
+    // It fits when (P - 2) x (P - e) <= 9 x P: in the last 9 ms of this window.
+    CHECK(over.retry_after_ms == period / 2 - 9);
+    CHECK(engine.owner_usage("long", "big").used == period / 2 - 1);
+    CHECK(
+        RawDb(dir.file("quota.db"))
+            .integer("SELECT used FROM quota_usage WHERE limit_name = 'long' AND owner = 'big'") ==
+        period / 2 - 1);
+    clock.set(next + period / 2 + over.retry_after_ms - 1);
+    CHECK_FALSE(engine.check("long", "big").allowed);
+    clock.set(next + period / 2 + over.retry_after_ms);
+    CHECK(engine.check("long", "big").allowed);
   }
 }
 

@@ -168,8 +168,8 @@ class QUOTA_API Engine {
   // once. Throws Error (invalid_argument) for an empty list, a limit named twice or a bad owner.
   Decision consume_all(const std::vector<Charge>& charges, std::int64_t cost = 1);
 
-  // Owners of `limit` with usage, denials or shadow denials, most used (or most denied)
-  // first (at most `top`, 0 = all).
+  // Owners of `limit` with usage, denials or shadow denials, most used first (or as `order`
+  // says), at most `top` (0 = all).
   std::vector<Usage> usage(std::string_view limit, std::size_t top = 0,
                            UsageOrder order = UsageOrder::used);
   // One owner's usage of `limit` now, as a check sees it (all zero but `remaining`,

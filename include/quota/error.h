@@ -1,6 +1,7 @@
 // The one exception type the library throws.
 #pragma once
 
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -25,13 +26,21 @@ QUOTA_API std::string_view to_string(ErrorCode code);
 // Thrown for every failure; the message says what happened and what to do.
 class QUOTA_API Error : public std::runtime_error {
  public:
-  Error(ErrorCode code, const std::string& message)
-      : std::runtime_error(message), code_(code) {}
+  Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  // An error about one limit (unknown_limit) also names it, so that a program can word the
+  // message its own way (quotactl does).
+  Error(ErrorCode code, const std::string& message, std::string_view limit)
+      : std::runtime_error(message),
+        code_(code),
+        limit_(std::make_shared<const std::string>(limit)) {}
 
   ErrorCode code() const noexcept { return code_; }
+  // The name of the limit an unknown_limit error is about; empty for other errors.
+  std::string_view limit() const noexcept { return limit_ ? *limit_ : std::string_view(); }
 
  private:
   ErrorCode code_;
+  std::shared_ptr<const std::string> limit_;  // shared, so that copying the error never throws
 };
 
 }  // namespace quota

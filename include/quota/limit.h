@@ -52,15 +52,34 @@ struct Limit {
 // computes far inside 64-bit integers.
 inline constexpr std::int64_t kMaximumBound = 1'000'000'000'000;  // maximum, burst, cost
 inline constexpr std::chrono::milliseconds kPeriodBound{366LL * 24 * 60 * 60 * 1000};
-inline constexpr std::size_t kNameBound = 64;    // characters of a limit's name
-inline constexpr std::size_t kOwnerBound = 1024; // bytes of an owner
-// sliding_window and token_bucket multiply by the period: maximum x period_ms must be at most
-// kProductBound, a sliding_window's period at most 30 days, and a token bucket's
-// burst x period_ms at most kBucketBound (half, so that its debt can reach twice its capacity
-// and every sum of the two still fits).
+inline constexpr std::size_t kNameBound = 64;     // characters of a limit's name
+inline constexpr std::size_t kOwnerBound = 1024;  // bytes of an owner
+// sliding_window and token_bucket multiply by the period (src/statements.cpp): a
+// sliding_window's maximum x period_ms must be at most kProductBound, as must a token bucket's,
+// and a token bucket's burst x period_ms at most kBucketBound (half, so that its debt can reach
+// twice its capacity and every sum of the two still fits). Every algorithm takes every period
+// from 1 ms to kPeriodBound.
 inline constexpr std::int64_t kProductBound = std::int64_t{1} << 62;
 inline constexpr std::int64_t kBucketBound = std::int64_t{1} << 61;
-inline constexpr std::chrono::milliseconds kSlidingWindowPeriodBound{30LL * 24 * 60 * 60 * 1000};
+
+// What to lower when a limit's numbers are too large for its algorithm's 64-bit arithmetic
+// (find_overflow). Every suggestion is itself accepted, with the limit's other numbers as
+// they are.
+struct LimitOverflow {
+  // The rule that is broken, e.g. "burst x period_ms must be at most 2^61".
+  std::string rule;
+  // Set when the maximum must be lowered: the largest maximum accepted (with the burst
+  // lowered too when largest_burst is also set). A token bucket without a burst has the
+  // maximum as its burst, and this bound counts that.
+  std::optional<std::int64_t> largest_maximum;
+  // Set when the burst that was given must be lowered: the largest burst accepted.
+  std::optional<std::int64_t> largest_burst;
+  // A token bucket without a burst whose maximum fits on its own: giving a burst of at most
+  // this, with the maximum as it is, is accepted too.
+  std::optional<std::int64_t> or_burst;
+  // Or keep the numbers: the longest period accepted with them.
+  std::chrono::milliseconds longest_period{0};
+};
 
 }  // namespace quota
 
@@ -72,5 +91,10 @@ QUOTA_API void validate_limit_name(std::string_view name);
 QUOTA_API void validate_owner(std::string_view owner);
 QUOTA_API void validate_cost(std::int64_t cost);
 QUOTA_API void validate_limit(const Limit& limit);
+
+// Whether `limit`'s numbers (each within its own range) are too large for its algorithm's
+// 64-bit arithmetic, and what would be accepted instead; nullopt when they fit.
+// validate_limit refuses such a limit with a message built from this.
+QUOTA_API std::optional<LimitOverflow> find_overflow(const Limit& limit);
 
 }  // namespace quota

@@ -101,8 +101,9 @@ QUOTA_API void validate_override(const Override& override);
 
 // Usage rows, ordered by what (Engine::usage).
 enum class UsageOrder {
-  used,    // most used first
-  denied,  // most denied first: abusive owners stand out
+  used,           // most used first
+  denied,         // most denied first: abusive owners stand out
+  shadow_denied,  // most would-be denials first: whom shadow mode would have stopped
 };
 
 }  // namespace quota

@@ -16,6 +16,10 @@
 //   {live_base} {covering_event} {newest_kept}
 //               the sliding log's reads of its         the same reads as VOLATILE functions
 //               events: subqueries of quota_log        of the schema (see below)
+//   {request_cost} {request_now}
+//               :cost and :now as whole numbers        $3 and $4 (bigint already), checked
+//               (a REAL with a whole value is taken    alike; a bad value raises through
+//               as that integer), else an error        quota_refuse() of the schema
 //   {limit} {owner} {cost} {now_ms}
 //               :limit :owner :cost :now               $1 $2 $3 $4 (typed text, text,
 //                                                      bigint, bigint when prepared)
@@ -31,6 +35,17 @@
 // admit too much. A VOLATILE function takes a fresh snapshot for each query it runs, and the
 // DO UPDATE runs it after the lock is held: migrations/postgresql/ defines the three reads so,
 // with the same WHERE and ORDER BY as SQLite's subqueries here.
+//
+// The request's cost and time: a client may bind them as REAL (JavaScript's sql.js binds
+// numbers above 2^31 as doubles): an integral value is taken as that integer, anything else
+// (1.5, 0, a negative time, text that is not a whole number) fails the statement with a
+// message that says what is accepted, as the library refuses a bad cost. SQLite has no way to
+// raise an error of one's own outside a trigger, so the refusal is json_extract's error for a
+// path that is not one, whose message quotes the path: "JSON path error near 'the cost must
+// be ...'" (SQLite 3.40) or "bad JSON path: 'the cost must be ...'" (newer). CASE evaluates
+// only the branch taken, so a valid request never reaches it. PostgreSQL's parameters are
+// typed bigint, so a fractional value is refused when it is bound; the range is checked the
+// same way, raising through quota_refuse(message).
 //
 // The proposed row: SQLite's statements insert a bare request row, and the table's "new owner"
 // trigger creates the owner's empty row first, so that the DO UPDATE always decides. A row
@@ -59,6 +74,8 @@ struct Dialect {
   std::string_view log_covering_event;  // the first live event that covers `excess`
   std::string_view log_newest_kept;     // a refund's newest event left
   bool proposes_decided_row;            // the proposed row of a write (see above)
+  std::string_view request_cost;        // :cost, checked (see above)
+  std::string_view request_now;         // :now, checked, or the database's clock
 };
 
 inline constexpr Dialect kSqlite = {
@@ -84,6 +101,17 @@ inline constexpr Dialect kSqlite = {
     " WHERE e.limit_name = key_limit AND e.owner = key_owner AND e.total >= live_base + used"
     " ORDER BY e.at_ms LIMIT 1)",
     false,
+    "CASE WHEN :cost IS NULL THEN 1"
+    " WHEN :cost = CAST(:cost AS INTEGER) AND CAST(:cost AS INTEGER) BETWEEN 1 AND 1000000000000"
+    " THEN CAST(:cost AS INTEGER)"
+    " ELSE json_extract('{}', 'the cost must be a whole number from 1 to 1000000000000 "
+    "(NULL: 1)') END",
+    "CASE WHEN :now IS NULL THEN CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS "
+    "INTEGER)"
+    " WHEN :now = CAST(:now AS INTEGER) AND CAST(:now AS INTEGER) >= 0"
+    " THEN CAST(:now AS INTEGER)"
+    " ELSE json_extract('{}', 'the time must be a whole number of Unix milliseconds >= 0 "
+    "(NULL: the database clock)') END",
 };
 
 inline constexpr Dialect kPostgresql = {
@@ -102,6 +130,12 @@ inline constexpr Dialect kPostgresql = {
     "quota_log_covering_event(key_limit, key_owner, t - period_ms, live_base + excess)",
     "quota_log_newest_kept(key_limit, key_owner, live_base + used)",
     true,
+    "CASE WHEN $3 IS NULL THEN 1 WHEN $3 BETWEEN 1 AND 1000000000000 THEN $3"
+    " ELSE quota_refuse('the cost must be a whole number from 1 to 1000000000000 (NULL: 1)') END",
+    "CASE WHEN $4 IS NULL THEN CAST(floor(extract(epoch FROM statement_timestamp()) * 1000) AS "
+    "bigint) WHEN $4 >= 0 THEN $4"
+    " ELSE quota_refuse('the time must be a whole number of Unix milliseconds >= 0"
+    " (NULL: the database clock)') END",
 };
 
 }  // namespace quota::detail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks migrations/postgresql/0005_initial.sql on a real PostgreSQL server:
+# Checks migrations/postgresql/0006_initial.sql on a real PostgreSQL server:
 #
 #   tests/postgresql/schema_check.sh [URI]     (URI defaults to $QUOTA_TEST_POSTGRES)
 #
@@ -43,7 +43,7 @@ fail() {
 }
 
 psql_admin -c "CREATE DATABASE $db"
-pg -1 -f "$root/migrations/postgresql/0005_initial.sql"
+pg -1 -f "$root/migrations/postgresql/0006_initial.sql"
 pg -f "$here/schema_helpers.sql"
 pg -o /dev/null -f "$here/schema_check.sql"
 
@@ -161,7 +161,7 @@ pg -At -F '|' -c "SELECT value, CASE WHEN value BETWEEN -62135596800000 AND 2534
   FROM (SELECT generate_series(1700000000000, 1700000003000) AS value UNION ALL $times) AS t" \
   >"$work/postgresql-times.out"
 grep -q "reset_at_ms BETWEEN -62135596800000 AND 253402300799999" \
-  "$root/migrations/postgresql/0005_initial.sql" ||
+  "$root/migrations/postgresql/0006_initial.sql" ||
   fail "the view's reset_at is not the expression compared here"
 diff -u "$work/sqlite-times.out" "$work/postgresql-times.out" ||
   fail "reset_at text differs from SQLite's strftime (- SQLite, + PostgreSQL)"

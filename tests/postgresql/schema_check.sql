@@ -1,4 +1,4 @@
--- Checks of migrations/postgresql/0005_initial.sql on a freshly migrated database, with the
+-- Checks of migrations/postgresql/0006_initial.sql on a freshly migrated database, with the
 -- statements of schema_helpers.sql. Run by tests/postgresql/schema_check.sh (psql with
 -- ON_ERROR_STOP): the first failing check stops it with "check failed: <what>".
 \set QUIET on
@@ -71,8 +71,12 @@ SELECT expect_error($$INSERT INTO quota_limits VALUES ('x', 'token_bucket', 1, 1
 -- by the schema (the library and quotactl refuse it before writing).
 INSERT INTO quota_limits VALUES ('x', 'token_bucket', 1, 1);
 DELETE FROM quota_limits WHERE name = 'x';
-SELECT expect_error($$INSERT INTO quota_limits VALUES ('x', 'sliding_window', 1, 2592000001)$$,
-                    'quota_limits_sliding_window_check', 'a sliding_window of more than 30 days');
+-- A sliding_window of 366 days is accepted (migration 0006); its maximum is bounded by the
+-- product maximum * period_ms <= 2^62.
+INSERT INTO quota_limits VALUES ('x', 'sliding_window', 145836053, 31622400000);
+DELETE FROM quota_limits WHERE name = 'x';
+SELECT expect_error($$INSERT INTO quota_limits VALUES ('x', 'sliding_window', 145836054, 31622400000)$$,
+                    'quota_limits_sliding_window_check', 'a sliding_window whose product overflows');
 SELECT expect_error($$INSERT INTO quota_limits
                       VALUES ('x', 'token_bucket', 1, 31622400000, 1000000000)$$,
                     'quota_limits_token_bucket_check',

@@ -119,8 +119,11 @@ void declare_usage(CLI::App& command, Arguments& arguments) {
   declare_name(command, arguments);
   command.add_option("--owner", arguments.owner_filter, "show only this owner")->type_name("OWNER");
   command.add_option("--top", arguments.top, "show at most K owners")->type_name("K");
-  command.add_option("--by", arguments.by, "order by used (default) or denied")
-      ->type_name("used|denied");
+  command
+      .add_option("--by", arguments.by,
+                  "order by used (default), denied, or shadow_denied (whom shadow mode would "
+                  "have stopped)")
+      ->type_name("used|denied|shadow_denied");
 }
 
 void declare_sql(CLI::App& command, Arguments& arguments) {
@@ -169,8 +172,8 @@ constexpr Command kCommands[] = {
     {"reset", "forget an owner's usage and denials for a limit", declare_name_owner, run_reset},
     {"refund", "give back units of usage (never below zero), then show the state like check",
      declare_request, run_refund},
-    {"usage", "owners with usage or denials, most used (or denied) first", declare_usage,
-     run_usage},
+    {"usage", "owners with usage or denials, most used (or denied, or shadow denied) first",
+     declare_usage, run_usage},
     {"override", "per-owner overrides: own maximum, exempt, deny", nullptr, nullptr},
     {"override set", "create or replace an owner's override (--max N [--burst N] | --exempt | "
      "--deny)", declare_override_set, run_override_set},
@@ -262,24 +265,63 @@ std::string help_hint(const std::string& path) {
   return path.empty() ? "run `quotactl --help`" : fmt::format("run `quotactl help {}`", path);
 }
 
-// CLI11's message, made into one line that names the command and says where to read more.
+// The names of the commands in `group` (the root, or a group such as `limit`).
+std::vector<std::string> command_names(const CLI::App* group) {
+  std::vector<std::string> names;
+  for (const CLI::App* command : group->get_subcommands({})) names.push_back(command->get_name());
+  return names;
+}
+
+// Every option `command` takes: its own and, since global options may follow the command,
+// those of the commands it is in.
+std::vector<std::string> option_names(const CLI::App* command) {
+  std::vector<std::string> names;
+  for (; command; command = command->get_parent()) {
+    for (const CLI::Option* option : command->get_options()) {
+      for (const std::string& name : option->get_lnames()) names.push_back("--" + name);
+      for (const std::string& name : option->get_snames()) names.push_back("-" + name);
+    }
+  }
+  return names;
+}
+
+// Whether `word` is written as an option (-x, --name, --name=value), not as a value (-1).
+bool looks_like_option(std::string_view word) {
+  const auto letter = [&](std::size_t i) {
+    return i < word.size() && std::isalpha(static_cast<unsigned char>(word[i]));
+  };
+  return word.starts_with("-") && (letter(1) || (word.starts_with("--") && letter(2)));
+}
+
+// CLI11's message, made into one line that names the command and says where to read more,
+// with the likely meaning of a mistyped command or option.
 std::string describe_parse_error(const Parser& parser, const CLI::ParseError& error) {
   const CLI::App* leaf = selected(parser.app);
   const std::string path = path_of(leaf);
   const bool lacks_command = !leaf->get_subcommands({}).empty() && leaf->get_subcommands().empty();
+  const std::vector<std::string> unparsed = parser.app.remaining(true);
   if (dynamic_cast<const CLI::RequiredError*>(&error) && lacks_command) {
-    std::string names;
-    for (const CLI::App* command : leaf->get_subcommands({})) {
-      names += (names.empty() ? "" : ", ") + command->get_name();
-    }
-    for (const std::string& word : parser.app.remaining(true)) {
+    const std::vector<std::string> names = command_names(leaf);
+    std::string list;
+    for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+    const std::string group = path.empty() ? "" : path + " ";
+    for (const std::string& word : unparsed) {
       if (!word.starts_with("-")) {
-        return fmt::format("unknown command '{}{}': use one of {}; {}",
-                           path.empty() ? "" : path + " ", word, names, help_hint(path));
+        return fmt::format("unknown command '{}{}'{}: use one of {}; {}", group, word,
+                           did_you_mean(word, names, group), list, help_hint(path));
       }
     }
     return fmt::format("{} needs a command: one of {}; {}",
-                       path.empty() ? "quotactl" : "quotactl " + path, names, help_hint(path));
+                       path.empty() ? "quotactl" : "quotactl " + path, list, help_hint(path));
+  }
+  // A mistyped option is the likely cause of whatever CLI11 reports (an extra argument, or a
+  // required option missing), so it is what the message names.
+  for (const std::string& word : unparsed) {
+    if (!looks_like_option(word)) continue;
+    const std::string option = word.substr(0, word.find('='));
+    return fmt::format("{}unknown option '{}'{}: {} for the options",
+                       path.empty() ? "" : path + ": ", option,
+                       did_you_mean(option, option_names(leaf)), help_hint(path));
   }
   std::string message = error.what();
   // "The following argument..." reads better mid-line in lower case; "OWNER is..." stays.
@@ -316,11 +358,14 @@ int run_help(Session& session, const Arguments& arguments) {
     for (const CLI::App* command : topic->get_subcommands({})) {
       if (command->get_name() == word) next = command;
     }
+    const std::string group = path.empty() ? "" : path + " ";
     path += (path.empty() ? "" : " ") + word;
     if (!next) {
       throw quota::Error(
           quota::ErrorCode::invalid_argument,
-          fmt::format("unknown command '{}': run `quotactl --help` for the list", path));
+          fmt::format("unknown command '{}'{}: {} for the list", path,
+                      did_you_mean(word, command_names(topic), group),
+                      help_hint(group.empty() ? "" : group.substr(0, group.size() - 1))));
     }
     topic = next;
   }
@@ -403,7 +448,7 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     Session session = make_session(parser, out, err, context);
     return found->second->run(session, parser.arguments);
   } catch (const quota::Error& error) {
-    return fail(err, exit_status(error.code()), error.what());
+    return fail(err, exit_status(error.code()), message_of(error));
   } catch (const SQLite::Exception& error) {
     return fail(err, 3, fmt::format("database error: {}", error.what()));
   } catch (const std::exception& error) {

@@ -1,7 +1,10 @@
 // limit set, get, list and rm.
 #include <fmt/format.h>
 
+#include <optional>
 #include <ostream>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 #include "text.h"
@@ -33,6 +36,36 @@ Algorithm parse_algorithm_option(const std::string& text) {
   return *algorithm;
 }
 
+// A limit whose numbers are too large for its algorithm's 64-bit arithmetic, refused in the
+// command line's terms: its options, the period in the unit typed, and bounds to use instead,
+// each accepted with the other options as given (quota::find_overflow).
+void require_fits(const Limit& limit, const Arguments& arguments) {
+  const std::optional<quota::LimitOverflow> overflow = quota::find_overflow(limit);
+  if (!overflow) return;
+  std::vector<std::string> fixes;
+  if (overflow->largest_maximum && overflow->largest_burst) {
+    fixes.push_back(fmt::format("--max {} and --burst {} or less", *overflow->largest_maximum,
+                                *overflow->largest_burst));
+  } else if (overflow->largest_maximum) {
+    fixes.push_back(fmt::format("--max {} or less", *overflow->largest_maximum));
+  } else if (overflow->largest_burst) {
+    fixes.push_back(fmt::format("--burst {} or less", *overflow->largest_burst));
+  }
+  if (overflow->or_burst) {
+    fixes.push_back(fmt::format("add --burst {} or less", *overflow->or_burst));
+  }
+  const std::string per = arguments.per.value_or(format_period(limit.period));
+  fixes.push_back(
+      fmt::format("--per {} or less", format_period_at_most(overflow->longest_period, per)));
+  std::string advice = fixes.front();
+  for (std::size_t i = 1; i < fixes.size(); ++i) advice += ", or " + fixes[i];
+  throw quota::Error(
+      quota::ErrorCode::invalid_argument,
+      fmt::format("--max {}{} --per {} is too large for the 64-bit arithmetic of {} ({}); use {}",
+                  limit.maximum, limit.burst ? fmt::format(" --burst {}", *limit.burst) : "", per,
+                  quota::to_string(limit.algorithm), overflow->rule, advice));
+}
+
 // The limit as typed, checked as far as possible without the database: only the algorithm
 // may still come from the existing limit.
 Limit parse_limit(const Arguments& arguments, std::optional<Algorithm>& algorithm) {
@@ -47,6 +80,9 @@ Limit parse_limit(const Arguments& arguments, std::optional<Algorithm>& algorith
   }
   if (algorithm) {
     limit.algorithm = *algorithm;
+    if (!limit.burst || limit.algorithm == Algorithm::token_bucket) {
+      require_fits(limit, arguments);
+    }
     quota::validate_limit(limit);
   } else {
     Limit without_burst = limit;
@@ -64,7 +100,12 @@ int run_limit_set(Session& session, const Arguments& arguments) {
 
   quota::Engine engine = session.open_engine();
   const std::optional<Limit> before = engine.get(limit.name);
-  if (!algorithm) limit.algorithm = before ? before->algorithm : Algorithm::sliding_log;
+  if (!algorithm) {
+    limit.algorithm = before ? before->algorithm : Algorithm::sliding_log;
+    if (!limit.burst || limit.algorithm == Algorithm::token_bucket) {
+      require_fits(limit, arguments);
+    }
+  }
   // Shadow mode stays as it was unless --shadow or --enforce says otherwise.
   limit.shadow = arguments.shadow || (!arguments.enforce && before && before->shadow);
   engine.define(limit);

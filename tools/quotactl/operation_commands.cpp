@@ -172,6 +172,23 @@ int operate(Session& session, const Arguments& arguments, Operation operation) {
   return status;
 }
 
+// usage --by: which owners come first.
+quota::UsageOrder parse_order(const std::string& text) {
+  static const std::vector<std::pair<std::string, quota::UsageOrder>> kOrders{
+      {"used", quota::UsageOrder::used},
+      {"denied", quota::UsageOrder::denied},
+      {"shadow_denied", quota::UsageOrder::shadow_denied}};
+  std::vector<std::string> names;
+  for (const auto& [name, order] : kOrders) {
+    if (text == name) return order;
+    names.push_back(name);
+  }
+  throw quota::Error(quota::ErrorCode::invalid_argument,
+                     fmt::format("unknown order '{}' for --by{}: use used, denied or "
+                                 "shadow_denied",
+                                 text, did_you_mean(text, names)));
+}
+
 }  // namespace
 
 int run_consume(Session& session, const Arguments& arguments) {
@@ -197,17 +214,11 @@ int run_usage(Session& session, const Arguments& arguments) {
   const std::size_t top =
       arguments.top ? static_cast<std::size_t>(parse_whole(*arguments.top, "--top", 1, 1'000'000))
                     : 0;
-  quota::UsageOrder order = quota::UsageOrder::used;
-  if (arguments.by && *arguments.by == "denied") {
-    order = quota::UsageOrder::denied;
-  } else if (arguments.by && *arguments.by != "used") {
-    throw quota::Error(quota::ErrorCode::invalid_argument,
-                       fmt::format("unknown order '{}' for --by: use used or denied", *arguments.by));
-  }
+  const quota::UsageOrder order =
+      arguments.by ? parse_order(*arguments.by) : quota::UsageOrder::used;
 
   quota::Engine engine = session.open_engine();
-  const std::optional<quota::Limit> limit = engine.get(arguments.limit);
-  if (!limit) throw unknown_limit(arguments.limit);
+  const quota::Limit limit = existing_limit(engine, arguments.limit);
   std::vector<quota::Usage> rows =
       engine.usage(arguments.limit, arguments.owner_filter ? 0 : top, order);
   if (arguments.owner_filter) {
@@ -223,12 +234,13 @@ int run_usage(Session& session, const Arguments& arguments) {
                        {"remaining", row.remaining},
                        {"denied", row.denied},
                        {"reset_at_ms", row.reset_at_ms},
-                       {"shadow_denied", row.shadow_denied}});
+                       {"shadow_denied", row.shadow_denied},
+                       {"capacity", row.capacity}});
     }
     session.emit(array);
     return 0;
   }
-  session.out << fmt::format("{}: {}, at {}\n", limit->name, describe_limit(*limit),
+  session.out << fmt::format("{}: {}, at {}\n", limit.name, describe_limit(limit),
                              format_time(session.now));
   if (rows.empty()) {
     session.out << (arguments.owner_filter ? "no usage and no denials for that owner\n"
@@ -236,16 +248,16 @@ int run_usage(Session& session, const Arguments& arguments) {
     return 0;
   }
   // The SHADOW DENIED column only where there is something to show.
-  const bool shadow = limit->shadow || std::any_of(rows.begin(), rows.end(), [](const auto& row) {
+  const bool shadow = limit.shadow || std::any_of(rows.begin(), rows.end(), [](const auto& row) {
                         return row.shadow_denied > 0;
                       });
   std::vector<std::vector<std::string>> table{{"OWNER", "USAGE", "USED", "DENIED"}};
   if (shadow) table[0].push_back("SHADOW DENIED");
   table[0].push_back("RESETS IN");
   for (const quota::Usage& row : rows) {
-    table.push_back({printable(row.owner, 40), bar(row.used, limit->capacity()),
-                     fmt::format("{}/{}", row.used, limit->capacity()),
-                     std::to_string(row.denied)});
+    // Out of the owner's own capacity: its override's, if it has one.
+    table.push_back({printable(row.owner, 40), bar(row.used, row.capacity),
+                     fmt::format("{}/{}", row.used, row.capacity), std::to_string(row.denied)});
     if (shadow) table.back().push_back(std::to_string(row.shadow_denied));
     table.back().push_back(
         row.reset_at_ms > session.now ? format_duration(row.reset_at_ms - session.now) : "-");
@@ -260,13 +272,16 @@ int run_usage(Session& session, const Arguments& arguments) {
 namespace {
 
 Operation parse_operation(const std::string& text) {
+  std::vector<std::string> names;
   for (Operation operation : {Operation::consume, Operation::check, Operation::record,
                               Operation::reset, Operation::refund}) {
     if (text == quota::detail::operation_name(operation)) return operation;
+    names.emplace_back(quota::detail::operation_name(operation));
   }
-  throw quota::Error(
-      quota::ErrorCode::invalid_argument,
-      fmt::format("unknown operation '{}': use consume, check, record, reset or refund", text));
+  throw quota::Error(quota::ErrorCode::invalid_argument,
+                     fmt::format("unknown operation '{}'{}: use consume, check, record, reset or "
+                                 "refund",
+                                 text, did_you_mean(text, names)));
 }
 
 // How to run the statement in the sqlite3 shell, as SQL comments.
@@ -283,7 +298,9 @@ std::string shell_instructions(Operation operation, quota::Algorithm algorithm,
   if (operation != Operation::reset) text += "--   .parameter set :cost 1\n";
   text +=
       "--   .parameter set :now NULL\n"
-      "-- :cost NULL means 1; :now is Unix ms, NULL for the database's current time.\n";
+      "-- :cost NULL means 1; :now is Unix ms, NULL for the database's current time.\n"
+      "-- Both are whole numbers (a REAL such as 5.0 is taken as 5); the statement fails on\n"
+      "-- anything else, and on a cost below 1 or a negative time.\n";
   return text;
 }
 
@@ -295,9 +312,7 @@ int run_sql(Session& session, const Arguments& arguments) {
   if (arguments.sql_limit) {
     quota::validate_limit_name(*arguments.sql_limit);
     quota::Engine engine = session.open_engine();
-    const std::optional<quota::Limit> limit = engine.get(*arguments.sql_limit);
-    if (!limit) throw unknown_limit(*arguments.sql_limit);
-    algorithm = limit->algorithm;
+    algorithm = existing_limit(engine, *arguments.sql_limit).algorithm;
   }
   const std::string* statement = nullptr;
   try {

@@ -74,11 +74,14 @@ int run_override_rm(Session& session, const Arguments& arguments) {
   validate_override_limit(arguments.limit);
   quota::validate_owner(arguments.owner);
   quota::Engine engine = session.open_engine();
+  if (arguments.limit != quota::kEveryLimit) existing_limit(engine, arguments.limit);
   if (!engine.remove_override(arguments.limit, arguments.owner)) {
-    throw quota::Error(quota::ErrorCode::invalid_argument,
-                       fmt::format("no override for owner '{}' on '{}': see `quotactl override "
-                                   "list`",
-                                   printable(arguments.owner, 64), arguments.limit));
+    throw quota::Error(
+        quota::ErrorCode::invalid_argument,
+        fmt::format("no override for owner '{}' on '{}': see `quotactl override "
+                    "list {}`",
+                    printable(arguments.owner, 64), arguments.limit,
+                    arguments.limit == quota::kEveryLimit ? "'*'" : arguments.limit));
   }
   if (session.json) {
     session.emit({{"removed", {{"limit", arguments.limit}, {"owner", arguments.owner}}}});
@@ -93,7 +96,12 @@ int run_override_list(Session& session, const Arguments& arguments) {
   if (arguments.override_limit) validate_override_limit(*arguments.override_limit);
   quota::Engine engine = session.open_engine();
   std::optional<std::string_view> limit;
-  if (arguments.override_limit) limit = *arguments.override_limit;
+  if (arguments.override_limit) {
+    if (*arguments.override_limit != quota::kEveryLimit) {
+      existing_limit(engine, *arguments.override_limit);
+    }
+    limit = *arguments.override_limit;
+  }
   const std::vector<quota::Override> overrides = engine.overrides(limit);
   if (session.json) {
     auto array = nlohmann::ordered_json::array();

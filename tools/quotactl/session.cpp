@@ -43,11 +43,27 @@ std::string migrate_hint(const std::string& path) {
   return fmt::format("`quotactl migrate --db {}`", path);
 }
 
-quota::Error unknown_limit(const std::string& name) {
+quota::Error unknown_limit(std::string_view name) {
   return Error(ErrorCode::unknown_limit,
                fmt::format("unknown limit '{}': see `quotactl limit list`, or define it with "
                            "`quotactl limit set {} --max N --per DURATION`",
-                           name, name));
+                           name, name),
+               name);
+}
+
+quota::Limit existing_limit(quota::Engine& engine, const std::string& name) {
+  std::optional<quota::Limit> limit = engine.get(name);
+  if (!limit) throw unknown_limit(name);
+  return std::move(*limit);
+}
+
+std::string message_of(const quota::Error& error) {
+  // The library's message names its own calls (Engine::define); the name it carries is enough
+  // for quotactl's.
+  if (error.code() == ErrorCode::unknown_limit && !error.limit().empty()) {
+    return unknown_limit(error.limit()).what();
+  }
+  return error.what();
 }
 
 quota::Error database_error(const SQLite::Exception& error, const std::string& path) {

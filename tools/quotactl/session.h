@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "quota/engine.h"
@@ -85,7 +86,14 @@ bool read_database(const std::string& path, std::chrono::milliseconds busy_timeo
 quota::Error database_error(const SQLite::Exception& error, const std::string& path);
 
 // The error for a limit that does not exist (exit 2), saying how to list or define limits.
-quota::Error unknown_limit(const std::string& name);
+quota::Error unknown_limit(std::string_view name);
+
+// The limit `name`, which must exist: throws unknown_limit(name) otherwise.
+quota::Limit existing_limit(quota::Engine& engine, const std::string& name);
+
+// What quotactl says for `error`: the library's message, in quotactl's own words where the
+// library's speak to programs (an unknown limit, whichever command or call named it).
+std::string message_of(const quota::Error& error);
 
 // The human wording for "run quotactl migrate on this file".
 std::string migrate_hint(const std::string& path);

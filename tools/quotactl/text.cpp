@@ -82,6 +82,20 @@ std::string format_period(std::chrono::milliseconds period) {
   return fmt::format("{}ms", period.count());
 }
 
+std::string format_period_at_most(milliseconds longest, std::string_view typed) {
+  std::size_t digits = 0;
+  while (digits < typed.size() && is_digit(typed[digits])) ++digits;
+  const std::string_view typed_unit = typed.substr(digits);
+  bool below_typed = false;  // the units from the typed one down, largest first
+  for (const auto& [name, size] : kUnits) {
+    below_typed = below_typed || name == typed_unit;
+    if (below_typed && longest.count() >= size) {
+      return fmt::format("{}{}", longest.count() / size, name);
+    }
+  }
+  return fmt::format("{}ms", std::max<std::int64_t>(longest.count(), 1));
+}
+
 std::string format_duration(std::int64_t milliseconds) {
   if (milliseconds < 0) return "never";
   if (milliseconds < 1000) return fmt::format("{}ms", milliseconds);
@@ -149,6 +163,62 @@ std::size_t display_width(std::string_view text) {
     if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++width;
   }
   return width;
+}
+
+namespace {
+
+// The optimal string alignment distance: Levenshtein's, with a swap of two neighbouring
+// characters counting 1 (--cots for --cost).
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t substitution = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + substitution});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::vector<std::string> likely_meant(std::string_view word,
+                                      const std::vector<std::string>& candidates) {
+  const std::size_t length = word.size() - std::min(word.find_first_not_of('-'), word.size());
+  const std::size_t most = std::min<std::size_t>(length <= 4 ? 1 : 2, length - (length > 0));
+  std::vector<std::string> closest;
+  if (std::find(candidates.begin(), candidates.end(), word) != candidates.end()) return closest;
+  std::size_t best = most;
+  for (const std::string& candidate : candidates) {
+    // The distance is at least the difference in length (and a long word is not compared).
+    const std::size_t longer = std::max(word.size(), candidate.size());
+    if (longer - std::min(word.size(), candidate.size()) > best) continue;
+    const std::size_t distance = edit_distance(word, candidate);
+    if (distance > best) continue;
+    if (distance < best) closest.clear();
+    best = distance;
+    if (std::find(closest.begin(), closest.end(), candidate) == closest.end()) {
+      closest.push_back(candidate);
+    }
+  }
+  return closest;
+}
+
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates,
+                         std::string_view prefix) {
+  const std::vector<std::string> closest = likely_meant(word, candidates);
+  if (closest.empty()) return "";
+  std::string text = " (did you mean ";
+  for (std::size_t i = 0; i < closest.size(); ++i) {
+    if (i > 0) text += i + 1 == closest.size() ? " or " : ", ";
+    text += fmt::format("'{}{}'", prefix, closest[i]);
+  }
+  return text + "?)";
 }
 
 }  // namespace quotactl

@@ -27,6 +27,11 @@ std::chrono::milliseconds parse_duration(std::string_view text, std::string_view
 // 3600000 -> "1h"), so that it can be passed back to `limit set --per`.
 std::string format_period(std::chrono::milliseconds period);
 
+// The longest DURATION text of at most `longest`, in the unit of `typed` (a DURATION the user
+// gave, "366d") when `longest` holds one of it, else in the largest unit that it holds
+// (2305843 ms and "366d" -> "38m"): a bound to suggest in the user's own terms.
+std::string format_period_at_most(std::chrono::milliseconds longest, std::string_view typed);
+
 // A wait or an age for a person, exact to the millisecond: 500ms, 1.234s, 59.9s, 1m 30s,
 // 2h 5m, 1d 0.001s.
 std::string format_duration(std::int64_t milliseconds);
@@ -43,6 +48,18 @@ std::string printable(std::string_view text, std::size_t max_characters = 1024);
 
 // The number of characters (UTF-8 code points) in `text`, for aligning columns.
 std::size_t display_width(std::string_view text);
+
+// The candidates `word` is most likely a typo of: those at the least edit distance (one
+// insertion, deletion, substitution, or swap of neighbouring characters, counts 1), if that
+// is less than the word's length (leading dashes aside) and at most 1 for a word of up to 4
+// characters, 2 for a longer one. Empty when none is that close, or `word` is a candidate.
+std::vector<std::string> likely_meant(std::string_view word,
+                                      const std::vector<std::string>& candidates);
+
+// " (did you mean 'consume'?)", " (did you mean 'set' or 'get'?)" for likely_meant(word,
+// candidates), each shown after `prefix` (a command's group: "limit "); "" when it is empty.
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates,
+                         std::string_view prefix = "");
 
 }  // namespace quotactl
 

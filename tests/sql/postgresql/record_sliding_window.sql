@@ -1,6 +1,6 @@
 INSERT INTO quota_windows (limit_name, owner, window_key, used, previous_used, denied, seen_ms, cost, maximum, period_ms,
    last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms)
-SELECT $1, $2, window_key, used_after, previous_used, denied, t, coalesce($3, 1), maximum, period_ms,
+SELECT $1, $2, window_key, used_after, previous_used, denied, t, CASE WHEN $3 IS NULL THEN 1 WHEN $3 BETWEEN 1 AND 1000000000000 THEN $3 ELSE quota_refuse('the cost must be a whole number from 1 to 1000000000000 (NULL: 1)') END, maximum, period_ms,
           allowed, reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE remaining END, CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 ELSE retry_after_ms END, reset_at_ms
 FROM (
   SELECT *,
@@ -8,7 +8,7 @@ FROM (
     CASE WHEN allowed THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
     CASE WHEN allowed THEN 0 WHEN cost > capacity THEN -1 ELSE CASE WHEN used_after + cost <= maximum AND previous_used > 0          AND ((maximum - used_after - cost) * period_ms) / previous_used > 0     THEN rest - ((maximum - used_after - cost) * period_ms) / previous_used     ELSE rest + CASE WHEN used_after = 0 THEN 0                      ELSE greatest(0, period_ms - ((maximum - cost) * period_ms) / used_after)                 END END END AS retry_after_ms,
     CASE WHEN used_after > 0 THEN (window_key + 2) * period_ms     WHEN previous_used > 0 THEN (window_key + 1) * period_ms ELSE t END AS reset_at_ms,
-    used_after + (previous_used / period_ms) * rest + ((previous_used % period_ms) * rest + period_ms - 1) / period_ms AS shown_used
+    used_after + (previous_used / period_ms) * rest + ((previous_used % period_ms) * (rest / 262144) / period_ms) * 262144 + (((previous_used % period_ms) * (rest / 262144)) % period_ms * 262144 + (previous_used % period_ms) * (rest % 262144) + period_ms - 1) / period_ms AS shown_used
   FROM (
     SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed, policy, shadow,
       least(used + CASE WHEN policy IS DISTINCT FROM 'exempt' THEN cost ELSE 0 END, 4611686018427387904) AS used_after,
@@ -36,7 +36,7 @@ FROM (
              quota_windows.window_key AS s_window_key, quota_windows.period_ms AS s_period,
              quota_windows.used AS s_used, quota_windows.previous_used AS s_previous,
              quota_windows.denied AS s_denied, quota_windows.seen_ms AS s_seen
-      FROM (SELECT $1 AS limit_name, $2 AS owner, coalesce($3, 1) AS cost, coalesce($4, CAST(floor(extract(epoch FROM statement_timestamp()) * 1000) AS bigint)) AS seen_ms) AS excluded LEFT JOIN quota_windows ON FALSE
+      FROM (SELECT $1 AS limit_name, $2 AS owner, CASE WHEN $3 IS NULL THEN 1 WHEN $3 BETWEEN 1 AND 1000000000000 THEN $3 ELSE quota_refuse('the cost must be a whole number from 1 to 1000000000000 (NULL: 1)') END AS cost, CASE WHEN $4 IS NULL THEN CAST(floor(extract(epoch FROM statement_timestamp()) * 1000) AS bigint) WHEN $4 >= 0 THEN $4 ELSE quota_refuse('the time must be a whole number of Unix milliseconds >= 0 (NULL: the database clock)') END AS seen_ms) AS excluded LEFT JOIN quota_windows ON FALSE
       LEFT JOIN quota_limits AS l
         ON l.name = excluded.limit_name AND l.algorithm = 'sliding_window'
       LEFT JOIN quota_overrides AS o ON o.limit_name = excluded.limit_name AND o.owner = excluded.owner
@@ -57,7 +57,7 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
     CASE WHEN allowed THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
     CASE WHEN allowed THEN 0 WHEN cost > capacity THEN -1 ELSE CASE WHEN used_after + cost <= maximum AND previous_used > 0          AND ((maximum - used_after - cost) * period_ms) / previous_used > 0     THEN rest - ((maximum - used_after - cost) * period_ms) / previous_used     ELSE rest + CASE WHEN used_after = 0 THEN 0                      ELSE greatest(0, period_ms - ((maximum - cost) * period_ms) / used_after)                 END END END AS retry_after_ms,
     CASE WHEN used_after > 0 THEN (window_key + 2) * period_ms     WHEN previous_used > 0 THEN (window_key + 1) * period_ms ELSE t END AS reset_at_ms,
-    used_after + (previous_used / period_ms) * rest + ((previous_used % period_ms) * rest + period_ms - 1) / period_ms AS shown_used
+    used_after + (previous_used / period_ms) * rest + ((previous_used % period_ms) * (rest / 262144) / period_ms) * 262144 + (((previous_used % period_ms) * (rest / 262144)) % period_ms * 262144 + (previous_used % period_ms) * (rest % 262144) + period_ms - 1) / period_ms AS shown_used
   FROM (
     SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed, policy, shadow,
       least(used + CASE WHEN policy IS DISTINCT FROM 'exempt' THEN cost ELSE 0 END, 4611686018427387904) AS used_after,

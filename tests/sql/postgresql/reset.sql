@@ -1,5 +1,5 @@
 INSERT INTO quota_resets (limit_name, owner, now_ms, remaining)
-VALUES ($1, $2, coalesce($4, CAST(floor(extract(epoch FROM statement_timestamp()) * 1000) AS bigint)),
+VALUES ($1, $2, CASE WHEN $4 IS NULL THEN CAST(floor(extract(epoch FROM statement_timestamp()) * 1000) AS bigint) WHEN $4 >= 0 THEN $4 ELSE quota_refuse('the time must be a whole number of Unix milliseconds >= 0 (NULL: the database clock)') END,
         (SELECT CASE l.algorithm WHEN 'token_bucket' THEN CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN least(CASE WHEN o.policy IS NULL THEN coalesce(a.burst, a.maximum) ELSE coalesce(o.burst, o.maximum) END, 2305843009213693952 / l.period_ms) ELSE l.burst END
                                  WHEN 'sliding_window' THEN CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN least(CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END, 4611686018427387904 / l.period_ms) ELSE l.maximum END
                                  ELSE CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END ELSE l.maximum END END

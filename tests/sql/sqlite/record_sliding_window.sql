@@ -1,5 +1,5 @@
 INSERT INTO quota_windows (limit_name, owner, cost, seen_ms, maximum)
-VALUES (:limit, :owner, coalesce(:cost, 1), coalesce(:now, CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)), 0)
+VALUES (:limit, :owner, CASE WHEN :cost IS NULL THEN 1 WHEN :cost = CAST(:cost AS INTEGER) AND CAST(:cost AS INTEGER) BETWEEN 1 AND 1000000000000 THEN CAST(:cost AS INTEGER) ELSE json_extract('{}', 'the cost must be a whole number from 1 to 1000000000000 (NULL: 1)') END, CASE WHEN :now IS NULL THEN CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) WHEN :now = CAST(:now AS INTEGER) AND CAST(:now AS INTEGER) >= 0 THEN CAST(:now AS INTEGER) ELSE json_extract('{}', 'the time must be a whole number of Unix milliseconds >= 0 (NULL: the database clock)') END, 0)
 ON CONFLICT (limit_name, owner) DO UPDATE SET
   (window_key, used, previous_used, denied, seen_ms, cost, maximum, period_ms,
    last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms) =
@@ -11,7 +11,7 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
     CASE WHEN allowed THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
     CASE WHEN allowed THEN 0 WHEN cost > capacity THEN -1 ELSE CASE WHEN used_after + cost <= maximum AND previous_used > 0          AND ((maximum - used_after - cost) * period_ms) / previous_used > 0     THEN rest - ((maximum - used_after - cost) * period_ms) / previous_used     ELSE rest + CASE WHEN used_after = 0 THEN 0                      ELSE max(0, period_ms - ((maximum - cost) * period_ms) / used_after)                 END END END AS retry_after_ms,
     CASE WHEN used_after > 0 THEN (window_key + 2) * period_ms     WHEN previous_used > 0 THEN (window_key + 1) * period_ms ELSE t END AS reset_at_ms,
-    used_after + (previous_used / period_ms) * rest + ((previous_used % period_ms) * rest + period_ms - 1) / period_ms AS shown_used
+    used_after + (previous_used / period_ms) * rest + ((previous_used % period_ms) * (rest / 262144) / period_ms) * 262144 + (((previous_used % period_ms) * (rest / 262144)) % period_ms * 262144 + (previous_used % period_ms) * (rest % 262144) + period_ms - 1) / period_ms AS shown_used
   FROM (
     SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed, policy, shadow,
       min(used + CASE WHEN policy IS DISTINCT FROM 'exempt' THEN cost ELSE 0 END, 4611686018427387904) AS used_after,

@@ -1,7 +1,7 @@
--- quota schema for PostgreSQL, migration 0005: the whole schema of version 5 in one step.
+-- quota schema for PostgreSQL, migration 0006: the whole schema of version 6 in one step.
 --
--- A PostgreSQL database at version 5 has the tables, columns, checks, views and trigger
--- behaviour that a SQLite database reaches through migrations/0001 to 0005, under the same
+-- A PostgreSQL database at version 6 has the tables, columns, checks, views and trigger
+-- behaviour that a SQLite database reaches through migrations/0001 to 0006, under the same
 -- names; later migrations are added to both folders with the same numbers. Every object is
 -- named quota_* so that it can live in an application's own database (and schema). Times are
 -- milliseconds since the Unix epoch (bigint) everywhere.
@@ -147,7 +147,7 @@ CREATE TABLE quota_limits (
                            THEN burst BETWEEN 1 AND 1000000000000 ELSE burst IS NULL END),
   shadow    boolean NOT NULL DEFAULT false,
   CONSTRAINT quota_limits_sliding_window_check CHECK (algorithm <> 'sliding_window'
-         OR (period_ms <= 2592000000 AND maximum <= 4611686018427387904 / period_ms)),
+         OR maximum <= 4611686018427387904 / period_ms),
   CONSTRAINT quota_limits_token_bucket_check CHECK (algorithm <> 'token_bucket'
          OR (maximum <= 4611686018427387904 / period_ms
              AND burst <= 2305843009213693952 / period_ms))
@@ -245,6 +245,15 @@ CREATE TABLE quota_resets (
   now_ms     bigint NOT NULL,
   remaining  bigint CONSTRAINT "unknown limit" CHECK (remaining IS NOT NULL)
 );
+
+-- quota_refuse: fails the statement with `message`. The statements call it for a request
+-- whose cost or time is out of range (src/sql/dialect.h), so that a SQL client gets the same
+-- refusal as the library's callers, and nothing is written.
+CREATE FUNCTION quota_refuse(message text) RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION '%', message USING ERRCODE = 'invalid_parameter_value';
+END
+$$;
 
 -- The sliding log's reads of its events, for the statements' decision (src/sql/dialect.h).
 -- A subquery of an INSERT's ON CONFLICT DO UPDATE reads other tables at the statement's
@@ -462,8 +471,13 @@ FROM (
   -- window's count weighted by the part of it still inside the sliding period, rounded up.
   SELECT limit_name, owner, policy, capacity, denied, shadow_denied,
          CASE algorithm WHEN 'fixed_window' THEN cur
-              ELSE cur + (prev / period_ms) * rest + ((prev % period_ms) * rest + period_ms - 1)
-                                                     / period_ms END AS used,
+              -- (prev % P) * rest is split at 2^18 so that no product passes 2^54, as in
+              -- the statements (src/statements.cpp, kWeightedRest): periods up to 366 days.
+              ELSE cur + (prev / period_ms) * rest
+                   + ((prev % period_ms) * (rest / 262144) / period_ms) * 262144
+                   + (((prev % period_ms) * (rest / 262144)) % period_ms * 262144
+                      + (prev % period_ms) * (rest % 262144) + period_ms - 1) / period_ms
+              END AS used,
          CASE WHEN cur > 0
               THEN (window_key + CASE algorithm WHEN 'sliding_window' THEN 2 ELSE 1 END)
                    * period_ms
