@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Installs what is missing, then builds and runs every test three ways: Debug, Release, and
-# Debug with AddressSanitizer and UndefinedBehaviorSanitizer; then runs each libFuzzer target
+# Installs what is missing, starts a private PostgreSQL server, then builds and runs every test
+# three ways: Debug, Release, and Debug with AddressSanitizer and UndefinedBehaviorSanitizer
+# (each against SQLite and that server); then runs each libFuzzer target
 # of fuzz/ (clang, with both sanitizers) on its corpus for QUOTA_FUZZ_SECONDS (default 30)
 # seconds. Warnings are errors throughout; a failed test or a fuzzer's crash fails the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
+
+# The PostgreSQL tests (tests/common/, tests/postgresql/) run against a private server made
+# for this run and removed at its end, pass or fail (tools/postgres.sh).
+source tools/postgres.sh
+postgres_start
 
 jobs=$(nproc)
 run_suite() {

@@ -8,7 +8,7 @@
 # transaction, runs schema_check.sql (tables, types, checks, triggers, reset, the views), then
 #   - two sessions bringing the same new owner at once: the second waits for the first and
 #     takes the DO UPDATE path; eight sessions consuming five new owners count every request;
-#   - quota_usage against SQLite's for the same rows (sqlite3 shell, migrations/0001..0005),
+#   - quota_usage against SQLite's for the same rows (sqlite3 shell, every migrations/0*.sql),
 #     and reset_at's text against SQLite's strftime for a range of times;
 # and drops the database again, also when a check fails.
 set -euo pipefail
