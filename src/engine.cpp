@@ -207,10 +207,18 @@ struct Engine::Impl {
   // "unknown limit") and the statement of its new algorithm is run instead.
   Result run(Operation operation, std::string_view limit, std::string_view owner,
              std::int64_t cost) {
-    return run_at(operation, limit, owner, cost, now());
+    // On the server's clock a lone statement reads the time itself (its :now is NULL), so
+    // that it costs no round trip of its own.
+    return run_at(operation, limit, owner, cost,
+                  options.server_clock ? std::nullopt : std::optional<std::int64_t>(now()));
   }
 
+  // Now: Options::clock, or the database's own clock (Options::server_clock).
   std::int64_t now() {
+    if (options.server_clock) {
+      return integer_of(
+          store->query(fmt::format("SELECT {}", store->dialect().database_now), {}).at(0).at(0));
+    }
     const std::int64_t now = options.clock();
     if (now < 0) {
       throw Error(ErrorCode::invalid_argument,
@@ -220,7 +228,7 @@ struct Engine::Impl {
   }
 
   Result run_at(Operation operation, std::string_view limit, std::string_view owner,
-                std::int64_t cost, std::int64_t now) {
+                std::int64_t cost, std::optional<std::int64_t> now) {
     for (int attempt = 0; attempt < 2; ++attempt) {
       const auto algorithm = algorithm_of(limit, attempt > 0);
       if (!algorithm) throw unknown_limit(limit);
@@ -383,6 +391,12 @@ Engine::Engine(SQLite::Database& database, Options options) {
   settings.restart_checkpoint = options.restart_checkpoint;
   impl_ = std::make_unique<Impl>(detail::sqlite_on_connection(database, settings),
                                  std::move(options));
+  impl_->start();
+}
+
+Engine::Engine(pg_conn* connection, Options options) {
+  impl_ = std::make_unique<Impl>(
+      detail::postgresql_on_connection(connection, {options.busy_timeout}), std::move(options));
   impl_->start();
 }
 
@@ -624,7 +638,10 @@ std::int64_t Engine::gc(std::size_t batch_rows,
   const detail::Locked locked = [this](const std::function<void(detail::Store&)>& work) {
     impl_->guarded([&] { work(*impl_->store); });
   };
-  return detail::collect_garbage(locked, impl_->options.clock(), batch_rows, progress);
+  const std::int64_t now = impl_->options.server_clock
+                               ? impl_->guarded([&] { return impl_->now(); })
+                               : impl_->options.clock();
+  return detail::collect_garbage(locked, now, batch_rows, progress);
 }
 
 int Engine::schema_version() {

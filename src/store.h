@@ -35,12 +35,13 @@ std::int64_t integer_of(const Value& value);       // 0 for NULL
 std::string text_of(const Value& value);           // "" for NULL
 bool is_null(const Value& value);
 
-// The one request of a request statement: :limit, :owner, :cost and :now.
+// The one request of a request statement: :limit, :owner, :cost and :now (none: NULL, the
+// database's own clock).
 struct Request4 {
   std::string_view limit;
   std::string_view owner;
   std::int64_t cost = 1;
-  std::int64_t now = 0;
+  std::optional<std::int64_t> now;
 };
 
 // A busy error that asks for the caller's transaction to be run again rather than for a

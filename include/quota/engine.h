@@ -28,6 +28,7 @@
 namespace SQLite {
 class Database;
 }
+struct pg_conn;  // libpq's PGconn
 
 namespace quota {
 
@@ -60,6 +61,13 @@ struct Options {
   // Where "now" comes from; tests and `quotactl --now` inject a fixed or simulated clock.
   // Default: system_clock_ms.
   Clock clock;
+  // Take "now" from the database's own clock instead of `clock`: on a PostgreSQL server
+  // shared by hosts whose clocks disagree, the server is then the one time authority
+  // (`quotactl --server-clock`). A lone operation reads the clock inside its statement;
+  // consume_all, hooks, usage and gc ask the server first (one round trip more). On SQLite
+  // the database's clock is this machine's. Default: off (the caller's clock, with the clock
+  // rule of docs/concepts.md keeping a host whose clock is behind from granting more).
+  bool server_clock = false;
   // Engine::open on a file: PRAGMA synchronous. NORMAL (default) keeps a WAL database
   // consistent after any crash and durable after a process crash; FULL also survives a power
   // loss, at the cost of an fsync per consume.
@@ -125,6 +133,14 @@ class QUOTA_API Engine {
   // busy handler and, with Options::restart_checkpoint, its automatic WAL checkpoint; both
   // stay after the Engine is gone. Throws Error.
   explicit Engine(SQLite::Database& database, Options options = {});
+
+  // Uses the application's own PostgreSQL connection (libpq's PGconn, open, and outliving the
+  // Engine): operations take part in the application's transaction there too — a consume
+  // inside its open transaction commits or rolls back with it (operations that need a
+  // savepoint make one inside it). The connection's session settings are left as they are:
+  // lock waits end at its own lock_timeout, not at Options::busy_timeout. Opening checks the
+  // schema (and migrates it, with Options::migrate) on that connection. Throws Error.
+  explicit Engine(pg_conn* connection, Options options = {});
 
   Engine(Engine&&) noexcept;
   Engine& operator=(Engine&&) noexcept;

@@ -110,11 +110,11 @@ class PostgresqlStore final : public Store {
     reconnect_if_lost();
     const std::string& name = prepared_request(operation, algorithm);
     const std::string cost = std::to_string(request.cost);
-    const std::string now = std::to_string(request.now);
+    const std::string now = request.now ? std::to_string(*request.now) : std::string();
     const std::string limit(request.limit);
     const std::string owner(request.owner);
     const std::array<const char*, 4> values = {limit.c_str(), owner.c_str(), cost.c_str(),
-                                               now.c_str()};
+                                               request.now ? now.c_str() : nullptr};
     const std::array<int, 4> lengths = {static_cast<int>(limit.size()),
                                         static_cast<int>(owner.size()), 0, 0};
     const std::array<int, 4> formats = {0, 0, 0, 0};
@@ -216,10 +216,12 @@ class PostgresqlStore final : public Store {
     bool began_transaction;
   };
 
+  // The engine's own connection: lock waits end at the busy timeout (busy); text in and out
+  // as UTF-8; the server's notices are not printed. The application's connection is left as
+  // the application set it.
   void configure() {
-    if (PQstatus(connection_) != CONNECTION_OK) return;
-    if (owned_) PQsetNoticeProcessor(connection_, ignore_notice, nullptr);
-    // Lock waits end at the busy timeout (busy); text in and out as UTF-8.
+    if (!owned_ || PQstatus(connection_) != CONNECTION_OK) return;
+    PQsetNoticeProcessor(connection_, ignore_notice, nullptr);
     simple(fmt::format("SET lock_timeout = {}", settings_.busy_timeout.count()));
     simple("SET client_encoding = 'UTF8'");
   }
@@ -239,6 +241,11 @@ class PostgresqlStore final : public Store {
   // the prepared statements went with it, and are prepared again on first use.
   void reconnect_if_lost() {
     if (PQstatus(connection_) == CONNECTION_OK) return;
+    if (!owned_) {
+      throw Error(ErrorCode::busy,
+                  "the application's connection to the PostgreSQL server is lost: connect it "
+                  "again (the engine does not reset a connection it was given)");
+    }
     PQreset(connection_);
     prepared_.clear();
     savepoints_.clear();

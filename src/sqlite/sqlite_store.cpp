@@ -150,7 +150,11 @@ class SqliteStore final : public Store {
       bind_text(raw, prepared.limit, request.limit);
       bind_text(raw, prepared.owner, request.owner);
       bind_integer(raw, prepared.cost, request.cost);
-      bind_integer(raw, prepared.now, request.now);
+      if (request.now) {
+        bind_integer(raw, prepared.now, *request.now);
+      } else if (prepared.now != 0) {
+        sqlite3_bind_null(raw, prepared.now);
+      }
       // The answer is read from the first row, but it stands only once the statement is
       // done: a write (and, outside a transaction, its commit) that fails at the end, on a
       // full disk say, fails the call.
