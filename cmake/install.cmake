@@ -7,6 +7,7 @@
 #                                           its runtime files only, so -lquota stays static
 #   bin/quotactl                            the command line (when built)
 #   share/quota/migrations/*.sql            the migrations the library embeds, for reading
+#   share/quota/migrations/postgresql/*.sql PostgreSQL's
 #   share/quota/schema.sql                  the current schema (tools/schema.sh writes it)
 #   lib/cmake/quota/                        quotaConfig.cmake & co: quota::quota, quota::quotactl
 #   lib/pkgconfig/quota.pc                  for pkg-config
@@ -30,6 +31,8 @@ if(TARGET quotactl)
   install(TARGETS quotactl EXPORT quota-targets RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 install(FILES ${quota_migration_files} DESTINATION ${QUOTA_INSTALL_DATADIR}/migrations)
+install(FILES ${quota_postgresql_migration_files}
+        DESTINATION ${QUOTA_INSTALL_DATADIR}/migrations/postgresql)
 install(FILES ${PROJECT_SOURCE_DIR}/schema/schema.sql DESTINATION ${QUOTA_INSTALL_DATADIR})
 
 install(EXPORT quota-targets NAMESPACE quota:: FILE quotaTargets.cmake

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "backend.h"
 #include "model.h"
 #include "support.h"
 
@@ -119,11 +120,18 @@ struct Step {
 
 class Run {
  public:
-  Run(std::uint64_t seed, std::vector<Algorithm> algorithms, Scale scale)
+  // On SQLite, in memory; on PostgreSQL, in a schema of the test server of its own.
+  Run(std::uint64_t seed, std::vector<Algorithm> algorithms, Scale scale,
+      Backend backend = Backend::sqlite)
       : seed_(seed), random_(seed), algorithms_(std::move(algorithms)), scale_(scale) {
     base_ = 1'700'000'000'000 + between(random_, 0, 999);
     clock_.set(base_);
-    engine_.emplace(Engine::open(":memory:", options_with(clock_)));
+    if (backend == Backend::postgresql) {
+      database_.emplace(backend);
+      engine_.emplace(Engine::open(database_->location(), options_with(clock_)));
+    } else {
+      engine_.emplace(Engine::open(":memory:", options_with(clock_)));
+    }
     for (std::size_t i = 0; i < algorithms_.size() * 2; ++i) {
       const Algorithm algorithm = algorithms_[i % algorithms_.size()];
       define(random_limit(random_, scale_,
@@ -397,6 +405,7 @@ class Run {
   Scale scale_;
   std::int64_t base_ = 0;
   ManualClock clock_;
+  std::optional<TestDatabase> database_;  // destroyed after the engine
   std::optional<Engine> engine_;
   Model model_;
   std::vector<std::string> names_;
@@ -408,17 +417,19 @@ class Run {
   Coverage coverage_;
 };
 
+// Four seeds on SQLite; on PostgreSQL, where each step is a round trip to the server, one.
 void run_seeds(const std::vector<Algorithm>& algorithms, std::uint64_t first_seed,
-               Scale scale = Scale::small) {
+               Scale scale = Scale::small, Backend backend = Backend::sqlite) {
   const int steps = static_cast<int>(environment_number("QUOTA_PROPERTY_STEPS").value_or(3000));
   std::vector<std::uint64_t> seeds;
   if (const auto only = environment_number("QUOTA_PROPERTY_SEED")) {
     seeds.push_back(*only);
   } else {
-    for (std::uint64_t i = 0; i < 4; ++i) seeds.push_back(first_seed + i);
+    const std::uint64_t count = backend == Backend::sqlite ? 4 : 1;
+    for (std::uint64_t i = 0; i < count; ++i) seeds.push_back(first_seed + i);
   }
   for (const std::uint64_t seed : seeds) {
-    Run run(seed, algorithms, scale);
+    Run run(seed, algorithms, scale, backend);
     const bool agreed = run.run(steps);
     CHECK(agreed);
     if (!agreed) break;
@@ -465,6 +476,21 @@ TEST_CASE("numbers of every size up to the largest accepted: the engine matches 
   run_seeds({Algorithm::sliding_log, Algorithm::fixed_window, Algorithm::sliding_window,
              Algorithm::token_bucket},
             6000, Scale::large);
+}
+
+TEST_CASE("on PostgreSQL, every algorithm matches the reference model", "[property][postgresql]") {
+  const Algorithm algorithm = GENERATE(Algorithm::sliding_log, Algorithm::fixed_window,
+                                       Algorithm::sliding_window, Algorithm::token_bucket);
+  CAPTURE(algorithm);
+  run_seeds({algorithm}, 7000 + static_cast<std::uint64_t>(algorithm), Scale::small,
+            Backend::postgresql);
+}
+
+TEST_CASE("on PostgreSQL, mixed limits and numbers of every size match the reference model",
+          "[property][postgresql]") {
+  run_seeds({Algorithm::sliding_log, Algorithm::fixed_window, Algorithm::sliding_window,
+             Algorithm::token_bucket},
+            8000, Scale::large, Backend::postgresql);
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 # stopped and removed again.
 #
 #   source tools/postgres.sh
-#   postgres_start            # sets QUOTA_TEST_POSTGRES to a connection URI of a fresh database
+#   postgres_start [NAME=VALUE ...]
+#                             # sets QUOTA_TEST_POSTGRES to a connection URI of a fresh database;
+#                             # each NAME=VALUE is a server setting (fsync=off, ...)
 #   ...                       # run the suites
 #   postgres_stop             # stops the server and removes its folder (idempotent)
 #
@@ -39,12 +41,13 @@ postgres_start() {
     cat "$postgres_dir/initdb.log" >&2
     return 1
   }
-  # No TCP at all; the socket lives in the cluster's own folder. fsync stays on: the
-  # durability tests restart this server and count on it.
+  # No TCP at all; the socket lives in the cluster's own folder.
+  local settings="-c listen_addresses='' -c unix_socket_directories='$postgres_dir'"
+  settings+=" -c max_connections=200"
+  local setting
+  for setting in "$@"; do settings+=" -c $setting"; done
   postgres_as_server_user "$postgres_bin/pg_ctl" -D "$postgres_dir/data" -w -t 60 \
-    -l "$postgres_dir/server.log" \
-    -o "-c listen_addresses='' -c unix_socket_directories='$postgres_dir' -c max_connections=200" \
-    start >/dev/null || {
+    -l "$postgres_dir/server.log" -o "$settings" start >/dev/null || {
     cat "$postgres_dir/server.log" >&2
     return 1
   }
