@@ -39,10 +39,10 @@ bool is_store_failure(ErrorCode code) {
   return code == ErrorCode::busy || code == ErrorCode::io || code == ErrorCode::not_a_database;
 }
 
-using detail::Row;
-using detail::Value;
 using detail::integer_of;
+using detail::Row;
 using detail::text_of;
+using detail::Value;
 
 Result read_result(const Row& row) {
   Result result;
@@ -249,8 +249,8 @@ struct Engine::Impl {
     const std::optional<Row> row = store->run(Operation::check, algorithm, {limit, owner, 1, now});
     if (!row) return std::nullopt;
     const Result result = read_result(*row);
-    return Usage{std::string(limit),     std::string(owner),       integer_of(row->at(7)),
-                 result.remaining,       result.denied,            result.reset_at_ms,
+    return Usage{std::string(limit),     std::string(owner),    integer_of(row->at(7)),
+                 result.remaining,       result.denied,         result.reset_at_ms,
                  integer_of(row->at(8)), integer_of(row->at(9))};
   }
 
@@ -389,8 +389,8 @@ Engine::Engine(SQLite::Database& database, Options options) {
   detail::SqliteSettings settings;
   settings.busy_timeout = options.busy_timeout;
   settings.restart_checkpoint = options.restart_checkpoint;
-  impl_ = std::make_unique<Impl>(detail::sqlite_on_connection(database, settings),
-                                 std::move(options));
+  impl_ =
+      std::make_unique<Impl>(detail::sqlite_on_connection(database, settings), std::move(options));
   impl_->start();
 }
 
@@ -558,9 +558,8 @@ bool Engine::remove_override(std::string_view limit, std::string_view owner) {
   if (limit != kEveryLimit) validate_limit_name(limit);
   validate_owner(owner);
   return impl_->guarded([&] {
-    return impl_->store->execute(
-               "DELETE FROM quota_overrides WHERE limit_name = ?1 AND owner = ?2",
-               {Value(std::string(limit)), Value(std::string(owner))}) > 0;
+    return impl_->store->execute("DELETE FROM quota_overrides WHERE limit_name = ?1 AND owner = ?2",
+                                 {Value(std::string(limit)), Value(std::string(owner))}) > 0;
   });
 }
 

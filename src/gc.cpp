@@ -154,9 +154,9 @@ constexpr const char* kDeadBucket = R"(
 
 // A rule with its {idle}, {max} and, for the buckets, {start} filled in for `dialect`.
 std::string rule_for(const char* rule, const Dialect& dialect) {
-  return fmt::format(fmt::runtime(rule), fmt::arg("idle", kIdle), fmt::arg("max", dialect.greatest),
-                     fmt::arg("start", bucket_start("s.level", "s.period_ms", "l.period_ms",
-                                                    "l.burst", dialect)));
+  return fmt::format(
+      fmt::runtime(rule), fmt::arg("idle", kIdle), fmt::arg("max", dialect.greatest),
+      fmt::arg("start", bucket_start("s.level", "s.period_ms", "l.period_ms", "l.burst", dialect)));
 }
 
 // A table that gc sweeps.
@@ -185,8 +185,7 @@ std::string joined(const std::vector<std::string>& key, std::string_view format,
   std::string text;
   for (std::size_t i = 0; i < key.size(); ++i) {
     if (i > 0) text += separator;
-    text += fmt::format(fmt::runtime(format), fmt::arg("column", key[i]),
-                        fmt::arg("n", first + i));
+    text += fmt::format(fmt::runtime(format), fmt::arg("column", key[i]), fmt::arg("n", first + i));
   }
   return text;
 }

@@ -79,7 +79,9 @@ SchemaStatus read_schema_status(Store& store) {
   return status;
 }
 
-SchemaStatus read_schema_status(SQLite::Database& db) { return read_schema_status(*bare_store(db)); }
+SchemaStatus read_schema_status(SQLite::Database& db) {
+  return read_schema_status(*bare_store(db));
+}
 
 void require_usable(const SchemaStatus& status) {
   if (status.problem.empty()) return;
@@ -92,8 +94,9 @@ namespace {
 // Whether `version` is recorded as applied, read inside the caller's write transaction.
 bool is_applied(Store& store, int version) {
   if (!store.has_table("quota_migrations")) return false;
-  return !store.query("SELECT 1 FROM quota_migrations WHERE version = ?1",
-                      {Value(std::int64_t{version})})
+  return !store
+              .query("SELECT 1 FROM quota_migrations WHERE version = ?1",
+                     {Value(std::int64_t{version})})
               .empty();
 }
 

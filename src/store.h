@@ -31,8 +31,8 @@ namespace quota::detail {
 using Value = std::variant<std::monostate, std::int64_t, std::string>;
 using Row = std::vector<Value>;
 
-std::int64_t integer_of(const Value& value);       // 0 for NULL
-std::string text_of(const Value& value);           // "" for NULL
+std::int64_t integer_of(const Value& value);  // 0 for NULL
+std::string text_of(const Value& value);      // "" for NULL
 bool is_null(const Value& value);
 
 // The one request of a request statement: :limit, :owner, :cost and :now (none: NULL, the

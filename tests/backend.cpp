@@ -1,6 +1,7 @@
 #include "backend.h"
 
 #include <libpq-fe.h>
+#include <sqlite3.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -15,8 +16,9 @@ const char* to_string(Backend backend) {
 std::string test_server_uri() {
   const char* uri = std::getenv("QUOTA_TEST_POSTGRES");
   if (!uri || !*uri) {
-    FAIL("QUOTA_TEST_POSTGRES is not set: run the tests through tools/test.sh, or start a "
-         "server with `source tools/postgres.sh && postgres_start` first");
+    FAIL(
+        "QUOTA_TEST_POSTGRES is not set: run the tests through tools/test.sh, or start a "
+        "server with `source tools/postgres.sh && postgres_start` first");
   }
   return uri;
 }
@@ -71,6 +73,86 @@ void TestDatabase::exec(const std::string& sql) const {
   } else {
     run_on_server(location_, sql);
   }
+}
+
+PlainClient::PlainClient(const TestDatabase& database) : backend_(database.backend()) {
+  if (backend_ == Backend::sqlite) {
+    sqlite_ = std::make_unique<RawDb>(database.location());
+    return;
+  }
+  postgresql_ = PQconnectdb(database.location().c_str());
+  REQUIRE(PQstatus(postgresql_) == CONNECTION_OK);
+  PQsetNoticeProcessor(postgresql_, ignore_notice, nullptr);
+}
+
+PlainClient::~PlainClient() {
+  if (postgresql_) PQfinish(postgresql_);
+}
+
+void PlainClient::exec(const std::string& sql) {
+  if (sqlite_) {
+    sqlite_->exec(sql);
+    return;
+  }
+  PGresult* result = PQexec(postgresql_, sql.c_str());
+  const ExecStatusType status = PQresultStatus(result);
+  const std::string error = PQresultErrorMessage(result);
+  PQclear(result);
+  if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) FAIL(sql << ": " << error);
+}
+
+Result PlainClient::run(detail::Operation operation, Algorithm algorithm, const std::string& limit,
+                        const std::string& owner, std::int64_t cost, std::int64_t now) {
+  Result result;
+  if (sqlite_) {
+    sqlite3_stmt* statement = nullptr;
+    REQUIRE(sqlite3_prepare_v2(sqlite_->handle(), detail::statement(operation, algorithm).c_str(),
+                               -1, &statement, nullptr) == SQLITE_OK);
+    auto bind = [&](const char* name, auto bind_one) {
+      if (const int index = sqlite3_bind_parameter_index(statement, name)) bind_one(index);
+    };
+    bind(":limit", [&](int i) { sqlite3_bind_text(statement, i, limit.c_str(), -1, nullptr); });
+    bind(":owner", [&](int i) { sqlite3_bind_text(statement, i, owner.c_str(), -1, nullptr); });
+    bind(":cost", [&](int i) { sqlite3_bind_int64(statement, i, cost); });
+    bind(":now", [&](int i) { sqlite3_bind_int64(statement, i, now); });
+    const int status = sqlite3_step(statement);
+    INFO(sqlite3_errmsg(sqlite_->handle()));
+    REQUIRE(status == SQLITE_ROW);
+    result.allowed = sqlite3_column_int64(statement, 0) != 0;
+    result.reason =
+        parse_reason(reinterpret_cast<const char*>(sqlite3_column_text(statement, 1))).value();
+    result.remaining = sqlite3_column_int64(statement, 2);
+    result.retry_after_ms = sqlite3_column_int64(statement, 3);
+    result.reset_at_ms = sqlite3_column_int64(statement, 4);
+    result.denied = sqlite3_column_int64(statement, 5);
+    result.shadow_denied = sqlite3_column_int64(statement, 6) != 0;
+    REQUIRE(sqlite3_step(statement) == SQLITE_DONE);
+    sqlite3_finalize(statement);
+    return result;
+  }
+  const std::string cost_text = std::to_string(cost);
+  const std::string now_text = std::to_string(now);
+  const char* values[] = {limit.c_str(), owner.c_str(), cost_text.c_str(), now_text.c_str()};
+  const Oid types[] = {25, 25, 20, 20};  // text, text, bigint, bigint
+  PGresult* answer = PQexecParams(
+      postgresql_, detail::statement(detail::kPostgresql, operation, algorithm).c_str(), 4, types,
+      values, nullptr, nullptr, 0);
+  INFO(PQresultErrorMessage(answer));
+  const bool one_row = PQresultStatus(answer) == PGRES_TUPLES_OK && PQntuples(answer) == 1;
+  if (one_row) {
+    auto integer = [&](int column) { return std::stoll(PQgetvalue(answer, 0, column)); };
+    auto truth = [&](int column) { return PQgetvalue(answer, 0, column)[0] == 't'; };
+    result.allowed = truth(0);
+    result.reason = parse_reason(PQgetvalue(answer, 0, 1)).value();
+    result.remaining = integer(2);
+    result.retry_after_ms = integer(3);
+    result.reset_at_ms = integer(4);
+    result.denied = integer(5);
+    result.shadow_denied = truth(6);
+  }
+  PQclear(answer);
+  REQUIRE(one_row);
+  return result;
 }
 
 }  // namespace quota::test

@@ -7,9 +7,11 @@
 // PostgreSQL test fails, saying how to start one.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "quota/engine.h"
+#include "statements.h"
 #include "support.h"
 
 namespace quota::test {
@@ -42,5 +44,40 @@ class TestDatabase {
 
 // The URI of the test server's database ($QUOTA_TEST_POSTGRES); fails the test without it.
 std::string test_server_uri();
+
+// A plain SQL client of a TestDatabase, outside any engine, as an application in another
+// language would be: it runs the statements that `quotactl sql` prints (src/statements.cpp,
+// in the database's dialect) with the four parameters bound, and any other SQL.
+class PlainClient {
+ public:
+  explicit PlainClient(const TestDatabase& database);
+  ~PlainClient();
+  PlainClient(const PlainClient&) = delete;
+  PlainClient& operator=(const PlainClient&) = delete;
+
+  // The statement of (operation, algorithm) for the request; fails the test when it returns
+  // no row or fails.
+  Result run(detail::Operation operation, Algorithm algorithm, const std::string& limit,
+             const std::string& owner, std::int64_t cost, std::int64_t now);
+  void exec(const std::string& sql);
+
+ private:
+  Backend backend_;
+  std::unique_ptr<RawDb> sqlite_;
+  struct pg_conn* postgresql_ = nullptr;
+};
+
+// A fresh database of `backend` with an Engine on it (its clock standing still until the test
+// moves it) and a plain client beside it: the per-backend fixture of tests/common/.
+struct EngineOn {
+  explicit EngineOn(Backend backend)
+      : database(backend),
+        engine(Engine::open(database.location(), options_with(clock))),
+        raw(database) {}
+  TestDatabase database;
+  ManualClock clock;
+  Engine engine;
+  PlainClient raw;
+};
 
 }  // namespace quota::test

@@ -36,9 +36,8 @@ std::string mask_password(std::string_view uri) {
   if (scheme_end != std::string::npos) {
     const std::size_t authority = scheme_end + 3;
     const std::size_t authority_end = masked.find_first_of("/?", authority);
-    const std::size_t at = masked.rfind('@', authority_end == std::string::npos
-                                                  ? std::string::npos
-                                                  : authority_end);
+    const std::size_t at =
+        masked.rfind('@', authority_end == std::string::npos ? std::string::npos : authority_end);
     if (at != std::string::npos && at >= authority) {
       const std::size_t colon = masked.find(':', authority);
       if (colon != std::string::npos && colon < at) {
@@ -192,8 +191,9 @@ class PostgresqlStore final : public Store {
     } else {
       // No request writes state while a gc batch decides what is dead and deletes it; the
       // batch's reads take their snapshot after the lock, so they see every committed write.
-      simple("LOCK TABLE quota_log, quota_log_owners, quota_windows, quota_buckets "
-             "IN EXCLUSIVE MODE");
+      simple(
+          "LOCK TABLE quota_log, quota_log_owners, quota_windows, quota_buckets "
+          "IN EXCLUSIVE MODE");
     }
   }
 
@@ -202,10 +202,9 @@ class PostgresqlStore final : public Store {
   }
 
   void rollback() noexcept override {
-    PQclear(PQexec(connection_, nested_exclusive_
-                                    ? "ROLLBACK TO SAVEPOINT quota_exclusive; "
-                                      "RELEASE SAVEPOINT quota_exclusive"
-                                    : "ROLLBACK"));
+    PQclear(PQexec(connection_, nested_exclusive_ ? "ROLLBACK TO SAVEPOINT quota_exclusive; "
+                                                    "RELEASE SAVEPOINT quota_exclusive"
+                                                  : "ROLLBACK"));
   }
 
   void execute_script(const std::string& sql) override { simple(sql); }
@@ -266,8 +265,7 @@ class PostgresqlStore final : public Store {
         fmt::format("quota_{}_{}", operation_name(operation), to_string(algorithm));
     const std::array<unsigned, 4> types = {kTextOid, kTextOid, kInt8Oid, kInt8Oid};
     Result result(PQprepare(connection_, name.c_str(),
-                            statement(kPostgresql, operation, algorithm).c_str(), 4,
-                            types.data()));
+                            statement(kPostgresql, operation, algorithm).c_str(), 4, types.data()));
     check(result.get());
     return prepared_.emplace(key, name).first->second;
   }
@@ -334,8 +332,8 @@ class PostgresqlStore final : public Store {
     if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return;
     const char* state_field = result ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : nullptr;
     const std::string state = state_field ? state_field : "";
-    const std::string message = without_newline(result ? PQresultErrorMessage(result)
-                                                       : PQerrorMessage(connection_));
+    const std::string message =
+        without_newline(result ? PQresultErrorMessage(result) : PQerrorMessage(connection_));
     throw translate(state, message);
   }
 
@@ -362,9 +360,8 @@ class PostgresqlStore final : public Store {
                    "the database refused a value (" + what + "): check the arguments");
     }
     if (state == "42P01" || state == "42883") {
-      return Error(ErrorCode::not_migrated,
-                   "the database has no quota schema, or an older one (" + what +
-                       "): run `quotactl migrate --db URI`");
+      return Error(ErrorCode::not_migrated, "the database has no quota schema, or an older one (" +
+                                                what + "): run `quotactl migrate --db URI`");
     }
     if (state == "42501") {
       return Error(ErrorCode::io, "the database role lacks a privilege (" + what +

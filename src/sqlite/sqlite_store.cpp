@@ -119,8 +119,8 @@ Row read_row(sqlite3_stmt* row) {
         break;
       default: {
         const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(row, c));
-        values.emplace_back(std::string(text ? text : "",
-                                        static_cast<std::size_t>(sqlite3_column_bytes(row, c))));
+        values.emplace_back(
+            std::string(text ? text : "", static_cast<std::size_t>(sqlite3_column_bytes(row, c))));
       }
     }
   }
@@ -167,8 +167,7 @@ class SqliteStore final : public Store {
       }
       const int reset_status = sqlite3_reset(raw);
       if (status != SQLITE_DONE || reset_status != SQLITE_OK) {
-        throw SQLite::Exception(db_.getHandle(),
-                                reset_status != SQLITE_OK ? reset_status : status);
+        throw SQLite::Exception(db_.getHandle(), reset_status != SQLITE_OK ? reset_status : status);
       }
       return row;
     });
@@ -189,12 +188,8 @@ class SqliteStore final : public Store {
     });
   }
 
-  void savepoint(std::string_view name) override {
-    exec(fmt::format("SAVEPOINT {}", name));
-  }
-  void rollback_to(std::string_view name) override {
-    exec(fmt::format("ROLLBACK TO {}", name));
-  }
+  void savepoint(std::string_view name) override { exec(fmt::format("SAVEPOINT {}", name)); }
+  void rollback_to(std::string_view name) override { exec(fmt::format("ROLLBACK TO {}", name)); }
   void release(std::string_view name) override { exec(fmt::format("RELEASE {}", name)); }
   void abandon(std::string_view name) noexcept override {
     // If even the rollback fails, the connection reports it at the next statement.
@@ -228,8 +223,7 @@ class SqliteStore final : public Store {
   void prepare_for_writing() override {
     if (!settings_.file) return;
     exec("PRAGMA journal_mode = WAL");
-    exec(settings_.synchronous_full ? "PRAGMA synchronous = FULL"
-                                    : "PRAGMA synchronous = NORMAL");
+    exec(settings_.synchronous_full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
   }
 
   void started() override {
@@ -253,10 +247,10 @@ class SqliteStore final : public Store {
 
   void rollback() noexcept override {
     // SQLite may have rolled back already (an I/O error, or the application's transaction).
-    sqlite3_exec(db_.getHandle(),
-                 nested_exclusive_ ? "ROLLBACK TO quota_exclusive; RELEASE quota_exclusive"
-                                   : "ROLLBACK",
-                 nullptr, nullptr, nullptr);
+    sqlite3_exec(
+        db_.getHandle(),
+        nested_exclusive_ ? "ROLLBACK TO quota_exclusive; RELEASE quota_exclusive" : "ROLLBACK",
+        nullptr, nullptr, nullptr);
   }
 
   void execute_script(const std::string& sql) override { exec(sql); }
@@ -290,8 +284,7 @@ class SqliteStore final : public Store {
       if (const auto* integer = std::get_if<std::int64_t>(&parameters[i])) {
         sqlite3_bind_int64(raw, index, *integer);
       } else if (const auto* text = std::get_if<std::string>(&parameters[i])) {
-        sqlite3_bind_text(raw, index, text->data(), static_cast<int>(text->size()),
-                          SQLITE_STATIC);
+        sqlite3_bind_text(raw, index, text->data(), static_cast<int>(text->size()), SQLITE_STATIC);
       }
     }
     while ((status = sqlite3_step(raw)) == SQLITE_ROW) {

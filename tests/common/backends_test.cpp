@@ -48,7 +48,8 @@ Result apply(Engine& engine, const std::string& limit, const Step& step) {
 }
 
 TEST_CASE("every operation answers the same on SQLite and on PostgreSQL", "[backends]") {
-  const Algorithm algorithm = GENERATE(from_range(std::begin(kAllAlgorithms), std::end(kAllAlgorithms)));
+  const Algorithm algorithm =
+      GENERATE(from_range(std::begin(kAllAlgorithms), std::end(kAllAlgorithms)));
   const bool shadow = GENERATE(false, true);
   CAPTURE(algorithm, shadow);
   TestDatabase sqlite(Backend::sqlite);
@@ -99,7 +100,8 @@ TEST_CASE("every operation answers the same on SQLite and on PostgreSQL", "[back
 
 TEST_CASE("PostgreSQL admits exactly the maximum to many processes and threads at once",
           "[backends][concurrency]") {
-  const Algorithm algorithm = GENERATE(from_range(std::begin(kAllAlgorithms), std::end(kAllAlgorithms)));
+  const Algorithm algorithm =
+      GENERATE(from_range(std::begin(kAllAlgorithms), std::end(kAllAlgorithms)));
   CAPTURE(algorithm);
   TestDatabase database(Backend::postgresql);
   constexpr std::int64_t kMaximum = 60;
