@@ -75,6 +75,52 @@ void TestDatabase::exec(const std::string& sql) const {
   }
 }
 
+std::vector<std::vector<std::string>> TestDatabase::rows(const std::string& sql) const {
+  if (backend_ == Backend::sqlite) return RawDb(location_).rows(sql);
+  PGconn* connection = PQconnectdb(location_.c_str());
+  PGresult* result = PQexec(connection, sql.c_str());
+  std::vector<std::vector<std::string>> found;
+  const bool ok = PQresultStatus(result) == PGRES_TUPLES_OK;
+  const std::string error = PQresultErrorMessage(result);
+  if (ok) {
+    for (int r = 0; r < PQntuples(result); ++r) {
+      std::vector<std::string> row;
+      for (int c = 0; c < PQnfields(result); ++c) {
+        std::string value = PQgetisnull(result, r, c) ? "NULL" : PQgetvalue(result, r, c);
+        if (PQftype(result, c) == 16) value = value == "t" ? "1" : value == "f" ? "0" : value;
+        row.push_back(std::move(value));
+      }
+      found.push_back(std::move(row));
+    }
+  }
+  PQclear(result);
+  PQfinish(connection);
+  if (!ok) FAIL(sql << ": " << error);
+  return found;
+}
+
+std::int64_t TestDatabase::integer(const std::string& sql) const {
+  const auto found = rows(sql);
+  REQUIRE(found.size() == 1);
+  REQUIRE(found[0].size() == 1);
+  return std::stoll(found[0][0]);
+}
+
+std::string TestDatabase::dump() const {
+  if (backend_ == Backend::sqlite) return test::dump(location_);
+  std::string text;
+  for (const char* table : {"quota_limits", "quota_overrides", "quota_windows",
+                            "quota_log_owners", "quota_log", "quota_buckets", "quota_resets",
+                            "quota_migrations"}) {
+    text += std::string(table) + "\n";
+    for (const auto& row : rows(std::string("SELECT * FROM ") + table + " ORDER BY 1, 2")) {
+      for (const auto& value : row) text += value + "|";
+      text += "\n";
+    }
+  }
+  return text;
+}
+
 PlainClient::PlainClient(const TestDatabase& database) : backend_(database.backend()) {
   if (backend_ == Backend::sqlite) {
     sqlite_ = std::make_unique<RawDb>(database.location());

@@ -7,8 +7,10 @@
 // PostgreSQL test fails, saying how to start one.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "quota/engine.h"
 #include "statements.h"
@@ -34,6 +36,12 @@ class TestDatabase {
   const std::string& location() const { return location_; }
   // Runs `sql` on the database outside any engine (PostgreSQL: in the test's schema).
   void exec(const std::string& sql) const;
+  // Rows of `sql`, every value as text ("NULL" for NULL; PostgreSQL's booleans as 1 and 0).
+  std::vector<std::vector<std::string>> rows(const std::string& sql) const;
+  // The single value of `sql` as an integer.
+  std::int64_t integer(const std::string& sql) const;
+  // Every row of every quota_* table, ordered, to prove that an operation changed nothing.
+  std::string dump() const;
 
  private:
   Backend backend_;

@@ -17,6 +17,7 @@
 
 #include "model.h"
 #include "statements.h"
+#include "backend.h"
 #include "support.h"
 
 namespace quota::test {
@@ -39,12 +40,13 @@ Result limited(std::int64_t remaining, std::int64_t retry_after_ms, std::int64_t
   return answer(false, Reason::rate_limited, remaining, retry_after_ms, reset_at_ms, denied);
 }
 
-// An engine on a file of its own, with a clock the test moves.
+// An engine on a database of its own, with a clock the test moves. A test with a Fixture runs
+// once per backend: on a SQLite file, and on a schema of its own in the PostgreSQL test server.
 struct Fixture {
-  TempDir dir;
-  std::string path = dir.file("quota.db");
+  Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  TestDatabase database{backend};
   ManualClock clock;
-  Engine engine = Engine::open(path, options_with(clock));
+  Engine engine = Engine::open(database.location(), options_with(clock));
 };
 
 // The statement texts the connection started, without the "-- TRIGGER name" entries that
@@ -65,7 +67,7 @@ void require_tight_retry(Fixture& fixture, const std::string& limit, const std::
   REQUIRE(denial.reason == Reason::rate_limited);
   const std::int64_t wait = denial.retry_after_ms;
   REQUIRE(wait > 0);
-  const std::string before = dump(fixture.path);
+  const std::string before = fixture.database.dump();
 
   fixture.clock.set(t + wait - 1);
   const Result almost = fixture.engine.check(limit, owner, cost);
@@ -77,7 +79,7 @@ void require_tight_retry(Fixture& fixture, const std::string& limit, const std::
   const Result then = fixture.engine.check(limit, owner, cost);
   CHECK(then.allowed);
   CHECK(fixture.engine.check(limit, owner, cost) == then);
-  CHECK(dump(fixture.path) == before);
+  CHECK(fixture.database.dump() == before);
 
   CHECK(fixture.engine.consume(limit, owner, cost).allowed);
 }
@@ -388,7 +390,7 @@ TEST_CASE("the first operation of a new owner returns complete figures", "[engin
   CHECK(f.engine.consume("log", "c", 4) == never);
   CHECK(f.engine.consume("win", "c", 4) == never);
 
-  RawDb raw(f.path);
+  const TestDatabase& raw = f.database;
   CHECK(raw.integer("SELECT count(*) FROM quota_log_owners WHERE last_reset_at_ms IS NULL OR "
                     "last_reset_at_ms = 0") == 0);
   CHECK(raw.integer("SELECT count(*) FROM quota_windows WHERE last_reset_at_ms IS NULL OR "
@@ -462,7 +464,7 @@ TEST_CASE("reset forgets usage, denials and the remembered time", "[engine]") {
                                 : algorithm == Algorithm::sliding_window ? T + 2000
                                                                          : T + 600;
   CHECK(f.engine.consume("l", "u") == ok(1, reset_at));
-  RawDb raw(f.path);
+  const TestDatabase& raw = f.database;
   CHECK(raw.integer("SELECT count(*) FROM quota_resets") == 0);
 }
 
@@ -489,7 +491,7 @@ TEST_CASE("redefining a limit: same algorithm keeps state, another discards it",
   f.engine.define(make_limit("l", other, 2, 1000));
   CHECK(f.engine.check("l", "u") == ok(2, T, 0));
   CHECK(f.engine.usage("l").empty());
-  RawDb raw(f.path);
+  const TestDatabase& raw = f.database;
   CHECK(raw.integer("SELECT count(*) FROM quota_log") == 0);
   CHECK(raw.integer("SELECT count(*) FROM quota_log_owners") == 0);
   CHECK(raw.integer("SELECT count(*) FROM quota_windows") == 0);
@@ -604,7 +606,7 @@ TEST_CASE("removing a limit removes its state and only its state", "[engine]") {
   CHECK(f.engine.remove("log"));
   CHECK(f.engine.remove("win"));
   CHECK_FALSE(f.engine.remove("win"));
-  RawDb raw(f.path);
+  const TestDatabase& raw = f.database;
   CHECK(raw.integer("SELECT count(*) FROM quota_windows") == 0);
   CHECK(raw.rows("SELECT DISTINCT limit_name FROM quota_log") ==
         std::vector<std::vector<std::string>>{{"kept"}});
@@ -635,7 +637,7 @@ TEST_CASE("a fixed window whose period changes keeps counting its usage", "[engi
   const Result denial = f.engine.consume("win", "u");
   CHECK(denial == limited(0, 995, T + 6000, 1));
   require_tight_retry(f, "win", "u", 1, T + 5005, denial);
-  RawDb raw(f.path);
+  const TestDatabase& raw = f.database;
   CHECK(raw.integer("SELECT count(*) FROM quota_windows") == 1);
 
   // Shorter windows: usage counts in the short window of its latest moment, then expires.
@@ -663,7 +665,7 @@ TEST_CASE("a sliding log whose period changes counts its events under the new pe
 
 TEST_CASE("the unknown limit is an error for every operation", "[engine]") {
   Fixture f;
-  const std::string before = dump(f.path);
+  const std::string before = f.database.dump();
   auto expect_unknown = [](auto&& operation) {
     try {
       operation();
@@ -683,7 +685,7 @@ TEST_CASE("the unknown limit is an error for every operation", "[engine]") {
   expect_unknown([&] { f.engine.owner_usage("nope", "u"); });
   CHECK_FALSE(f.engine.get("nope"));
   CHECK_FALSE(f.engine.remove("nope"));
-  CHECK(dump(f.path) == before);
+  CHECK(f.database.dump() == before);
 }
 
 // An Engine on the application's own connection to a scratch file, with a manual clock.
