@@ -98,6 +98,57 @@ TEST_CASE("every operation answers the same on SQLite and on PostgreSQL", "[back
   CHECK(usage_of(on_postgresql) == usage_of(on_sqlite));
 }
 
+TEST_CASE("gc deletes the same state on both backends and changes no answer", "[backends][gc]") {
+  std::vector<std::string> answers[2];
+  std::int64_t deleted[2] = {0, 0};
+  std::int64_t left[2] = {0, 0};
+  for (const Backend backend : kAllBackends) {
+    const int b = backend == Backend::sqlite ? 0 : 1;
+    EngineOn f(backend);
+    f.clock.set(T);
+    for (const Algorithm algorithm : kAllAlgorithms) {
+      f.engine.define(algorithm == Algorithm::token_bucket
+                          ? make_bucket(std::string(to_string(algorithm)), 4, 1000)
+                          : make_limit(std::string(to_string(algorithm)), algorithm, 4, 1000));
+    }
+    std::mt19937_64 random(11);
+    for (int i = 0; i < 400; ++i) {
+      f.clock.advance(static_cast<std::int64_t>(random() % 60));
+      const Algorithm algorithm = kAllAlgorithms[random() % 4];
+      const std::string owner = "o" + std::to_string(random() % 30);
+      if (random() % 5 == 0) {
+        f.engine.record(std::string(to_string(algorithm)), owner, 1);
+      } else {
+        f.engine.consume(std::string(to_string(algorithm)), owner, 1);
+      }
+    }
+    f.clock.advance(1500);  // most state is over by now, not all
+    for (int i = 0; i < 5; ++i) f.engine.consume("sliding_log", "late" + std::to_string(i));
+    std::vector<std::string> before;
+    for (const Algorithm algorithm : kAllAlgorithms) {
+      for (int o = 0; o < 30; ++o) {
+        before.push_back(
+            describe(f.engine.check(std::string(to_string(algorithm)), "o" + std::to_string(o))));
+      }
+    }
+    deleted[b] = f.engine.gc(7);  // batches of 7 rows
+    left[b] = f.database.integer(
+        "SELECT (SELECT count(*) FROM quota_log) + (SELECT count(*) FROM quota_log_owners) + "
+        "(SELECT count(*) FROM quota_windows) + (SELECT count(*) FROM quota_buckets)");
+    for (const Algorithm algorithm : kAllAlgorithms) {
+      for (int o = 0; o < 30; ++o) {
+        answers[b].push_back(
+            describe(f.engine.check(std::string(to_string(algorithm)), "o" + std::to_string(o))));
+      }
+    }
+    CHECK(answers[b] == before);
+  }
+  CHECK(deleted[0] > 0);
+  CHECK(deleted[1] == deleted[0]);
+  CHECK(left[1] == left[0]);
+  CHECK(answers[1] == answers[0]);
+}
+
 TEST_CASE("PostgreSQL admits exactly the maximum to many processes and threads at once",
           "[backends][concurrency]") {
   const Algorithm algorithm =
