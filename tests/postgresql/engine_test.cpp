@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend.h"
+#include "quota/quota.h"
 #include "support.h"
 
 namespace quota::test {
@@ -98,6 +99,26 @@ TEST_CASE("an engine on the application's libpq connection takes part in its tra
   PGconn* closed = PQconnectdb("postgresql://nobody@/nothing?host=/nonexistent");
   CHECK_THROWS_AS(Engine(closed, {}), Error);
   PQfinish(closed);
+}
+
+TEST_CASE("the C API opens a PostgreSQL URI like a file", "[postgresql][c_api]") {
+  TestDatabase database(Backend::postgresql);
+  quota_options options;
+  quota_options_init(&options);
+  quota_engine* engine = nullptr;
+  const std::string& uri = database.location();
+  REQUIRE(quota_open(uri.c_str(), uri.size(), &options, &engine) == QUOTA_OK);
+  REQUIRE(quota_define(engine, "send", 4, QUOTA_FIXED_WINDOW, 2, 60000, QUOTA_NO_BURST) ==
+          QUOTA_OK);
+  quota_result result{};
+  CHECK(quota_consume(engine, "send", 4, "u", 1, 1, &result) == QUOTA_OK);
+  CHECK(result.allowed == 1);
+  CHECK(quota_consume(engine, "send", 4, "u", 1, 1, &result) == QUOTA_OK);
+  CHECK(quota_consume(engine, "send", 4, "u", 1, 1, &result) == QUOTA_OK);
+  CHECK(result.allowed == 0);
+  CHECK(result.retry_after_ms > 0);
+  quota_close(engine);
+  CHECK(database.integer("SELECT used FROM quota_windows WHERE owner = 'u'") == 2);
 }
 
 }  // namespace
