@@ -183,33 +183,58 @@ class PostgresqlStore final : public Store {
   void begin_exclusive(Exclusive what) override {
     reconnect_if_lost();
     nested_exclusive_ = in_transaction();
-    simple(nested_exclusive_ ? "SAVEPOINT quota_exclusive" : "BEGIN");
     if (what == Exclusive::migration) {
-      // One migrating connection at a time, whichever host it is on: a transaction-scoped
-      // advisory lock on a number of the engine's own ("quota" in ASCII).
-      simple("SELECT pg_advisory_xact_lock(1903520865)");
-    } else {
-      // No request writes state while a gc batch decides what is dead and deletes it; the
-      // batch's reads take their snapshot after the lock, so they see every committed write.
-      simple(
-          "LOCK TABLE quota_log, quota_log_owners, quota_windows, quota_buckets "
-          "IN EXCLUSIVE MODE");
+      // One migrating connection at a time, whichever host it is on: an advisory lock on a
+      // number of the engine's own ("quota" in ASCII). Outside a transaction it is taken
+      // before the transaction begins, so that the transaction, which begins after the
+      // migration of the connection that held the lock, sees its tables: a backend reads its
+      // catalog caches afresh when a transaction begins, not when an advisory lock is
+      // granted, and would otherwise still miss a table it looked for before.
+      if (nested_exclusive_) {
+        simple("SAVEPOINT quota_exclusive");
+        simple(fmt::format("SELECT pg_advisory_xact_lock({})", kMigrationLock));
+      } else {
+        simple(fmt::format("SELECT pg_advisory_lock({})", kMigrationLock));
+        session_lock_ = true;
+        simple("BEGIN");
+      }
+      return;
     }
+    simple(nested_exclusive_ ? "SAVEPOINT quota_exclusive" : "BEGIN");
+    // No request writes state while a gc batch decides what is dead and deletes it; the
+    // batch's reads take their snapshot after the lock, so they see every committed write.
+    simple(
+        "LOCK TABLE quota_log, quota_log_owners, quota_windows, quota_buckets "
+        "IN EXCLUSIVE MODE");
   }
 
   void commit() override {
     simple(nested_exclusive_ ? "RELEASE SAVEPOINT quota_exclusive" : "COMMIT");
+    unlock_session();
   }
 
   void rollback() noexcept override {
-    PQclear(PQexec(connection_, nested_exclusive_ ? "ROLLBACK TO SAVEPOINT quota_exclusive; "
-                                                    "RELEASE SAVEPOINT quota_exclusive"
-                                                  : "ROLLBACK"));
+    PQclear(PQexec(connection_, nested_exclusive_
+                                    ? "ROLLBACK TO SAVEPOINT quota_exclusive; "
+                                      "RELEASE SAVEPOINT quota_exclusive"
+                                    : "ROLLBACK"));
+    unlock_session();
   }
 
   void execute_script(const std::string& sql) override { simple(sql); }
 
  private:
+  static constexpr long long kMigrationLock = 1903520865;
+
+  // Releases the session's migration lock, if it holds one (never throws: a connection that
+  // is lost has lost its locks with it).
+  void unlock_session() noexcept {
+    if (!session_lock_) return;
+    session_lock_ = false;
+    PQclear(PQexec(connection_,
+                   fmt::format("SELECT pg_advisory_unlock({})", kMigrationLock).c_str()));
+  }
+
   struct Savepoint {
     std::string name;
     bool began_transaction;
@@ -381,6 +406,7 @@ class PostgresqlStore final : public Store {
   std::map<std::pair<int, int>, std::string> prepared_;
   std::vector<Savepoint> savepoints_;
   bool nested_exclusive_ = false;
+  bool session_lock_ = false;  // the migration lock, held by the session (not a transaction)
 };
 
 }  // namespace

@@ -101,6 +101,22 @@ TEST_CASE("an engine on the application's libpq connection takes part in its tra
   PQfinish(closed);
 }
 
+TEST_CASE("hosts opening a new PostgreSQL database at once apply each migration once",
+          "[postgresql][migrations]") {
+  TestDatabase database(Backend::postgresql);
+  constexpr int kOpeners = 6;
+  std::vector<int> children;
+  for (int i = 0; i < kOpeners; ++i) {
+    children.push_back(fork_child([&] {
+      Engine engine = Engine::open(database.location());
+      return engine.schema_version() == 6 ? 0 : 1;
+    }));
+  }
+  for (int child : children) CHECK(wait_child(child) == 0);
+  CHECK(database.integer("SELECT count(*) FROM quota_migrations") == 1);
+  CHECK(database.integer("SELECT max(version) FROM quota_migrations") == 6);
+}
+
 TEST_CASE("the C API opens a PostgreSQL URI like a file", "[postgresql][c_api]") {
   TestDatabase database(Backend::postgresql);
   quota_options options;
