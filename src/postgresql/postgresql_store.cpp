@@ -371,13 +371,14 @@ class PostgresqlStore final : public Store {
     }
     if (state == "42501") {
       // A least-privilege role (docs/postgresql-roles.sql) meets this for what it is not
-      // meant to do: define, change or remove limits and overrides, or migrate.
+      // meant to do (define, change or remove limits and overrides, migrate), and a role
+      // whose grants are incomplete for what it is meant to do.
       return Error(ErrorCode::io,
                    "the database role lacks a privilege (" + what +
-                       "): defining, changing or removing limits and overrides and migrating "
-                       "need a role that may write quota's configuration: run this as the owner "
-                       "of quota's tables; for what a consuming role needs, see "
-                       "docs/postgresql-roles.sql");
+                       "): changing limits or overrides and migrating need the owner of "
+                       "quota's tables, so run that as the owner; a role that consumes needs "
+                       "the grants of docs/postgresql-roles.sql (run it again after a "
+                       "migration)");
     }
     if (klass == "53") {
       return Error(ErrorCode::io, "the server is out of a resource (" + what +

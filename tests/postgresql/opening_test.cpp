@@ -126,7 +126,8 @@ TEST_CASE("a wrong PostgreSQL password is an io error that shows neither passwor
   server.exec("CREATE SCHEMA empty_schema AUTHORIZATION quota_user");
   const std::string in_schema = "options=-csearch_path%3Dquota_user_schema";
 
-  SECTION("a wrong password, in the user-info and as a parameter, plain and percent-encoded") {
+  // A wrong password, in the user-info and as a parameter, plain and percent-encoded.
+  {
     // "wr%40ng" is how a URI spells "wr@ng": neither spelling may come back.
     for (const std::string& wrong : {std::string("Wrong-Pw-4410"), std::string("wr%40ng-Pw-99")}) {
       for (const std::string& uri :
@@ -144,7 +145,8 @@ TEST_CASE("a wrong PostgreSQL password is an io error that shows neither passwor
     }
   }
 
-  SECTION("the right password opens, migrates and consumes") {
+  // The right password opens, migrates and consumes.
+  {
     Engine engine = Engine::open(server.uri("quota_user", right, in_schema));
     engine.define(make_limit("api", Algorithm::fixed_window, 2, 60'000));
     CHECK(engine.consume("api", "alice").allowed);
@@ -152,7 +154,8 @@ TEST_CASE("a wrong PostgreSQL password is an io error that shows neither passwor
     CHECK_FALSE(engine.consume("api", "alice").allowed);
   }
 
-  SECTION("a schema without the tables, reached with a password, names quotactl migrate") {
+  // A schema without the tables, reached with a password, names quotactl migrate.
+  {
     for (const std::string& uri :
          {server.uri("quota_user", right, "options=-csearch_path%3Dempty_schema"),
           server.uri("quota_user", "", "options=-csearch_path%3Dempty_schema&password=" + right)}) {
@@ -170,25 +173,27 @@ TEST_CASE("the TLS options of a PostgreSQL URI reach libpq", "[postgresql][secur
   const std::string tcp = "postgresql://postgres:" + password +
                           "@127.0.0.1:" + std::to_string(server.port()) + "/quota_test";
 
-  SECTION("sslmode=require against a server without TLS fails with libpq's own reason") {
+  // With sslmode=require, against a server without TLS fails with libpq's own reason.
+  {
     const Error error = open_failure(tcp + "?sslmode=require");
     CHECK(error.code() == ErrorCode::io);
     CHECK_THAT(error.what(), Catch::Contains("server does not support SSL, but SSL was required"));
     CHECK_THAT(error.what(), !Catch::Contains(password));
   }
-  SECTION("sslmode=disable over the same address connects") {
+  // With sslmode=disable, over the same address connects.
+  {
     Engine engine = Engine::open(tcp + "?sslmode=disable");
     CHECK(engine.schema_version() > 0);
   }
-  SECTION("a value libpq does not know is refused by libpq") {
+  // A value libpq does not know is refused by libpq.
+  {
     const Error error = open_failure(tcp + "?sslmode=sometimes");
     CHECK(error.code() == ErrorCode::io);
     CHECK_THAT(error.what(), Catch::Contains("invalid sslmode value: \"sometimes\"") &&
                                  !Catch::Contains(password));
   }
-  SECTION("over a Unix socket libpq uses no TLS and ignores sslmode") {
-    CHECK_NOTHROW(Engine::open(server.uri("postgres", "", "sslmode=require")));
-  }
+  // Over a Unix socket libpq uses no TLS and ignores sslmode.
+  CHECK_NOTHROW(Engine::open(server.uri("postgres", "", "sslmode=require")));
 }
 
 TEST_CASE("a PostgreSQL schema without the tables is not_migrated and stays empty",

@@ -3,11 +3,13 @@
 // fail-open, with on_error called), the same Engine works again without being reopened, and
 // every consume that was answered allowed is in the database afterwards.
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <csignal>
 #include <thread>
 #include <vector>
 
@@ -27,6 +29,7 @@ struct Tally {
   std::atomic<std::int64_t> allowed_log{0};        // consumes of "log" answered allowed
   std::atomic<std::int64_t> allowed_window{0};     // consumes of "window" answered allowed
   std::atomic<std::int64_t> failed{0};             // calls that threw busy or io
+  std::atomic<std::int64_t> failed_busy{0};        // ...of which busy
   std::atomic<std::int64_t> wrong_failures{0};     // calls that threw anything else
   std::atomic<std::int64_t> fail_open_answers{0};  // allowed with Reason::store_unavailable
   std::atomic<std::int64_t> on_error_calls{0};
@@ -73,6 +76,7 @@ void consume_through_outage(const std::string& uri, Shared& shared, Tally& tally
     } catch (const Error& error) {
       ++(error.code() == ErrorCode::busy || error.code() == ErrorCode::io ? tally.failed
                                                                           : tally.wrong_failures);
+      if (error.code() == ErrorCode::busy) ++tally.failed_busy;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     } catch (...) {
       ++tally.wrong_failures;
@@ -111,6 +115,8 @@ TEST_CASE("a PostgreSQL server restarted while processes consume loses no allowe
   std::vector<int> children;
   for (int p = 0; p < kProcesses; ++p) {
     children.push_back(fork_child([&, p] {
+      // A test process killed outright takes its children with it: they would consume forever.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
       std::vector<std::thread> threads;
       for (int t = 0; t < kThreads; ++t) {
         threads.emplace_back([&, t] {
@@ -145,8 +151,9 @@ TEST_CASE("a PostgreSQL server restarted while processes consume loses no allowe
   for (int w = 0; w < kWorkers; ++w) {
     const Tally& tally = shared.tallies[w];
     const bool fail_open = w / kThreads == kProcesses - 1;
-    CAPTURE(w, fail_open, tally.failed.load(), tally.fail_open_answers.load(),
-            tally.on_error_calls.load(), tally.answered_after_outage.load());
+    CAPTURE(w, fail_open, tally.failed.load(), tally.failed_busy.load(),
+            tally.fail_open_answers.load(), tally.on_error_calls.load(),
+            tally.answered_after_outage.load());
     CHECK(tally.wrong_failures == 0);
     // Every engine's connection was ended by the restart: each met the outage at least once,
     // as an error (fail closed) or as a fail-open answer with on_error called.

@@ -89,7 +89,8 @@ TEST_CASE("the least-privilege role of docs/postgresql-roles.sql consumes and ca
   const std::string limits_before = describe(owner.list());
   const std::string overrides_before = describe(owner.overrides());
 
-  SECTION("every operation of a consuming host works, on every algorithm") {
+  // Every operation of a consuming host works, on every algorithm.
+  {
     for (const Algorithm algorithm : kAllAlgorithms) {
       const std::string limit(to_string(algorithm));
       CAPTURE(limit);
@@ -121,7 +122,8 @@ TEST_CASE("the least-privilege role of docs/postgresql-roles.sql consumes and ca
     CHECK(app.owner_usage("sliding_log", "alice").used == 0);
   }
 
-  SECTION("defining, overriding and removing fail with what to do, and change nothing") {
+  // Defining, overriding and removing fail with what to do, and change nothing.
+  {
     const auto expect_refused = [](const Error& error, const std::string& table) {
       CHECK(error.code() == ErrorCode::io);
       CHECK_THAT(error.what(), Catch::Contains("lacks a privilege") &&
@@ -147,7 +149,8 @@ TEST_CASE("the least-privilege role of docs/postgresql-roles.sql consumes and ca
     CHECK(app.consume("sliding_log", "alice").allowed);  // the engine goes on working
   }
 
-  SECTION("the role cannot migrate: a schema without the tables stays empty") {
+  // The role cannot migrate: a schema without the tables stays empty.
+  {
     server.exec("CREATE SCHEMA quota_empty");
     server.exec("GRANT USAGE ON SCHEMA quota_empty TO quota_app");
     const std::string empty = server.uri("quota_app", "", "options=-csearch_path%3Dquota_empty");
