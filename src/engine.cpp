@@ -567,9 +567,11 @@ std::vector<Override> Engine::overrides(std::optional<std::string_view> limit) {
   if (limit && *limit != kEveryLimit) validate_limit_name(*limit);
   return impl_->guarded([&] {
     std::vector<Override> found;
+    // The cast gives the parameter a type where it may be NULL: PostgreSQL cannot infer one
+    // from `?1 IS NULL` and refuses the statement otherwise.
     for (const Row& row : impl_->store->query(
              "SELECT limit_name, owner, policy, maximum, burst FROM quota_overrides "
-             "WHERE ?1 IS NULL OR limit_name = ?1 ORDER BY limit_name, owner",
+             "WHERE CAST(?1 AS text) IS NULL OR limit_name = ?1 ORDER BY limit_name, owner",
              {limit ? Value(std::string(*limit)) : Value()})) {
       Override entry;
       entry.limit = text_of(row.at(0));

@@ -28,22 +28,33 @@ bool is_postgresql_uri(std::string_view location) {
   return location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0;
 }
 
+namespace {
+
+// Where the password of postgresql://user:password@host/... lies in `uri`: from the ':' after
+// the user name to the last '@' before the query (the last '?'), or else to the last '@', so
+// that a password holding a character the URI should have percent-encoded ('/', '?', '@',
+// '#', ...) is still covered entirely. Empty when there is no user name followed by ':' and,
+// somewhere after it, an '@'.
+std::pair<std::size_t, std::size_t> user_info_password(std::string_view uri) {
+  const std::size_t scheme_end = uri.find("://");
+  if (scheme_end == std::string_view::npos) return {0, 0};
+  const std::size_t authority = scheme_end + 3;
+  const std::size_t colon = uri.find_first_of(":@/?", authority);
+  if (colon == std::string_view::npos || uri[colon] != ':') return {0, 0};
+  const std::size_t query = uri.rfind('?');
+  std::size_t at = query == std::string_view::npos ? std::string_view::npos : uri.rfind('@', query);
+  if (at == std::string_view::npos || at < colon) at = uri.rfind('@');
+  if (at == std::string_view::npos || at < colon) return {0, 0};
+  return {colon + 1, at};
+}
+
+}  // namespace
+
 std::string mask_password(std::string_view uri) {
   std::string masked(uri);
-  // postgresql://user:password@host/...: the password runs from the first ':' after the
-  // scheme to the last '@' of the authority.
-  const std::size_t scheme_end = masked.find("://");
-  if (scheme_end != std::string::npos) {
-    const std::size_t authority = scheme_end + 3;
-    const std::size_t authority_end = masked.find_first_of("/?", authority);
-    const std::size_t at =
-        masked.rfind('@', authority_end == std::string::npos ? std::string::npos : authority_end);
-    if (at != std::string::npos && at >= authority) {
-      const std::size_t colon = masked.find(':', authority);
-      if (colon != std::string::npos && colon < at) {
-        masked.replace(colon + 1, at - colon - 1, "***");
-      }
-    }
+  const auto [password_begin, password_end] = user_info_password(uri);
+  if (password_end > password_begin) {
+    masked.replace(password_begin, password_end - password_begin, "***");
   }
   // ...?password=secret&...
   for (std::size_t found = masked.find("password="); found != std::string::npos;
@@ -87,7 +98,7 @@ std::string without_newline(const char* message) {
   std::string text = message ? message : "";
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   for (char& c : text) {
-    if (c == '\n') c = ' ';
+    if (c == '\n' || c == '\t') c = ' ';
   }
   return text;
 }
@@ -389,9 +400,15 @@ class PostgresqlStore final : public Store {
                                                 what + "): run `quotactl migrate --db URI`");
     }
     if (state == "42501") {
-      return Error(ErrorCode::io, "the database role lacks a privilege (" + what +
-                                      "): grant it, or use a role that has it "
-                                      "(docs/sharing-limits-across-hosts.md)");
+      // A least-privilege role (docs/postgresql-roles.sql) meets this for what it is not
+      // meant to do (define, change or remove limits and overrides, migrate), and a role
+      // whose grants are incomplete for what it is meant to do.
+      return Error(ErrorCode::io,
+                   "the database role lacks a privilege (" + what +
+                       "): changing limits or overrides and migrating need the owner of "
+                       "quota's tables, so run that as the owner; a role that consumes needs "
+                       "the grants of docs/postgresql-roles.sql (run it again after a "
+                       "migration)");
     }
     if (klass == "53") {
       return Error(ErrorCode::io, "the server is out of a resource (" + what +
@@ -435,7 +452,36 @@ std::string scrubbed(std::string message, const std::string& uri) {
 
 }  // namespace
 
+namespace {
+
+// A password in the user-info that libpq would split where the URI's author did not mean it
+// to: libpq ends the user-info at the first '@' (or sees none before a '/'), so an unencoded
+// '@' or '/' in the password makes it connect with a piece of it, and take another piece for a
+// host, port or database that its messages then print. Such a URI is refused before it
+// reaches libpq. (A '/' after digits is read as a port, "host:5432/db", and let through.)
+void require_encoded_password(const std::string& uri) {
+  const auto [begin, end] = user_info_password(uri);
+  if (end <= begin) return;
+  const std::string_view password = std::string_view(uri).substr(begin, end - begin);
+  const std::size_t slash = password.find('/');
+  const bool port_then_path =
+      slash != std::string_view::npos && slash > 0 &&
+      password.substr(0, slash).find_first_not_of("0123456789") == std::string_view::npos;
+  if (password.find('@') == std::string_view::npos &&
+      (slash == std::string_view::npos || port_then_path)) {
+    return;
+  }
+  throw Error(ErrorCode::invalid_argument,
+              fmt::format("the password in the PostgreSQL URI {} holds an '@' or '/' that is "
+                          "not percent-encoded, which would split it: write '@' as %40 and '/' "
+                          "as %2F, or give the password in PGPASSWORD or ~/.pgpass instead",
+                          mask_password(uri)));
+}
+
+}  // namespace
+
 std::unique_ptr<Store> open_postgresql(const std::string& uri, PostgresqlSettings settings) {
+  require_encoded_password(uri);
   std::unique_ptr<PGconn, FinishConnection> connection(PQconnectdb(uri.c_str()));
   if (!connection || PQstatus(connection.get()) != CONNECTION_OK) {
     const std::string reason =
