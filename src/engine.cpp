@@ -556,7 +556,7 @@ std::vector<Override> Engine::overrides(std::optional<std::string_view> limit) {
     std::vector<Override> found;
     for (const Row& row : impl_->store->query(
              "SELECT limit_name, owner, policy, maximum, burst FROM quota_overrides "
-             "WHERE ?1 IS NULL OR limit_name = ?1 ORDER BY limit_name, owner",
+             "WHERE CAST(?1 AS TEXT) IS NULL OR limit_name = ?1 ORDER BY limit_name, owner",
              {limit ? Value(std::string(*limit)) : Value()})) {
       Override entry;
       entry.limit = text_of(row.at(0));
