@@ -148,6 +148,15 @@ TEST_CASE("quotactl reports a PostgreSQL server that is not there (exit 3), mask
       CHECK(std::count(outcome.err.begin(), outcome.err.end(), '\n') == 1);
     }
   }
+  // A URI that libpq refuses outright: the same exit 3, and the password still masked.
+  const Outcome malformed =
+      quotactl_run({"--db", "postgresql://quota:secret@/quota?password=secret&bogus=1", "status"});
+  CHECK(malformed.status == 3);
+  CHECK(malformed.err.rfind("quotactl: error: cannot connect to PostgreSQL at "
+                            "postgresql://quota:***@/quota?password=***&bogus=1 (",
+                            0) == 0);
+  CHECK(malformed.err.find("bogus") != std::string::npos);
+  CHECK(malformed.err.find("secret") == std::string::npos);
   // The bare `sql OPERATION` needs no database: it prints the statement of the URI's dialect.
   const Outcome bare = quotactl_run({"--db", uri, "sql", "consume", "--json"});
   REQUIRE(bare.status == 0);
