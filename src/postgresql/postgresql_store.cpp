@@ -84,12 +84,19 @@ std::string numbered_parameters(const std::string& sql) {
 // The server's notices (a DROP's cascade, say) are not the library's to print.
 void ignore_notice(void*, const char*) {}
 
+// libpq's message on one line: its line breaks and the tab that indents its hints ("\n\tIs
+// the server running ...?") become one space.
 std::string without_newline(const char* message) {
-  std::string text = message ? message : "";
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  for (char& c : text) {
-    if (c == '\n') c = ' ';
+  std::string text;
+  for (const char* c = message ? message : ""; *c; ++c) {
+    const bool space = *c == '\n' || *c == '\t' || *c == ' ';
+    if (!space) {
+      text += *c;
+    } else if (!text.empty() && text.back() != ' ') {
+      text += ' ';
+    }
   }
+  while (!text.empty() && text.back() == ' ') text.pop_back();
   return text;
 }
 

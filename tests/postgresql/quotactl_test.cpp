@@ -146,6 +146,7 @@ TEST_CASE("quotactl reports a PostgreSQL server that is not there (exit 3), mask
       CHECK(outcome.err.find("check that the server runs") != std::string::npos);
       CHECK(outcome.err.find("secret") == std::string::npos);
       CHECK(std::count(outcome.err.begin(), outcome.err.end(), '\n') == 1);
+      CHECK(outcome.err.find('\t') == std::string::npos);  // libpq indents its hints
     }
   }
   // A URI that libpq refuses outright: the same exit 3, and the password still masked.
