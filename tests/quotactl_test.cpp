@@ -608,7 +608,11 @@ TEST_CASE("quotactl sql prints exactly the library's statement", "[quotactl]") {
         quota::detail::statement(operation, quota::Algorithm::sliding_log);
     CHECK(statement_of(human.out) == expected + ";\n");
     const json document = f.ok({"sql", name});
-    CHECK(document == json{{"operation", name}, {"algorithm", "sliding_log"}, {"sql", expected}});
+    CHECK(document == json{{"operation", name},
+                           {"algorithm", "sliding_log"},
+                           {"dialect", "sqlite"},
+                           {"parameters", {"limit", "owner", "cost", "now"}},
+                           {"sql", expected}});
   }
   CHECK_FALSE(std::filesystem::exists(f.db));
 

@@ -94,12 +94,19 @@ std::string numbered_parameters(const std::string& sql) {
 // The server's notices (a DROP's cascade, say) are not the library's to print.
 void ignore_notice(void*, const char*) {}
 
+// libpq's message on one line: its line breaks and the tab that indents its hints ("\n\tIs
+// the server running ...?") become one space.
 std::string without_newline(const char* message) {
-  std::string text = message ? message : "";
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  for (char& c : text) {
-    if (c == '\n' || c == '\t') c = ' ';
+  std::string text;
+  for (const char* c = message ? message : ""; *c; ++c) {
+    const bool space = *c == '\n' || *c == '\t' || *c == ' ';
+    if (!space) {
+      text += *c;
+    } else if (!text.empty() && text.back() != ' ') {
+      text += ' ';
+    }
   }
+  while (!text.empty() && text.back() == ' ') text.pop_back();
   return text;
 }
 
@@ -186,8 +193,15 @@ class PostgresqlStore final : public Store {
   bool in_transaction() override { return PQtransactionStatus(connection_) != PQTRANS_IDLE; }
 
   bool has_table(std::string_view name) override {
-    const std::vector<Row> rows =
-        query("SELECT to_regclass(?1) IS NOT NULL", {Value(std::string(name))});
+    // The catalog read with the statement's snapshot, not to_regclass(): that looks the name
+    // up in the connection's catalog cache without a lock, and so does not see a table that
+    // another connection created while this one waited for the migration lock (a second
+    // `quotactl migrate` then ran the migration again and failed).
+    const std::vector<Row> rows = query(
+        "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+        "ON n.oid = c.relnamespace WHERE c.relname = ?1 AND n.nspname = ANY "
+        "(current_schemas(false)))",
+        {Value(std::string(name))});
     return !rows.empty() && integer_of(rows.front().at(0)) != 0;
   }
 

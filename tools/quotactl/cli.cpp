@@ -9,9 +9,9 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <cctype>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <string_view>
 
@@ -101,8 +101,8 @@ void declare_override_set(CLI::App& command, Arguments& arguments) {
                   "with --max, for a token bucket: the owner's own burst (default: --max)")
       ->type_name("N")
       ->needs(maximum);
-  auto* exempt = command.add_flag("--exempt", arguments.exempt,
-                                  "always allowed, uses no quota")->excludes(maximum);
+  auto* exempt = command.add_flag("--exempt", arguments.exempt, "always allowed, uses no quota")
+                     ->excludes(maximum);
   command.add_flag("--deny", arguments.deny, "always denied (owner_denied)")
       ->excludes(maximum)
       ->excludes(exempt);
@@ -175,8 +175,10 @@ constexpr Command kCommands[] = {
     {"usage", "owners with usage or denials, most used (or denied, or shadow denied) first",
      declare_usage, run_usage},
     {"override", "per-owner overrides: own maximum, exempt, deny", nullptr, nullptr},
-    {"override set", "create or replace an owner's override (--max N [--burst N] | --exempt | "
-     "--deny)", declare_override_set, run_override_set},
+    {"override set",
+     "create or replace an owner's override (--max N [--burst N] | --exempt | "
+     "--deny)",
+     declare_override_set, run_override_set},
     {"override rm", "remove an owner's override", declare_override_owner, run_override_rm},
     {"override list", "show the overrides, of one limit or all", declare_override_list,
      run_override_list},
@@ -191,7 +193,7 @@ constexpr std::string_view kRootFooter =
     "Run `quotactl help COMMAND` for a command's arguments.";
 
 constexpr std::string_view kCommandFooter =
-    "Global options (before or after the command): --db PATH, --json, --now MS, "
+    "Global options (before or after the command): --db PATH|URI, --json, --now MS, "
     "--busy-timeout DURATION; see "
     "`quotactl --help`.";
 
@@ -219,8 +221,10 @@ struct Parser {
     app.set_version_flag("--version", fmt::format("quotactl {}", quota::kVersion),
                          "print the version and exit");
     app.footer(std::string(kRootFooter));
-    app.add_option("--db", globals.db, "the database file (default: $QUOTA_DB, else ./quota.db)")
-        ->type_name("PATH");
+    app.add_option("--db", globals.db,
+                   "the database file, or a postgresql:// URI (default: $QUOTA_DB, "
+                   "else ./quota.db)")
+        ->type_name("PATH|URI");
     app.add_flag("--json", globals.json, "print exactly one JSON document");
     app.add_option("--now", globals.now, "the time to run at, in Unix ms (default: the clock)")
         ->type_name("MS");
@@ -389,7 +393,7 @@ Session make_session(const Parser& parser, std::ostream& out, std::ostream& err,
   session.show_progress = context.terminal && !globals.json;
   if (globals.db && globals.db->empty()) {
     throw quota::Error(quota::ErrorCode::invalid_argument,
-                       "--db is empty: give the path of a database file");
+                       "--db is empty: give the path of a database file or a postgresql:// URI");
   }
   session.db_path = globals.db                  ? *globals.db
                     : !context.quota_db.empty() ? context.quota_db

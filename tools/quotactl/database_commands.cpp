@@ -9,6 +9,8 @@
 #include "busy.h"
 #include "commands.h"
 #include "migrations.h"
+#include "sql/dialect.h"
+#include "store.h"
 
 namespace quotactl {
 namespace {
@@ -17,6 +19,7 @@ using quota::Error;
 using quota::ErrorCode;
 using quota::detail::Migration;
 using quota::detail::SchemaStatus;
+using quota::detail::Store;
 
 std::string migration_title(const Migration& migration) {
   return fmt::format("{:04}_{}", migration.version, migration.name);
@@ -37,10 +40,10 @@ void require_not_directory(const std::string& path) {
 }
 
 // The schema status of an existing database, refused (exit 3) when this build cannot use it.
-SchemaStatus usable_status(const std::string& path, std::chrono::milliseconds busy_timeout) {
+SchemaStatus usable_status(const Session& session) {
   SchemaStatus status;
-  read_database(path, busy_timeout, [&](SQLite::Database& db) {
-    status = quota::detail::read_schema_status(db);
+  session.read_store([&](Store& store) {
+    status = quota::detail::read_schema_status(store);
     quota::detail::require_usable(status);
   });
   return status;
@@ -59,7 +62,7 @@ int print_dry_run(Session& session, const std::vector<const Migration*>& pending
   session.out << fmt::format(
       "-- dry run: {} migration(s) would be applied to '{}', each in its "
       "own transaction; nothing was changed\n",
-      pending.size(), session.db_path);
+      pending.size(), session.shown_db());
   for (const Migration* migration : pending) {
     session.out << fmt::format("\n-- migration {}\n{}", migration_title(*migration),
                                migration->sql);
@@ -68,10 +71,27 @@ int print_dry_run(Session& session, const std::vector<const Migration*>& pending
   return 0;
 }
 
-std::vector<int> apply(const std::string& path, std::int64_t now,
-                       std::chrono::milliseconds busy_timeout) {
-  const quota::detail::BusyHandler busy(busy_timeout);
-  std::vector<int> applied;
+struct Migrated {
+  std::vector<int> applied;  // the versions this run applied
+  int version = 0;           // the schema's version afterwards
+};
+
+// Applies the pending migrations on `store` and reads the version they left. Another
+// quotactl may be migrating the same database at once: each migration is applied by one of
+// them (the store's begin_exclusive), and the version read afterwards counts both.
+void migrate_store(Store& store, std::int64_t now, Migrated& migrated) {
+  quota::detail::apply_pending(store, now, migrated.applied);
+  migrated.version = quota::detail::read_schema_status(store).version;
+}
+
+Migrated apply(const Session& session) {
+  Migrated migrated;
+  if (session.on_server()) {
+    migrate_store(*session.connect(), session.now, migrated);
+    return migrated;
+  }
+  const std::string& path = session.db_path;
+  const quota::detail::BusyHandler busy(session.busy_timeout);
   try {
     // Each attempt on a connection of its own: openers of a new file meet while it is still in
     // rollback-journal mode, where SQLite answers busy without waiting. The first read of this
@@ -80,26 +100,29 @@ std::vector<int> apply(const std::string& path, std::int64_t now,
       SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
       busy.install(db.getHandle());
       db.exec("PRAGMA journal_mode = WAL");
-      quota::detail::apply_pending(db, now, applied);
+      migrate_store(*borrowed_store(db, session.busy_timeout), session.now, migrated);
     });
   } catch (const SQLite::Exception& error) {
     throw database_error(error, path);
   }
-  return applied;
+  return migrated;
 }
 
 }  // namespace
 
 int run_migrate(Session& session, const Arguments& arguments) {
-  const std::string& path = session.db_path;
-  require_not_directory(path);
-  std::error_code ignored;
-  const bool exists = std::filesystem::exists(path, ignored);
-  // An existing file is inspected read-only first: one that is not a database, or whose
-  // schema this build cannot use, is refused before anything is written to it.
+  // An existing database is inspected read-only first: a file that is not a database, or a
+  // schema this build cannot use, is refused before anything is written to it. Only a file
+  // may be missing (migrate creates it); a server's database always exists.
+  bool exists = session.on_server();
+  if (!exists) {
+    require_not_directory(session.db_path);
+    std::error_code ignored;
+    exists = std::filesystem::exists(session.db_path, ignored);
+  }
   SchemaStatus status;
   if (exists) {
-    status = usable_status(path, session.busy_timeout);
+    status = usable_status(session);
   } else {
     for (const Migration& migration : quota::detail::built_in_migrations()) {
       status.pending.push_back(&migration);
@@ -107,36 +130,41 @@ int run_migrate(Session& session, const Arguments& arguments) {
   }
   if (arguments.dry_run) return print_dry_run(session, status.pending, status.version);
 
-  const std::vector<int> applied = apply(path, session.now, session.busy_timeout);
-  const int version = applied.empty() ? status.version : applied.back();
+  const Migrated migrated = apply(session);
   if (session.json) {
-    session.emit({{"applied", applied}, {"schema_version", version}});
+    session.emit({{"applied", migrated.applied}, {"schema_version", migrated.version}});
     return 0;
   }
-  for (const Migration& migration : quota::detail::built_in_migrations()) {
-    if (std::find(applied.begin(), applied.end(), migration.version) != applied.end()) {
-      session.out << "applied " << migration_title(migration) << '\n';
+  for (const Migration* migration : status.pending) {
+    if (std::find(migrated.applied.begin(), migrated.applied.end(), migration->version) !=
+        migrated.applied.end()) {
+      session.out << "applied " << migration_title(*migration) << '\n';
     }
   }
-  session.out << fmt::format("schema version {} ({}): '{}' is ready\n", version,
-                             applied.empty() ? "already up to date" : "up to date", path);
+  session.out << fmt::format("schema version {} ({}): '{}' is ready\n", migrated.version,
+                             migrated.applied.empty() ? "already up to date" : "up to date",
+                             session.shown_db());
   return 0;
 }
 
 namespace {
 
 struct Counts {
-  std::string journal_mode;
+  std::optional<std::string> journal_mode;  // a SQLite file's; a server has none
   std::int64_t limits = 0;
   std::int64_t state_rows = 0;
 };
 
-Counts count(SQLite::Database& db) {
+Counts count(Store& store) {
   Counts counts;
-  counts.journal_mode = db.execAndGet("PRAGMA journal_mode").getString();
+  if (store.dialect().name == quota::detail::kSqlite.name) {
+    counts.journal_mode =
+        quota::detail::text_of(store.query("PRAGMA journal_mode", {}).at(0).at(0));
+  }
   const auto rows = [&](const char* table) -> std::int64_t {
-    if (!db.tableExists(table)) return 0;
-    return db.execAndGet(fmt::format("SELECT count(*) FROM {}", table)).getInt64();
+    if (!store.has_table(table)) return 0;
+    return quota::detail::integer_of(
+        store.query(fmt::format("SELECT count(*) FROM {}", table), {}).at(0).at(0));
   };
   counts.limits = rows("quota_limits");
   // Every row that holds per-owner state: owners of window, log and bucket limits, and log
@@ -151,25 +179,23 @@ Counts count(SQLite::Database& db) {
 int run_status(Session& session, const Arguments&) {
   SchemaStatus status;
   Counts counts;
-  const bool recovered =
-      read_database(session.db_path, session.busy_timeout, [&](SQLite::Database& db) {
-        status = quota::detail::read_schema_status(db);
-        counts = count(db);
-      });
-  const int latest = quota::detail::latest_version();
+  int latest = 0;
+  const bool recovered = session.read_store([&](Store& store) {
+    status = quota::detail::read_schema_status(store);
+    latest = quota::detail::latest_version(store);
+    counts = count(store);
+  });
   // A newer schema is reported, not refused: the operator needs to see it. An edited
   // migration is an error of this file that every command reports.
   const bool refused = !status.problem.empty() && !status.too_new;
 
   if (session.json) {
-    nlohmann::ordered_json document = {{"path", session.db_path},
-                                       {"schema_version", status.version},
-                                       {"latest_version", latest},
-                                       {"pending", versions(status.pending)},
-                                       {"journal_mode", counts.journal_mode},
-                                       {"limits", counts.limits},
-                                       {"state_rows", counts.state_rows},
-                                       {"recovered_journal", recovered}};
+    nlohmann::ordered_json document = {
+        {"path", session.shown_db()},      {"schema_version", status.version},
+        {"latest_version", latest},        {"pending", versions(status.pending)},
+        {"journal_mode", nullptr},         {"limits", counts.limits},
+        {"state_rows", counts.state_rows}, {"recovered_journal", recovered}};
+    if (counts.journal_mode) document["journal_mode"] = *counts.journal_mode;
     if (!status.problem.empty()) document["problem"] = status.problem;
     session.emit(document);
   } else {
@@ -185,11 +211,14 @@ int run_status(Session& session, const Arguments&) {
     if (status.too_new) {
       version += fmt::format(" {}", session.paint("newer than this build", Colour::yellow));
     }
-    session.out << fmt::format("database        {}\n", session.db_path)
+    session.out << fmt::format("{}{}\n",
+                               session.on_server() ? "server          " : "database        ",
+                               session.shown_db())
                 << fmt::format("schema version  {}\n", version)
-                << fmt::format("pending         {}\n", pending)
-                << fmt::format("journal mode    {}\n", counts.journal_mode)
-                << fmt::format("limits          {}\n", counts.limits)
+                << fmt::format("pending         {}\n", pending);
+    if (counts.journal_mode)
+      session.out << fmt::format("journal mode    {}\n", *counts.journal_mode);
+    session.out << fmt::format("limits          {}\n", counts.limits)
                 << fmt::format("state rows      {}\n", counts.state_rows);
     if (recovered) {
       session.out << fmt::format(

@@ -125,8 +125,7 @@ std::optional<std::int64_t> owner_capacity(quota::Engine& engine, const Request&
 std::vector<std::string> split_limits(const std::string& text) {
   std::vector<std::string> limits;
   std::size_t start = 0;
-  for (std::size_t comma; (comma = text.find(',', start)) != std::string::npos;
-       start = comma + 1) {
+  for (std::size_t comma; (comma = text.find(',', start)) != std::string::npos; start = comma + 1) {
     limits.push_back(text.substr(start, comma - start));
   }
   limits.push_back(text.substr(start));
@@ -304,6 +303,25 @@ std::string shell_instructions(Operation operation, quota::Algorithm algorithm,
   return text;
 }
 
+// The statement wrapped for psql: PREPARE, so that psql runs the text as is, and how to
+// EXECUTE it, as an SQL comment.
+std::string psql_text(Operation operation, quota::Algorithm algorithm,
+                      const std::optional<std::string>& limit, const std::string& statement) {
+  const char* name = quota::detail::operation_name(operation);
+  return fmt::format(
+      "-- The statement quota runs for {0} on {1} limits, in PostgreSQL's dialect. psql runs\n"
+      "-- this text as is: it prepares the statement as quota_{0} in the session, with the\n"
+      "-- parameters $1 limit (text), $2 owner (text), $3 cost (bigint, NULL means 1) and\n"
+      "-- $4 now (bigint, Unix ms, NULL for the server's current time). Run it then with\n"
+      "-- EXECUTE, as below; DEALLOCATE quota_{0} before preparing it again in the session.\n"
+      "-- Cost and time must be whole numbers; the statement fails on a cost below 1 or a\n"
+      "-- negative time.\n"
+      "PREPARE quota_{0}(text, text, bigint, bigint) AS\n"
+      "{2};\n"
+      "-- EXECUTE quota_{0}('{3}', 'u1', NULL, NULL);\n",
+      name, quota::to_string(algorithm), statement, limit.value_or("send"));
+}
+
 }  // namespace
 
 int run_sql(Session& session, const Arguments& arguments) {
@@ -314,9 +332,11 @@ int run_sql(Session& session, const Arguments& arguments) {
     quota::Engine engine = session.open_engine();
     algorithm = existing_limit(engine, *arguments.sql_limit).algorithm;
   }
+  const quota::detail::Dialect& dialect =
+      session.on_server() ? quota::detail::kPostgresql : quota::detail::kSqlite;
   const std::string* statement = nullptr;
   try {
-    statement = &quota::detail::statement(operation, algorithm);
+    statement = &quota::detail::statement(dialect, operation, algorithm);
   } catch (const std::logic_error&) {
     throw quota::Error(quota::ErrorCode::invalid_argument,
                        fmt::format("this build has no statement for {} limits: use "
@@ -324,9 +344,15 @@ int run_sql(Session& session, const Arguments& arguments) {
                                    quota::to_string(algorithm)));
   }
   if (session.json) {
+    // The parameters in order: SQLite's statement names them :limit, :owner, :cost and :now,
+    // PostgreSQL's numbers them $1 to $4.
     session.emit({{"operation", quota::detail::operation_name(operation)},
                   {"algorithm", quota::to_string(algorithm)},
+                  {"dialect", dialect.name},
+                  {"parameters", {"limit", "owner", "cost", "now"}},
                   {"sql", *statement}});
+  } else if (session.on_server()) {
+    session.out << psql_text(operation, algorithm, arguments.sql_limit, *statement);
   } else {
     session.out << shell_instructions(operation, algorithm, arguments.sql_limit) << *statement
                 << ";\n";

@@ -9,6 +9,9 @@
 #include "busy.h"
 #include "journal.h"
 #include "migrations.h"
+#include "postgresql/postgresql_store.h"
+#include "sqlite/sqlite_store.h"
+#include "store.h"
 
 namespace quotactl {
 
@@ -39,8 +42,41 @@ std::string Session::paint(std::string_view text, Colour colour) const {
   return fmt::format("\x1b[{}m{}\x1b[0m", code, text);
 }
 
-std::string migrate_hint(const std::string& path) {
-  return fmt::format("`quotactl migrate --db {}`", path);
+std::string shown_location(const std::string& location) {
+  return quota::detail::is_postgresql_uri(location) ? quota::detail::mask_password(location)
+                                                    : location;
+}
+
+std::string migrate_hint(const std::string& location) {
+  return fmt::format("`quotactl migrate --db {}`", shown_location(location));
+}
+
+std::unique_ptr<quota::detail::Store> borrowed_store(SQLite::Database& db,
+                                                     std::chrono::milliseconds busy_timeout) {
+  quota::detail::SqliteSettings settings;
+  settings.busy_timeout = busy_timeout;
+  settings.install_busy_handler = false;
+  return quota::detail::sqlite_on_connection(db, settings);
+}
+
+bool Session::on_server() const { return quota::detail::is_postgresql_uri(db_path); }
+
+std::string Session::shown_db() const { return shown_location(db_path); }
+
+std::unique_ptr<quota::detail::Store> Session::connect() const {
+  return quota::detail::open_postgresql(db_path, {busy_timeout});
+}
+
+bool Session::read_store(const std::function<void(quota::detail::Store&)>& read) const {
+  if (on_server()) {
+    const std::unique_ptr<quota::detail::Store> store = connect();
+    // Whatever `read` runs, the server refuses to write on this connection.
+    store->execute("SET default_transaction_read_only = on", {});
+    read(*store);
+    return false;
+  }
+  return read_database(db_path, busy_timeout,
+                       [&](SQLite::Database& db) { read(*borrowed_store(db, busy_timeout)); });
 }
 
 quota::Error unknown_limit(std::string_view name) {
@@ -145,15 +181,15 @@ bool read_database(const std::string& path, std::chrono::milliseconds busy_timeo
 quota::Engine Session::open_engine() const {
   // The schema is checked first on a read-only connection, so that a file quotactl refuses is
   // never opened for writing at all (the engine, too, refuses before it writes), and so that
-  // the message names the exact `quotactl migrate --db PATH` to run.
-  read_database(db_path, busy_timeout, [&](SQLite::Database& db) {
-    const quota::detail::SchemaStatus status = quota::detail::read_schema_status(db);
+  // the message names the exact `quotactl migrate --db PATH` (or URI) to run.
+  read_store([&](quota::detail::Store& store) {
+    const quota::detail::SchemaStatus status = quota::detail::read_schema_status(store);
     quota::detail::require_usable(status);
     if (!status.pending.empty()) {
       throw Error(ErrorCode::not_migrated,
                   fmt::format("'{}' is at schema version {} and this build needs version {}: "
                               "run {}",
-                              db_path, status.version, quota::detail::latest_version(),
+                              shown_db(), status.version, quota::detail::latest_version(store),
                               migrate_hint(db_path)));
     }
   });

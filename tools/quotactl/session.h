@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -18,6 +19,10 @@
 
 namespace CLI {
 class App;
+}
+
+namespace quota::detail {
+class Store;
 }
 
 namespace quotactl {
@@ -66,11 +71,35 @@ struct Session {
   // `text` in `colour` when colour is on, else as is.
   std::string paint(std::string_view text, Colour colour) const;
 
+  // Whether --db (or $QUOTA_DB) names a PostgreSQL server (postgresql://... or
+  // postgres://...) rather than a SQLite file.
+  bool on_server() const;
+  // The database as output and messages name it: the file's path, or the URI with its
+  // password masked.
+  std::string shown_db() const;
+
+  // Runs `read` on the database without writing to it: on a SQLite file through
+  // read_database (below), whose answer it returns; on a server on a connection of its own
+  // whose transactions are read-only (returns false). Throws quota::Error.
+  bool read_store(const std::function<void(quota::detail::Store&)>& read) const;
+
+  // A connection to the server that --db names (on_server() only). Throws quota::Error (io)
+  // when it cannot be made; the message masks the password.
+  std::unique_ptr<quota::detail::Store> connect() const;
+
   // Opens the database for a command other than migrate and status: it must exist, be a
-  // SQLite database, and be migrated to exactly this build's schema. Throws quota::Error
-  // (exit 3) otherwise, having changed nothing.
+  // quota database (a SQLite file, or a server's schema), and be migrated to exactly this
+  // build's schema. Throws quota::Error (exit 3) otherwise, having changed nothing.
   quota::Engine open_engine() const;
 };
+
+// `location` as output and messages name it: a path as is, a URI with its password masked.
+std::string shown_location(const std::string& location);
+
+// The store of a SQLite connection that quotactl holds (its own busy handler installed),
+// so that what reads a store reads a file the same way.
+std::unique_ptr<quota::detail::Store> borrowed_store(SQLite::Database& db,
+                                                     std::chrono::milliseconds busy_timeout);
 
 // Opens `path` read-only after checking that it is an existing file that SQLite recognises,
 // and runs `read` on it. Nothing is written (SQLite may create the -wal and -shm files of a
@@ -95,7 +124,7 @@ quota::Limit existing_limit(quota::Engine& engine, const std::string& name);
 // library's speak to programs (an unknown limit, whichever command or call named it).
 std::string message_of(const quota::Error& error);
 
-// The human wording for "run quotactl migrate on this file".
-std::string migrate_hint(const std::string& path);
+// The human wording for "run quotactl migrate on this database" (a URI's password masked).
+std::string migrate_hint(const std::string& location);
 
 }  // namespace quotactl

@@ -1,0 +1,344 @@
+// quotactl on a PostgreSQL database only (docs/quotactl.md): passwords never shown, a server
+// that is not there, migrates run at once from several processes, and the statement that
+// `quotactl sql` prints, run through psql, answering as the library does.
+#include <fmt/format.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <array>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "backend.h"
+#include "cli.h"
+#include "migrations.h"
+#include "statements.h"
+
+namespace quota::test {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::int64_t kStart = 1'700'000'000'000;
+
+struct Outcome {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+Outcome quotactl_run(std::vector<std::string> args, const quotactl::Context& context = {}) {
+  std::ostringstream out;
+  std::ostringstream err;
+  args.insert(args.begin(), {"--now", std::to_string(kStart)});
+  Outcome outcome;
+  outcome.status = quotactl::run(args, out, err, context);
+  outcome.out = out.str();
+  outcome.err = err.str();
+  return outcome;
+}
+
+// `uri` with the password "secret" both in its user-info part and as a parameter. The test
+// server trusts its local connections, so the password is sent and ignored.
+std::string with_password(const std::string& uri) {
+  const std::size_t authority = uri.find("://") + 3;
+  const std::size_t at = uri.find('@', authority);
+  REQUIRE(at != std::string::npos);  // the URI names a user (tools/postgres.sh: postgres@)
+  std::string result = uri;
+  if (result.substr(authority, at - authority).find(':') == std::string::npos) {
+    result.insert(at, ":secret");
+  }
+  return result + (result.find('?') == std::string::npos ? "?" : "&") + "password=secret";
+}
+
+// Every command, in JSON and as text, with the URI in --db and in $QUOTA_DB.
+std::vector<std::vector<std::string>> every_command() {
+  return {{"status"},
+          {"migrate", "--dry-run"},
+          {"migrate"},
+          {"status"},
+          {"limit", "set", "send", "--max", "2", "--per", "1m"},
+          {"limit", "get", "send"},
+          {"limit", "list"},
+          {"consume", "send", "u1"},
+          {"consume", "send", "u1"},
+          {"consume", "send", "u1"},
+          {"check", "send", "u1"},
+          {"record", "send", "u1"},
+          {"refund", "send", "u1"},
+          {"reset", "send", "u1"},
+          {"usage", "send"},
+          {"override", "set", "send", "u2", "--max", "5"},
+          {"override", "list"},
+          {"override", "rm", "send", "u2"},
+          {"gc"},
+          {"sql", "consume", "send"},
+          {"consume", "nope", "u1"},
+          {"limit", "rm", "send"},
+          {"limit", "get", "send"}};
+}
+
+TEST_CASE("quotactl never prints the password of a PostgreSQL URI", "[quotactl][postgresql]") {
+  for (const bool json_output : {false, true}) {
+    for (const bool from_environment : {false, true}) {
+      CAPTURE(json_output, from_environment);
+      TestDatabase db(Backend::postgresql);
+      const std::string uri = with_password(db.location());
+      quotactl::Context context;
+      if (from_environment) context.quota_db = uri;
+      // Not migrated yet: the refusal names `quotactl migrate --db URI`, masked.
+      std::vector<std::vector<std::string>> commands = {{"limit", "list"}};
+      for (const auto& command : every_command()) commands.push_back(command);
+      bool refused_unmigrated = false;
+      for (std::vector<std::string> args : commands) {
+        if (!from_environment) args.insert(args.begin(), {"--db", uri});
+        if (json_output) args.push_back("--json");
+        const Outcome outcome = quotactl_run(args, context);
+        INFO(json(args).dump() << " -> " << outcome.status << "\n" << outcome.out << outcome.err);
+        CHECK(outcome.status >= 0);
+        CHECK(outcome.out.find("secret") == std::string::npos);
+        CHECK(outcome.err.find("secret") == std::string::npos);
+        if (!refused_unmigrated) {
+          CHECK(outcome.status == 3);
+          CHECK(outcome.err.find("quotactl migrate --db postgresql://postgres:***@") !=
+                std::string::npos);
+          CHECK(outcome.err.find("password=***") != std::string::npos);
+          refused_unmigrated = true;
+        }
+      }
+      // The status names the server, masked, so the operator still sees which one it is.
+      std::vector<std::string> status = {"status", "--json"};
+      if (!from_environment) status.insert(status.begin(), {"--db", uri});
+      const Outcome shown = quotactl_run(status, context);
+      REQUIRE(shown.status == 0);
+      const json document = json::parse(shown.out);
+      CHECK(document["path"].get<std::string>().rfind("postgresql://postgres:***@", 0) == 0);
+      CHECK(document["path"].get<std::string>().find("password=***") != std::string::npos);
+      CHECK(document["journal_mode"].is_null());
+      CHECK(document["schema_version"] == detail::latest_version());
+    }
+  }
+}
+
+TEST_CASE("quotactl reports a PostgreSQL server that is not there (exit 3), masked",
+          "[quotactl][postgresql]") {
+  // A socket folder where no server runs.
+  TempDir dir;
+  const std::string uri =
+      "postgresql://quota:secret@/quota?host=" + dir.path().string() + "&password=secret";
+  std::vector<std::vector<std::string>> commands = every_command();
+  commands.push_back({"sql", "check", "send"});
+  for (const bool json_output : {false, true}) {
+    for (std::vector<std::string> args : commands) {
+      args.insert(args.begin(), {"--db", uri});
+      if (json_output) args.push_back("--json");
+      const Outcome outcome = quotactl_run(args);
+      INFO(json(args).dump() << "\n" << outcome.out << outcome.err);
+      CHECK(outcome.status == 3);
+      CHECK(outcome.out.empty());
+      CHECK(outcome.err.rfind("quotactl: error: cannot connect to PostgreSQL at "
+                              "postgresql://quota:***@/quota?host=",
+                              0) == 0);
+      CHECK(outcome.err.find("check that the server runs") != std::string::npos);
+      CHECK(outcome.err.find("secret") == std::string::npos);
+      CHECK(std::count(outcome.err.begin(), outcome.err.end(), '\n') == 1);
+      CHECK(outcome.err.find('\t') == std::string::npos);  // libpq indents its hints
+    }
+  }
+  // A URI that libpq refuses outright: the same exit 3, and the password still masked.
+  const Outcome malformed =
+      quotactl_run({"--db", "postgresql://quota:secret@/quota?password=secret&bogus=1", "status"});
+  CHECK(malformed.status == 3);
+  CHECK(malformed.err.rfind("quotactl: error: cannot connect to PostgreSQL at "
+                            "postgresql://quota:***@/quota?password=***&bogus=1 (",
+                            0) == 0);
+  CHECK(malformed.err.find("bogus") != std::string::npos);
+  CHECK(malformed.err.find("secret") == std::string::npos);
+  // The bare `sql OPERATION` needs no database: it prints the statement of the URI's dialect.
+  const Outcome bare = quotactl_run({"--db", uri, "sql", "consume", "--json"});
+  REQUIRE(bare.status == 0);
+  CHECK(json::parse(bare.out)["dialect"] == "postgresql");
+}
+
+// Runs the real binary with `args` (each quoted for the shell); its stdout, and its status.
+std::pair<int, std::string> run_binary(const std::vector<std::string>& args) {
+  std::string command = QUOTACTL_PATH;
+  for (const std::string& arg : args) command += " '" + arg + "'";
+  command += " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return {-1, "popen failed"};
+  std::string output;
+  std::array<char, 4096> buffer{};
+  for (std::size_t read; (read = fread(buffer.data(), 1, buffer.size(), pipe)) > 0;) {
+    output.append(buffer.data(), read);
+  }
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+TEST_CASE("quotactl migrate run by several processes at once applies each migration once",
+          "[quotactl][postgresql]") {
+  // Regression: the store's has_table() read the connection's stale catalog cache after the
+  // migration lock, so a second migrate applied the migration again ("already exists").
+  for (int round = 0; round < 3; ++round) {
+    CAPTURE(round);
+    TestDatabase db(Backend::postgresql);  // a fresh, empty schema
+    constexpr int kProcesses = 4;
+    std::vector<std::pair<int, std::string>> results(kProcesses);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kProcesses; ++i) {
+      threads.emplace_back([&, i] {
+        results[i] = run_binary({"--db", db.location(), "--json", "migrate"});
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    int applied_by = 0;
+    for (const auto& [status, output] : results) {
+      INFO(output);
+      REQUIRE(status == 0);
+      const json document = json::parse(output);
+      CHECK(document["schema_version"] == detail::latest_version());
+      if (!document["applied"].empty()) {
+        ++applied_by;
+        CHECK(document["applied"] == json::array({detail::latest_version()}));
+      }
+    }
+    CHECK(applied_by == 1);
+    const Outcome status = quotactl_run({"--db", db.location(), "--json", "status"});
+    REQUIRE(status.status == 0);
+    CHECK(json::parse(status.out)["pending"] == json::array());
+  }
+}
+
+// psql's rows for `script` on `uri`: each line of unaligned output split at '|'.
+std::vector<std::vector<std::string>> psql_rows(const std::string& uri, const std::string& script) {
+  TempDir dir;
+  const std::string file = dir.file("script.sql");
+  std::ofstream(file) << script;
+  const std::string command =
+      "psql -X -q -A -t -F '|' -v ON_ERROR_STOP=1 -d '" + uri + "' -f '" + file + "' 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe);
+  std::string output;
+  std::array<char, 4096> buffer{};
+  for (std::size_t read; (read = fread(buffer.data(), 1, buffer.size(), pipe)) > 0;) {
+    output.append(buffer.data(), read);
+  }
+  const int status = pclose(pipe);
+  INFO(output);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty()) continue;
+    std::vector<std::string> fields;
+    std::istringstream parts(line);
+    for (std::string field; std::getline(parts, field, '|');) fields.push_back(field);
+    rows.push_back(fields);
+  }
+  return rows;
+}
+
+// The first columns every statement returns, as psql shows them: allowed (t/f), reason,
+// remaining, retry_after_ms, reset_at_ms, denied and shadow_denied (0/1 or t/f).
+std::string describe(const Result& result) {
+  return fmt::format("{} {} {} {} {} {} {}", result.allowed ? 1 : 0, to_string(result.reason),
+                     result.remaining, result.retry_after_ms, result.reset_at_ms, result.denied,
+                     result.shadow_denied ? 1 : 0);
+}
+
+std::string describe(const std::vector<std::string>& row) {
+  REQUIRE(row.size() >= 7);
+  const auto truth = [](const std::string& text) { return text == "t" || text == "1" ? 1 : 0; };
+  return fmt::format("{} {} {} {} {} {} {}", truth(row[0]), row[1], row[2], row[3], row[4], row[5],
+                     truth(row[6]));
+}
+
+TEST_CASE("quotactl sql's PostgreSQL statements, run through psql, answer as the library does",
+          "[quotactl][postgresql][sql]") {
+  const Algorithm algorithm =
+      GENERATE(from_range(std::begin(kAllAlgorithms), std::end(kAllAlgorithms)));
+  CAPTURE(algorithm);
+  TestDatabase db(Backend::postgresql);
+  ManualClock clock;
+  clock.set(kStart);
+  Engine engine = Engine::open(db.location(), options_with(clock));
+  engine.define(algorithm == Algorithm::token_bucket ? make_bucket("l", 4, 1000, 6)
+                                                     : make_limit("l", algorithm, 4, 1000));
+
+  struct Step {
+    detail::Operation operation;
+    std::int64_t cost;
+    std::int64_t at_ms;
+    bool null_cost = false;  // psql passes NULL for the cost (1)
+  };
+  using detail::Operation;
+  const std::vector<Step> steps = {
+      {Operation::consume, 1, 0},     {Operation::consume, 2, 100},
+      {Operation::check, 1, 150},     {Operation::consume, 1, 200, true},
+      {Operation::consume, 3, 250},   {Operation::check, 2, 300},
+      {Operation::record, 5, 400},    {Operation::refund, 2, 500},
+      {Operation::consume, 1, 600},   {Operation::reset, 1, 700},
+      {Operation::consume, 4, 800},   {Operation::consume, 1, 1'500},
+      {Operation::check, 1, 2'500},   {Operation::record, 1, 2'600, true},
+      {Operation::consume, 9, 2'700}, {Operation::refund, 1, 3'000, true},
+  };
+
+  // The library's answers, for owner "lib".
+  std::vector<std::string> expected;
+  for (const Step& step : steps) {
+    clock.set(kStart + step.at_ms);
+    switch (step.operation) {
+      case Operation::consume:
+        expected.push_back(describe(engine.consume("l", "lib", step.cost)));
+        break;
+      case Operation::check:
+        expected.push_back(describe(engine.check("l", "lib", step.cost)));
+        break;
+      case Operation::record:
+        expected.push_back(describe(engine.record("l", "lib", step.cost)));
+        break;
+      case Operation::refund:
+        expected.push_back(describe(engine.refund("l", "lib", step.cost)));
+        break;
+      case Operation::reset:
+        expected.push_back(describe(engine.reset("l", "lib")));
+        break;
+    }
+  }
+
+  // psql's, for owner "psql", from exactly what `quotactl sql OPERATION l` prints.
+  std::string script;
+  for (const char* operation : {"consume", "check", "record", "refund", "reset"}) {
+    const Outcome printed = quotactl_run({"--db", db.location(), "sql", operation, "l"});
+    INFO(printed.err);
+    REQUIRE(printed.status == 0);
+    CHECK(printed.out.find(fmt::format("PREPARE quota_{}(text, text, bigint, bigint) AS\n",
+                                       operation)) != std::string::npos);
+    CHECK(printed.out.find(fmt::format("-- EXECUTE quota_{}('l', 'u1', NULL, NULL);\n",
+                                       operation)) != std::string::npos);
+    script += printed.out;
+  }
+  for (const Step& step : steps) {
+    script += fmt::format("EXECUTE quota_{}('l', 'psql', {}, {});\n",
+                          detail::operation_name(step.operation),
+                          step.null_cost ? "NULL" : std::to_string(step.cost), kStart + step.at_ms);
+  }
+  // NULL for the time: the server's clock, which also answers.
+  script += "EXECUTE quota_check('l', 'other', NULL, NULL);\n";
+  const std::vector<std::vector<std::string>> rows = psql_rows(db.location(), script);
+  REQUIRE(rows.size() == steps.size() + 1);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    CAPTURE(i, detail::operation_name(steps[i].operation), steps[i].cost, steps[i].at_ms);
+    CHECK(describe(rows[i]) == expected[i]);
+  }
+  CHECK(rows.back().at(0) == "t");
+}
+
+}  // namespace
+}  // namespace quota::test
