@@ -342,3 +342,43 @@ TEST_CASE("quotactl sql's PostgreSQL statements, run through psql, answer as the
 
 }  // namespace
 }  // namespace quota::test
+
+namespace quota::test {
+namespace {
+
+Outcome quotactl_without_now(const std::vector<std::string>& args) {
+  std::ostringstream out;
+  std::ostringstream err;
+  Outcome outcome;
+  outcome.status = quotactl::run(args, out, err, {});
+  outcome.out = out.str();
+  outcome.err = err.str();
+  return outcome;
+}
+
+TEST_CASE("quotactl --server-clock takes the time from the server, and refuses --now with it",
+          "[postgresql][quotactl][clock]") {
+  TestDatabase database(Backend::postgresql);
+  const std::string& uri = database.location();
+  REQUIRE(quotactl_without_now({"--db", uri, "migrate"}).status == 0);
+  REQUIRE(quotactl_without_now({"--db", uri, "limit", "set", "w", "--max", "3", "--per", "1m",
+                                "--algo", "fixed_window"})
+              .status == 0);
+  const std::int64_t before = system_clock_ms();
+  const Outcome consumed =
+      quotactl_without_now({"--db", uri, "--server-clock", "--json", "consume", "w", "u"});
+  REQUIRE(consumed.status == 0);
+  // The server's clock is this machine's: the window ends within a minute of now.
+  const std::int64_t reset_at = json::parse(consumed.out).at("reset_at_ms").get<std::int64_t>();
+  CHECK(reset_at > before);
+  CHECK(reset_at <= system_clock_ms() + 60'000);
+
+  const Outcome both =
+      quotactl_without_now({"--db", uri, "--server-clock", "--now", "5", "consume", "w", "u"});
+  CHECK(both.status == 2);
+  CHECK(both.err.find("--now and --server-clock") != std::string::npos);
+  CHECK(database.integer("SELECT used FROM quota_windows WHERE owner = 'u'") == 1);
+}
+
+}  // namespace
+}  // namespace quota::test

@@ -194,13 +194,14 @@ constexpr std::string_view kRootFooter =
 
 constexpr std::string_view kCommandFooter =
     "Global options (before or after the command): --db PATH|URI, --json, --now MS, "
-    "--busy-timeout DURATION; see "
+    "--server-clock, --busy-timeout DURATION; see "
     "`quotactl --help`.";
 
 struct GlobalOptions {
   std::optional<std::string> db;
   bool json = false;
   std::optional<std::string> now;
+  bool server_clock = false;
   std::optional<std::string> busy_timeout;
 };
 
@@ -228,6 +229,8 @@ struct Parser {
     app.add_flag("--json", globals.json, "print exactly one JSON document");
     app.add_option("--now", globals.now, "the time to run at, in Unix ms (default: the clock)")
         ->type_name("MS");
+    app.add_flag("--server-clock", globals.server_clock,
+                 "take the time from the database server's clock (one clock for every host)");
     app.add_option("--busy-timeout", globals.busy_timeout,
                    "how long to wait for another connection's lock before exit 3 (default 5s)")
         ->type_name("DURATION");
@@ -400,8 +403,13 @@ Session make_session(const Parser& parser, std::ostream& out, std::ostream& err,
                                                 : "./quota.db";
   // The latest time format_time can show: 9999-12-31T23:59:59.999Z.
   constexpr std::int64_t kLatestTime = 253'402'300'799'999;
+  if (globals.now && globals.server_clock) {
+    throw quota::Error(quota::ErrorCode::invalid_argument,
+                       "--now and --server-clock both say where the time comes from: give one");
+  }
   session.now =
       globals.now ? parse_whole(*globals.now, "--now", 0, kLatestTime) : quota::system_clock_ms();
+  session.server_clock = globals.server_clock;
   if (globals.busy_timeout) {
     session.busy_timeout = parse_duration(*globals.busy_timeout, "--busy-timeout");
   }

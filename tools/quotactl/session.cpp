@@ -197,6 +197,7 @@ quota::Engine Session::open_engine() const {
   options.create = false;
   options.migrate = false;
   options.clock = [now = now] { return now; };
+  options.server_clock = server_clock;
   options.busy_timeout = busy_timeout;
   return quota::Engine::open(db_path, std::move(options));
 }

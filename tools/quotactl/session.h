@@ -62,6 +62,9 @@ struct Session {
   bool use_colour = false;     // ANSI colour on `out`
   bool show_progress = false;  // progress bars on `out`: a terminal, and not --json
   std::int64_t now = 0;        // the one instant this invocation runs at (Unix ms)
+  // --server-clock: operations take the time from the database's clock instead of `now`
+  // (Options::server_clock), which then serves only to show times.
+  bool server_clock = false;
   // How long to wait for another connection's lock before giving up (--busy-timeout).
   std::chrono::milliseconds busy_timeout{5000};
   const CLI::App* root = nullptr;  // for `help`
