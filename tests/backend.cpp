@@ -121,6 +121,36 @@ std::string TestDatabase::dump() const {
   return text;
 }
 
+Result run_statement(sqlite3* db, detail::Operation operation, Algorithm algorithm,
+                     const std::string& limit, const std::string& owner, std::int64_t cost,
+                     std::int64_t now) {
+  Result result;
+  sqlite3_stmt* statement = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, detail::statement(operation, algorithm).c_str(), -1, &statement,
+                             nullptr) == SQLITE_OK);
+  auto bind = [&](const char* name, auto bind_one) {
+    if (const int index = sqlite3_bind_parameter_index(statement, name)) bind_one(index);
+  };
+  bind(":limit", [&](int i) { sqlite3_bind_text(statement, i, limit.c_str(), -1, nullptr); });
+  bind(":owner", [&](int i) { sqlite3_bind_text(statement, i, owner.c_str(), -1, nullptr); });
+  bind(":cost", [&](int i) { sqlite3_bind_int64(statement, i, cost); });
+  bind(":now", [&](int i) { sqlite3_bind_int64(statement, i, now); });
+  const int status = sqlite3_step(statement);
+  INFO(sqlite3_errmsg(db));
+  REQUIRE(status == SQLITE_ROW);
+  result.allowed = sqlite3_column_int64(statement, 0) != 0;
+  result.reason =
+      parse_reason(reinterpret_cast<const char*>(sqlite3_column_text(statement, 1))).value();
+  result.remaining = sqlite3_column_int64(statement, 2);
+  result.retry_after_ms = sqlite3_column_int64(statement, 3);
+  result.reset_at_ms = sqlite3_column_int64(statement, 4);
+  result.denied = sqlite3_column_int64(statement, 5);
+  result.shadow_denied = sqlite3_column_int64(statement, 6) != 0;
+  REQUIRE(sqlite3_step(statement) == SQLITE_DONE);
+  sqlite3_finalize(statement);
+  return result;
+}
+
 PlainClient::PlainClient(const TestDatabase& database) : backend_(database.backend()) {
   if (backend_ == Backend::sqlite) {
     sqlite_ = std::make_unique<RawDb>(database.location());
@@ -151,30 +181,7 @@ Result PlainClient::run(detail::Operation operation, Algorithm algorithm, const 
                         const std::string& owner, std::int64_t cost, std::int64_t now) {
   Result result;
   if (sqlite_) {
-    sqlite3_stmt* statement = nullptr;
-    REQUIRE(sqlite3_prepare_v2(sqlite_->handle(), detail::statement(operation, algorithm).c_str(),
-                               -1, &statement, nullptr) == SQLITE_OK);
-    auto bind = [&](const char* name, auto bind_one) {
-      if (const int index = sqlite3_bind_parameter_index(statement, name)) bind_one(index);
-    };
-    bind(":limit", [&](int i) { sqlite3_bind_text(statement, i, limit.c_str(), -1, nullptr); });
-    bind(":owner", [&](int i) { sqlite3_bind_text(statement, i, owner.c_str(), -1, nullptr); });
-    bind(":cost", [&](int i) { sqlite3_bind_int64(statement, i, cost); });
-    bind(":now", [&](int i) { sqlite3_bind_int64(statement, i, now); });
-    const int status = sqlite3_step(statement);
-    INFO(sqlite3_errmsg(sqlite_->handle()));
-    REQUIRE(status == SQLITE_ROW);
-    result.allowed = sqlite3_column_int64(statement, 0) != 0;
-    result.reason =
-        parse_reason(reinterpret_cast<const char*>(sqlite3_column_text(statement, 1))).value();
-    result.remaining = sqlite3_column_int64(statement, 2);
-    result.retry_after_ms = sqlite3_column_int64(statement, 3);
-    result.reset_at_ms = sqlite3_column_int64(statement, 4);
-    result.denied = sqlite3_column_int64(statement, 5);
-    result.shadow_denied = sqlite3_column_int64(statement, 6) != 0;
-    REQUIRE(sqlite3_step(statement) == SQLITE_DONE);
-    sqlite3_finalize(statement);
-    return result;
+    return run_statement(sqlite_->handle(), operation, algorithm, limit, owner, cost, now);
   }
   const std::string cost_text = std::to_string(cost);
   const std::string now_text = std::to_string(now);

@@ -53,6 +53,12 @@ class TestDatabase {
 // The URI of the test server's database ($QUOTA_TEST_POSTGRES); fails the test without it.
 std::string test_server_uri();
 
+// The statement of (operation, algorithm) run on a plain SQLite connection, as any SQLite
+// client would run it; fails the test when it returns no row or fails.
+Result run_statement(sqlite3* db, detail::Operation operation, Algorithm algorithm,
+                     const std::string& limit, const std::string& owner, std::int64_t cost,
+                     std::int64_t now);
+
 // A plain SQL client of a TestDatabase, outside any engine, as an application in another
 // language would be: it runs the statements that `quotactl sql` prints (src/statements.cpp,
 // in the database's dialect) with the four parameters bound, and any other SQL.

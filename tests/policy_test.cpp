@@ -34,31 +34,7 @@ struct Fixture : EngineOnFile {
 // client would run it.
 Result plain(RawDb& db, Operation operation, Algorithm algorithm, const std::string& limit,
              const std::string& owner, std::int64_t cost, std::int64_t now) {
-  sqlite3_stmt* statement = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db.handle(), detail::statement(operation, algorithm).c_str(), -1,
-                             &statement, nullptr) == SQLITE_OK);
-  auto bind = [&](const char* name, auto bind_one) {
-    if (const int index = sqlite3_bind_parameter_index(statement, name)) bind_one(index);
-  };
-  bind(":limit", [&](int i) { sqlite3_bind_text(statement, i, limit.c_str(), -1, nullptr); });
-  bind(":owner", [&](int i) { sqlite3_bind_text(statement, i, owner.c_str(), -1, nullptr); });
-  bind(":cost", [&](int i) { sqlite3_bind_int64(statement, i, cost); });
-  bind(":now", [&](int i) { sqlite3_bind_int64(statement, i, now); });
-  const int status = sqlite3_step(statement);
-  INFO(sqlite3_errmsg(db.handle()));
-  REQUIRE(status == SQLITE_ROW);
-  Result result;
-  result.allowed = sqlite3_column_int64(statement, 0) != 0;
-  result.reason =
-      parse_reason(reinterpret_cast<const char*>(sqlite3_column_text(statement, 1))).value();
-  result.remaining = sqlite3_column_int64(statement, 2);
-  result.retry_after_ms = sqlite3_column_int64(statement, 3);
-  result.reset_at_ms = sqlite3_column_int64(statement, 4);
-  result.denied = sqlite3_column_int64(statement, 5);
-  result.shadow_denied = sqlite3_column_int64(statement, 6) != 0;
-  REQUIRE(sqlite3_step(statement) == SQLITE_DONE);
-  sqlite3_finalize(statement);
-  return result;
+  return run_statement(db.handle(), operation, algorithm, limit, owner, cost, now);
 }
 
 // An override written with plain SQL, as docs/sql.md shows (the same text on both backends).
