@@ -3,10 +3,13 @@
 
 #include <array>
 #include <bit>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "quota/limit.h"
@@ -49,14 +52,16 @@ class Histogram {
 // What one process measured. Trivially copyable: a forked child writes it to a pipe.
 struct Measurement {
   std::int64_t operations = 0;
-  std::int64_t admitted = 0;  // operations whose answer was "allowed"
-  std::int64_t failures = 0;  // operations that failed (contention: busy after the timeout)
+  std::int64_t admitted = 0;   // operations whose answer was "allowed"
+  std::int64_t failures = 0;   // operations that failed (contention: busy after the timeout)
+  std::int64_t recorded = -1;  // exactness runs: what the owner's state counts afterwards
   std::int64_t elapsed_ns = 0;
   Histogram latency;
   char error[512] = {};  // non-empty: the case failed with this message
 };
 
-enum class Setting { memory, wal_normal, wal_full };
+// postgresql: the server given by --postgres (postgresql.cpp), over its own connections.
+enum class Setting { memory, wal_normal, wal_full, postgresql };
 
 enum class Subject {
   upsert_int,     // bare INSERT ... ON CONFLICT DO UPDATE ... RETURNING, integer key
@@ -79,6 +84,8 @@ struct Case {
   // 0: the general workload (random owners, limits rarely reached). Otherwise the sliding log
   // held at capacity: `owners` owners in turn, `log_limit` events live per owner.
   std::int64_t log_limit = 0;
+  // Threads, each with its own connection, operating at once (postgresql only).
+  int clients = 1;
 
   bool engine() const {
     return subject == Subject::consume || subject == Subject::check || subject == Subject::record;
@@ -87,6 +94,35 @@ struct Case {
 };
 
 const char* setting_name(Setting setting);
+
+// The owners of a case: "user:<n>" (or n for an integer key), picked at random (the same
+// sequence for every case with the same `seed`) or in turn.
+class Owners {
+ public:
+  Owners(std::int64_t count, bool in_turn, std::int64_t position,
+         std::uint64_t seed = 0x9E3779B97F4A7C15ULL)
+      : count_(count), in_turn_(in_turn), position_(position), random_(seed) {}
+
+  std::int64_t next() {
+    if (in_turn_) return position_++ % count_;
+    random_ ^= random_ >> 12;  // xorshift64*
+    random_ ^= random_ << 25;
+    random_ ^= random_ >> 27;
+    return static_cast<std::int64_t>((random_ * 0x2545F4914F6CDD1DULL) >> 1) % count_;
+  }
+
+  std::string_view text(std::int64_t owner) {
+    char* end = std::to_chars(buffer_ + 5, buffer_ + sizeof buffer_, owner).ptr;
+    return {buffer_, static_cast<std::size_t>(end - buffer_)};
+  }
+
+ private:
+  std::int64_t count_;
+  bool in_turn_;
+  std::int64_t position_;
+  std::uint64_t random_;
+  char buffer_[32] = {'u', 's', 'e', 'r', ':'};
+};
 const char* subject_name(Subject subject);
 
 // How long each case runs: until `duration` has passed or `max_operations` are done, after
@@ -178,9 +214,48 @@ struct ContentionRun {
 ContentionRun run_contention(BusyWait wait, const std::string& work_dir, const Budget& budget,
                              std::int64_t maximum);
 
+// The PostgreSQL cases (postgresql.cpp), on the server given by --postgres: a schema of the
+// bench's own (quota_bench_<pid>), made once per run and dropped at its end, holding the bare
+// counters and the engine's tables, limits and owners. Every connection runs with
+// synchronous_commit on and that schema as its search_path.
+struct PostgresqlScale {
+  std::int64_t owners = 1000;
+  std::int64_t exact_maximum = 1000;    // the small limit of the exactness runs
+  std::int64_t exact_per_client = 250;  // consumes per client in an exactness run
+};
+class PostgresqlBench {
+ public:
+  // Connects to `uri` (a postgresql:// URI without options=), reads the server's version and
+  // settings and builds the schema. Throws std::runtime_error when the server cannot be used.
+  PostgresqlBench(const std::string& uri, PostgresqlScale scale);
+  ~PostgresqlBench();  // drops the schema
+  PostgresqlBench(const PostgresqlBench&) = delete;
+  PostgresqlBench& operator=(const PostgresqlBench&) = delete;
+
+  // The server: version, connection kind and the settings that decide a commit's cost.
+  const nlohmann::json& server() const { return server_; }
+  const PostgresqlScale& scale() const { return scale_; }
+  // Runs one case (setting postgresql) with c.clients threads, after each has warmed up; the
+  // engine's clock (shared by the threads) advances 1 ms per operation, from a start later
+  // than any earlier case's: `sequence` counts the cases run before this one.
+  Measurement run(const Case& c, const Budget& budget, int sequence) const;
+  // 8 clients consuming on one owner of the small limit with the clock standing still:
+  // exactly min(operations, exact_maximum) may be admitted. `round` names a fresh owner.
+  Measurement run_exact(quota::Algorithm algorithm, int clients, int round) const;
+
+ private:
+  std::string uri_;  // with the schema and synchronous_commit in its options
+  std::string schema_;
+  PostgresqlScale scale_;
+  nlohmann::json server_;
+};
+// "postgresql://..." or "postgres://...".
+bool is_postgresql_uri(std::string_view text);
+
 // The report: the machine, targets and tables, from the JSON of a run.
 nlohmann::json describe_machine(const std::string& build_type);
 nlohmann::json evaluate_targets(const nlohmann::json& run);
+nlohmann::json evaluate_postgresql_targets(const nlohmann::json& run);
 std::string render_text(const nlohmann::json& run);
 std::string render_markdown(const nlohmann::json& run);
 

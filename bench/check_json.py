@@ -1,11 +1,15 @@
 """Runs quota-bench --quick --json and checks the document's shape: every case and target
 is there with its figures. It never looks at a speed: --quick counts are far too small to
-mean anything, and the machine is shared.
+mean anything, and the machine is shared. With $QUOTA_TEST_POSTGRES (the test server's URI,
+which tools/test.sh sets) it also runs the PostgreSQL cases there and checks theirs, and that
+eight clients on one owner were admitted exactly as often as the limit allows; without it, that
+the run says they were skipped.
 
 usage: python3 check_json.py PATH/TO/quota-bench
 """
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -38,16 +42,38 @@ for arguments, said in (
     (["--pragma", "cache_size=1; DROP TABLE x"], "--pragma takes NAME=VALUE"),
     (["--pragma", "cache_size"], "--pragma takes NAME=VALUE"),
     (["--pragma", "cache_sise=100"], "has no such pragma"),
+    (["--postgres", "app.db"], "--postgres takes a postgresql:// URI"),
+    (["--postgres", "postgresql://bench@/quota?options=-cwork_mem%3D1MB"], "leave options= out"),
+    (["--count-instructions", "upsert_text/postgresql/1000", "--operations", "1"],
+     "counts the SQLite cases only"),
 ):
     refused = subprocess.run([bench, *arguments], capture_output=True, text=True)
     expect(refused.returncode == 2 and refused.stderr.startswith("quota-bench: error: ")
            and said in refused.stderr and refused.stdout == "",
            f"{arguments}: exit {refused.returncode}, stderr {refused.stderr!r}")
 
+# A server that is not there: exit status 1, a message that says so, and no password in it.
+unreachable = subprocess.run(
+    [bench, "--quick", "--filter", "postgresql", "--postgres",
+     "postgresql://bench:s3cret-word@/quota?host=/nonexistent-socket-dir"],
+    capture_output=True, text=True)
+expect(unreachable.returncode == 1 and
+       "cannot connect to the PostgreSQL server given by --postgres" in unreachable.stderr and
+       "s3cret-word" not in unreachable.stderr + unreachable.stdout,
+       f"an unreachable server: exit {unreachable.returncode}, stderr {unreachable.stderr!r}")
+
 listed = subprocess.run([bench, "--list"], check=True, capture_output=True, text=True)
 names = listed.stdout.split()
+postgresql_names = [name for name in names if "/postgresql/" in name]
+names = [name for name in names if "/postgresql/" not in name]
 run = subprocess.run([bench, "--quick", "--json"], check=True, capture_output=True, text=True)
 document = json.loads(run.stdout)
+expect(document.get("postgresql") == {"skipped": "no --postgres URI given"} and
+       "the PostgreSQL cases are skipped: no --postgres URI given" in run.stderr,
+       f"a run without --postgres does not say the PostgreSQL cases were skipped: "
+       f"{document.get('postgresql')!r}, {run.stderr[-300:]!r}")
+expect(len(postgresql_names) == 29, f"expected 25 PostgreSQL cases and 4 exactness runs listed, "
+       f"got {len(postgresql_names)}")
 
 
 def number(item, key, where):
@@ -121,6 +147,60 @@ measures = [row["measure"] for row in document["targets"]]
 expect(len(measures) == 12, f"expected 12 targets, got {len(measures)}")
 for row in document["targets"]:
     expect(row["met"] in (True, False), f"target {row['measure']}: not evaluated ({row['figures']})")
+
+# The PostgreSQL cases, on the test server when there is one.
+server = os.environ.get("QUOTA_TEST_POSTGRES")
+if server:
+    pg_run = subprocess.run([bench, "--quick", "--json", "--filter", "postgresql", "--postgres", server],
+                            capture_output=True, text=True)
+    expect(pg_run.returncode == 0, f"the PostgreSQL cases failed: {pg_run.stderr[-600:]!r}")
+    if pg_run.returncode == 0:
+        pg = json.loads(pg_run.stdout)
+        expect(pg["cases"] == [] and pg["contention"] == [], "--filter postgresql ran SQLite cases")
+        postgresql = pg["postgresql"]
+        for key in ("server_version", "version", "connection", "synchronous_commit", "fsync"):
+            expect(isinstance(postgresql.get(key), str) and postgresql[key], f"postgresql: no {key}")
+        expect(postgresql["synchronous_commit"] == "on", "postgresql: synchronous_commit not on")
+        pg_cases = {case["name"]: case for case in postgresql["cases"]}
+        exact = {item["name"]: item for item in postgresql["exact"]}
+        expect(sorted(postgresql_names) == sorted(list(pg_cases) + list(exact)),
+               f"the PostgreSQL cases run are not those listed: "
+               f"{sorted(set(postgresql_names) ^ set(pg_cases) ^ set(exact))}")
+        for name, case in pg_cases.items():
+            for key in figures[:-1] + ("operations", "allowed_share"):
+                number(case, key, name)
+            expect(case["operations"] > 0, f"{name}: no operation ran")
+            expect(case["clients"] == (8 if name.endswith("/8_clients") else 1),
+                   f"{name}: clients {case['clients']}")
+            number(case["ratios"], "upsert", name)
+            expect(case["reference"].startswith("upsert_text/postgresql/"),
+                   f"{name}: ratio to {case['reference']}")
+            if case["subject"] == "check":
+                number(case["ratios"], "point_select", name)
+            if case["subject"] == "consume":
+                expect(case["allowed_share"] > 0, f"{name}: nothing was allowed")
+        for name, item in exact.items():
+            last = item["repetitions"][-1]
+            # Correctness, not speed: exactly the limit admitted, and counted by the state.
+            expect(item["exact"] is True and last["admitted"] == item["limit_maximum"] and
+                   last["recorded"] == last["admitted"] and
+                   last["operations"] == 8 * 25 > item["limit_maximum"],
+                   f"{name}: not exact: {item}")
+        expect(len(postgresql["targets"]) == 4 and
+               all(row["met"] in (True, False) for row in postgresql["targets"]),
+               f"the PostgreSQL targets are not all evaluated: {postgresql['targets']}")
+        psql = shutil.which("psql")
+        if psql:
+            left = subprocess.run([psql, server, "-Atc", "SELECT count(*) FROM pg_namespace "
+                                   f"WHERE nspname = '{postgresql['schema']}'"],
+                                  capture_output=True, text=True)
+            expect(left.stdout.strip() == "0", f"the bench's schema was not dropped: {left.stdout!r}")
+        text = subprocess.run([bench, "--quick", "--filter", "upsert_text/postgresql/1000",
+                               "--postgres", server], check=True, capture_output=True, text=True)
+        expect("PostgreSQL " + postgresql["server_version"] in text.stdout,
+               "the printed table does not name the server's version")
+else:
+    print("quota-bench --quick: the PostgreSQL cases skipped: no $QUOTA_TEST_POSTGRES")
 
 if failures:
     print("\n".join(failures))

@@ -14,6 +14,14 @@
 // wal_normal); and two processes consuming on one owner (contention/...), with SQLite's busy
 // timeout and checkpoint and with the engine's (the defaults).
 //
+// On PostgreSQL (--postgres URI; without it these cases are skipped and the run says so; the
+// setting's name is postgresql, more than one client is /N_clients, one hot owner /1/):
+//   upsert_text, select_text the server's floor: the bare upsert and point SELECT, text key
+//   consume, check           quota::Engine::open(URI), each algorithm
+// with 1 client and with 8 (threads, each its own connection), over 1,000 owners; 8 clients on
+// one hot owner for upsert_text and consume; and exact/ALGORITHM: 8 clients consuming on one
+// owner of a small limit, admitted exactly as often as the limit allows (postgresql.cpp).
+//
 // Each case runs for --duration after a warm-up, --repetitions times; the repetitions run
 // every case in turn, in reverse order every other time, so that drift on a noisy machine
 // hits the baselines and the product alike. A figure is the median of the repetitions; a
@@ -24,6 +32,7 @@
 //   quota-bench --json          the same as one JSON document
 //   quota-bench --quick --json  tiny counts (the test suite checks the document's shape)
 //   quota-bench --help          every option
+//   quota-bench --postgres URI --filter postgresql   only the PostgreSQL cases
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Statement.h>
 #include <fmt/format.h>
@@ -37,6 +46,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 
 #include "bench.h"
@@ -56,6 +66,10 @@ SELECT) and the article's SQL-only design, in one run, and evaluates the targets
                          evaluated again; measure nothing
   --filter TEXT          only the cases whose name contains TEXT (repeatable); the baselines
                          their ratios need are added
+  --postgres URI         also run the PostgreSQL cases on this server (postgresql://...,
+                         without options=: the bench sets search_path and
+                         synchronous_commit on); they work in a schema of their own,
+                         quota_bench_PID, dropped at the end. Without it they are skipped
   --duration SECONDS     measured time per case and repetition (default 1)
   --repetitions N        runs of every case (default 3)
   --quick                tiny counts, for the test suite: 10 ms per case, one repetition,
@@ -89,7 +103,7 @@ struct Config {
   bool quick = false;
   bool list = false;
   bool prepare = false;
-  std::optional<std::string> out, report, work_dir, count_case, statement, setup;
+  std::optional<std::string> out, report, work_dir, count_case, statement, setup, postgres;
   std::vector<std::string> filters;
   FileSettings file;
   bool memstatus = true;
@@ -186,6 +200,19 @@ Config parse(int argc, char** argv) {
       config.report = value();
     } else if (arg == "--work-dir") {
       config.work_dir = value();
+    } else if (arg == "--postgres") {
+      config.postgres = value();
+      if (!is_postgresql_uri(*config.postgres)) {
+        usage_error(
+            "--postgres takes a postgresql:// URI (postgresql://USER@/DATABASE?host=SOCKET-DIR), "
+            "not '" +
+            *config.postgres + "'");
+      }
+      if (config.postgres->find("options=") != std::string::npos) {
+        usage_error(
+            "--postgres: leave options= out of the URI: the bench sets search_path and "
+            "synchronous_commit on itself");
+      }
     } else if (arg == "--filter") {
       config.filters.emplace_back(value());
     } else if (arg == "--duration") {
@@ -236,6 +263,14 @@ struct Scale {
   std::int64_t contention_maximum = 20'000;
 };
 
+constexpr int kPostgresqlClients = 8;
+
+// The exactness runs on PostgreSQL: 8 clients, one owner of a small limit.
+std::string exact_name(quota::Algorithm algorithm) {
+  return fmt::format("exact/{}/postgresql/1/{}_clients", quota::to_string(algorithm),
+                     kPostgresqlClients);
+}
+
 constexpr quota::Algorithm kAlgorithms[] = {
     quota::Algorithm::sliding_log, quota::Algorithm::fixed_window, quota::Algorithm::sliding_window,
     quota::Algorithm::token_bucket};
@@ -272,6 +307,26 @@ std::vector<Case> all_cases(const Scale& scale) {
       add(Subject::consume, setting, scale.log_owners, quota::Algorithm::sliding_log, limit);
     }
   }
+  // PostgreSQL: 1 and 8 clients over the owners, then 8 clients on one hot owner.
+  auto add_postgresql = [&](Subject subject, std::int64_t owners, int clients,
+                            quota::Algorithm algorithm = quota::Algorithm::fixed_window) {
+    Case c{subject, Setting::postgresql, algorithm, owners, 0};
+    c.clients = clients;
+    cases.push_back(c);
+  };
+  for (int clients : {1, kPostgresqlClients}) {
+    add_postgresql(Subject::upsert_text, scale.owners, clients);
+    for (auto algorithm : kAlgorithms) {
+      add_postgresql(Subject::consume, scale.owners, clients, algorithm);
+    }
+    add_postgresql(Subject::select_text, scale.owners, clients);
+    for (auto algorithm : kAlgorithms)
+      add_postgresql(Subject::check, scale.owners, clients, algorithm);
+  }
+  add_postgresql(Subject::upsert_text, 1, kPostgresqlClients);
+  for (auto algorithm : kAlgorithms) {
+    add_postgresql(Subject::consume, 1, kPostgresqlClients, algorithm);
+  }
   return cases;
 }
 
@@ -281,6 +336,17 @@ struct References {
 };
 
 References references_of(const Case& c, const Scale& scale) {
+  if (c.setting == Setting::postgresql) {
+    // The server's floor with as many clients on as many owners: the bare text-key upsert
+    // (and the bare point SELECT for check).
+    auto name = [&](Subject subject) {
+      Case base{subject, Setting::postgresql, {}, c.owners, 0};
+      base.clients = c.clients;
+      return base.name();
+    };
+    return {name(Subject::upsert_text), "",
+            c.subject == Subject::check ? name(Subject::select_text) : "", "", ""};
+  }
   const std::int64_t owners = c.log_limit > 0 ? scale.owners : c.owners;
   auto name = [&](Subject subject) { return Case{subject, c.setting, {}, owners, 0}.name(); };
   References references{name(Subject::upsert_int), name(Subject::upsert_text), "", "", ""};
@@ -371,6 +437,7 @@ nlohmann::json case_json(const Case& c, const std::vector<CaseRun>& runs,
                          {"subject", subject_name(c.subject)},
                          {"setting", setting_name(c.setting)},
                          {"owners", c.owners}};
+  if (c.setting == Setting::postgresql) json["clients"] = c.clients;
   if (c.engine()) json["algorithm"] = quota::to_string(c.algorithm);
   if (c.log_limit > 0) json["log_limit"] = c.log_limit;
   std::vector<nlohmann::json> repetitions;
@@ -407,7 +474,8 @@ nlohmann::json case_json(const Case& c, const std::vector<CaseRun>& runs,
   ratio("point_select", references.select);
   ratio("point_select_text", references.select_text);
   ratio("short_log", references.short_log);
-  ratio("rss", references.upsert, true);
+  // A server's memory is not the client process's: no RSS ratio on PostgreSQL.
+  if (c.setting != Setting::postgresql) ratio("rss", references.upsert, true);
   json["ratios"] = ratios;
   json["reference"] = references.upsert;
   json["repetitions"] = repetitions;
@@ -463,6 +531,31 @@ nlohmann::json contention_json(BusyWait wait, const std::vector<ContentionRun>& 
   return json;
 }
 
+// One algorithm's exactness runs: admitted must be min(operations answered, maximum), and the
+// owner's state must count exactly what was admitted.
+nlohmann::json exact_json(quota::Algorithm algorithm, const std::vector<Measurement>& runs,
+                          std::int64_t maximum) {
+  nlohmann::json repetitions = nlohmann::json::array();
+  bool exact = true;
+  for (const Measurement& m : runs) {
+    const std::int64_t expected = std::min(m.operations - m.failures, maximum);
+    const bool this_exact = m.admitted == expected && m.recorded == m.admitted;
+    exact = exact && this_exact;
+    repetitions.push_back({{"operations", m.operations},
+                           {"admitted", m.admitted},
+                           {"expected_admitted", expected},
+                           {"recorded", m.recorded},
+                           {"failures", m.failures},
+                           {"exact", this_exact}});
+  }
+  return {{"name", exact_name(algorithm)},
+          {"algorithm", quota::to_string(algorithm)},
+          {"clients", kPostgresqlClients},
+          {"limit_maximum", maximum},
+          {"exact", exact},
+          {"repetitions", repetitions}};
+}
+
 // ---------------------------------------------------------------------------------------
 
 class WorkDir {
@@ -508,6 +601,9 @@ int run(const Config& config) {
     if (!file) usage_error("cannot read " + *config.report);
     nlohmann::json saved = nlohmann::json::parse(file);
     saved["targets"] = evaluate_targets(saved);  // as this build evaluates them
+    if (saved.contains("postgresql") && saved["postgresql"].contains("cases")) {
+      saved["postgresql"]["targets"] = evaluate_postgresql_targets(saved);
+    }
     std::cout << (config.markdown ? render_markdown(saved) : render_text(saved));
     return 0;
   }
@@ -522,7 +618,18 @@ int run(const Config& config) {
     repetitions = 1;
   }
   const std::vector<Case> everything = all_cases(scale);
-  const std::vector<Case> cases = select_cases(everything, scale, config.filters);
+  std::vector<Case> cases = select_cases(everything, scale, config.filters);
+  std::vector<quota::Algorithm> exactness;
+  for (auto algorithm : kAlgorithms) {
+    if (selected(exact_name(algorithm), config.filters)) exactness.push_back(algorithm);
+  }
+  const auto on_postgresql = [](const Case& c) { return c.setting == Setting::postgresql; };
+  const bool wants_postgresql =
+      !exactness.empty() || std::any_of(cases.begin(), cases.end(), on_postgresql);
+  if (!config.postgres) {
+    cases.erase(std::remove_if(cases.begin(), cases.end(), on_postgresql), cases.end());
+    exactness.clear();
+  }
   const std::vector<BusyWait> contention = [&] {
     std::vector<BusyWait> waits;
     for (BusyWait wait : {BusyWait::sqlite_busy_timeout, BusyWait::engine}) {
@@ -534,6 +641,7 @@ int run(const Config& config) {
   }();
   if (config.list) {
     for (const Case& c : everything) std::cout << c.name() << "\n";
+    for (auto algorithm : kAlgorithms) std::cout << exact_name(algorithm) << "\n";
     for (BusyWait wait : {BusyWait::sqlite_busy_timeout, BusyWait::engine}) {
       std::cout << "contention/" << busy_wait_name(wait) << "\n";
     }
@@ -544,6 +652,10 @@ int run(const Config& config) {
     const auto found = std::find_if(everything.begin(), everything.end(),
                                     [&](const Case& c) { return c.name() == *config.count_case; });
     if (found == everything.end()) usage_error("no case '" + *config.count_case + "' (see --list)");
+    if (found->setting == Setting::postgresql) {
+      usage_error("--count-instructions counts the SQLite cases only, not '" + *config.count_case +
+                  "'");
+    }
     const std::optional<Replacement> replacement =
         config.statement ? std::optional<Replacement>({config.setup ? read_text(*config.setup) : "",
                                                        read_text(*config.statement)})
@@ -556,11 +668,22 @@ int run(const Config& config) {
 
   const WorkDir work_dir(config.work_dir);
   const Templates templates(work_dir.path(), config.file);
+  PostgresqlScale postgresql_scale;
+  if (config.quick) postgresql_scale = {scale.owners, 100, 25};
+  std::unique_ptr<PostgresqlBench> postgresql;
+  if (!config.postgres) {
+    if (wants_postgresql) {
+      std::cerr << "quota-bench: the PostgreSQL cases are skipped: no --postgres URI given\n";
+    }
+  } else if (wants_postgresql && !config.prepare) {
+    postgresql = std::make_unique<PostgresqlBench>(*config.postgres, postgresql_scale);
+  }
 
   // Templates first, each built in a child so that the parent stays small.
   const std::string load_before = load_average();
   const auto started = std::chrono::steady_clock::now();
   for (const Case& c : cases) {
+    if (c.setting == Setting::postgresql) continue;  // PostgresqlBench made its schema
     const Measurement built = in_child(
         [&] {
           templates.prepare(c);
@@ -573,13 +696,21 @@ int run(const Config& config) {
 
   std::map<std::string, std::vector<CaseRun>> by_name;
   std::map<BusyWait, std::vector<ContentionRun>> contended;
+  std::map<quota::Algorithm, std::vector<Measurement>> exact_runs;
+  int postgresql_sequence = 0;
   for (int repetition = 0; repetition < repetitions; ++repetition) {
     std::vector<Case> order = cases;
     if (repetition % 2) std::reverse(order.begin(), order.end());
     for (const Case& c : order) {
       CaseRun run;
-      run.measurement =
-          in_child([&] { return run_case(c, templates, budget, repetition); }, &run.peak_rss_kib);
+      if (c.setting == Setting::postgresql) {
+        const int sequence = postgresql_sequence++;
+        run.measurement =
+            in_child([&] { return postgresql->run(c, budget, sequence); }, &run.peak_rss_kib);
+      } else {
+        run.measurement =
+            in_child([&] { return run_case(c, templates, budget, repetition); }, &run.peak_rss_kib);
+      }
       if (run.measurement.error[0])
         throw std::runtime_error(c.name() + ": " + run.measurement.error);
       std::cerr << "[" << repetition + 1 << "/" << repetitions << "] " << c.name() << ": "
@@ -593,6 +724,15 @@ int run(const Config& config) {
           run_contention(wait, work_dir.path(), contended_budget, scale.contention_maximum));
       std::cerr << "[" << repetition + 1 << "/" << repetitions << "] contention/"
                 << busy_wait_name(wait) << "\n";
+    }
+    for (auto algorithm : exactness) {
+      const Measurement m =
+          in_child([&] { return postgresql->run_exact(algorithm, kPostgresqlClients, repetition); },
+                   nullptr);
+      if (m.error[0]) throw std::runtime_error(exact_name(algorithm) + ": " + m.error);
+      std::cerr << "[" << repetition + 1 << "/" << repetitions << "] " << exact_name(algorithm)
+                << ": " << m.admitted << " of " << m.operations << " admitted\n";
+      exact_runs[algorithm].push_back(m);
     }
   }
 
@@ -615,13 +755,32 @@ int run(const Config& config) {
         {"log_limits", {scale.short_log, scale.long_log}},
         {"log_owners", scale.log_owners}}}};
   result["cases"] = nlohmann::json::array();
+  nlohmann::json postgresql_cases = nlohmann::json::array();
   for (const Case& c : cases) {
-    result["cases"].push_back(case_json(c, by_name.at(c.name()), by_name, scale));
+    (c.setting == Setting::postgresql ? postgresql_cases : result["cases"])
+        .push_back(case_json(c, by_name.at(c.name()), by_name, scale));
+  }
+  if (postgresql) {
+    result["postgresql"] = postgresql->server();
+    result["postgresql"]["scale"] = {{"owners", postgresql_scale.owners},
+                                     {"clients", kPostgresqlClients},
+                                     {"exact_maximum", postgresql_scale.exact_maximum},
+                                     {"exact_per_client", postgresql_scale.exact_per_client}};
+    result["postgresql"]["cases"] = postgresql_cases;
+    result["postgresql"]["exact"] = nlohmann::json::array();
+    for (auto algorithm : exactness) {
+      result["postgresql"]["exact"].push_back(
+          exact_json(algorithm, exact_runs[algorithm], postgresql_scale.exact_maximum));
+    }
+  } else {
+    result["postgresql"] = {
+        {"skipped", config.postgres ? "no PostgreSQL case selected" : "no --postgres URI given"}};
   }
   result["contention"] = nlohmann::json::array();
   for (BusyWait wait : contention)
     result["contention"].push_back(contention_json(wait, contended[wait]));
   result["targets"] = evaluate_targets(result);
+  if (postgresql) result["postgresql"]["targets"] = evaluate_postgresql_targets(result);
 
   if (config.out) std::ofstream(*config.out) << result.dump(2) << "\n";
   if (config.json) {

@@ -115,6 +115,39 @@ Table targets_table(const json& run) {
   return table;
 }
 
+// The PostgreSQL cases: ratios to the bare text-key upsert (and point SELECT) with as many
+// clients on as many owners.
+Table postgresql_table(const json& postgresql) {
+  Table table = {{"case", "clients", "ops/s", "p50 µs", "p99 µs", "p99.9 µs", "max µs",
+                  "× bare upsert", "× bare SELECT", "allowed"}};
+  for (const json& item : postgresql.at("cases")) {
+    const json& ratios = item.at("ratios");
+    table.push_back({item.at("name").get<std::string>(),
+                     fmt::format("{}", item.value("clients", 1)), ops(item),
+                     number(item, "p50_us", "{:.0f}"), number(item, "p99_us", "{:.0f}"),
+                     number(item, "p999_us", "{:.0f}"), number(item, "max_us", "{:.0f}"),
+                     number(ratios, "upsert", "{:.2f}"), number(ratios, "point_select", "{:.2f}"),
+                     item.contains("algorithm")
+                         ? fmt::format("{:.1f} %", 100 * item.value("allowed_share", 0.0))
+                         : ""});
+  }
+  return table;
+}
+
+Table exact_table(const json& postgresql) {
+  Table table = {{"one owner, small limit", "clients", "limit", "admitted (last run)",
+                  "state counts (last run)", "exact (every run)"}};
+  for (const json& item : postgresql.at("exact")) {
+    const json& last = item.at("repetitions").back();
+    table.push_back(
+        {item.at("algorithm").get<std::string>(), fmt::format("{}", item.value("clients", 0)),
+         fmt::format("{}", item.value("limit_maximum", 0)),
+         fmt::format("{} of {} operations", last.value("admitted", 0), last.value("operations", 0)),
+         fmt::format("{}", last.value("recorded", -1)), item.value("exact", false) ? "yes" : "NO"});
+  }
+  return table;
+}
+
 // Display width: µ and × are one column each but two bytes in UTF-8.
 std::size_t width(const std::string& text) {
   std::size_t columns = 0;
@@ -178,11 +211,30 @@ std::string machine_line(const json& run) {
       "{}, {} cores, {}; SQLite {}{}; {} ({}); load average {} before, {} after; {} s per case, "
       "median of {} repetitions{}",
       m.value("cpu", "?"), m.value("cores", 0), m.value("kernel", "?"), m.value("sqlite", "?"),
-      m.value("sqlite_lookaside", false) ? " with lookaside" : "",
-      m.value("compiler", "?"), m.value("build_type", "?"), m.value("load_average_before", "?"),
+      m.value("sqlite_lookaside", false) ? " with lookaside" : "", m.value("compiler", "?"),
+      m.value("build_type", "?"), m.value("load_average_before", "?"),
       m.value("load_average_after", "?"), r.value("duration_s", 0.0), r.value("repetitions", 0),
       r.value("quick", false) ? " (--quick: tiny counts, figures mean nothing)" : "");
   return line + settings_note(r);
+}
+
+std::string postgresql_line(const json& run) {
+  const json& p = run.at("postgresql");
+  return fmt::format(
+      "PostgreSQL {} over a {}, synchronous_commit {} (server default {}), fsync {}, "
+      "wal_sync_method {}, shared_buffers {}; {} owners, {} clients in the multi-client cases",
+      p.value("server_version", "?"), p.value("connection", "?"),
+      p.value("synchronous_commit", "?"), p.value("synchronous_commit_default", "?"),
+      p.value("fsync", "?"), p.value("wal_sync_method", "?"), p.value("shared_buffers", "?"),
+      p.at("scale").value("owners", 0), p.at("scale").value("clients", 0));
+}
+
+bool has_postgresql(const json& run) {
+  return run.contains("postgresql") && run.at("postgresql").contains("cases");
+}
+
+bool has_sqlite(const json& run) {
+  return !run.at("cases").empty() || !run.at("contention").empty();
 }
 
 std::string first_line_of(const std::string& path, const std::string& key) {
@@ -220,6 +272,51 @@ json describe_machine(const std::string& build_type) {
           {"compiler", compiler},
           {"build_type", build_type},
           {"date", date}};
+}
+
+json evaluate_postgresql_targets(const json& run) {
+  const json& postgresql = run.at("postgresql");
+  const json& cases = postgresql.at("cases");
+  const std::int64_t owners = postgresql.at("scale").at("owners");
+  const int clients = postgresql.at("scale").at("clients");
+  const std::vector<std::string> algorithms = {"sliding_log", "fixed_window", "sliding_window",
+                                               "token_bucket"};
+  auto per_algorithm = [&](std::int64_t count, int with) {
+    std::vector<std::pair<std::string, const json*>> figures;
+    for (const std::string& algorithm : algorithms) {
+      const std::string suffix = with > 1 ? fmt::format("/{}_clients", with) : "";
+      figures.emplace_back(algorithm, find_named(cases, fmt::format("consume/{}/postgresql/{}{}",
+                                                                    algorithm, count, suffix)));
+    }
+    return figures;
+  };
+  json targets = json::array();
+  targets.push_back(target("PostgreSQL consume, every algorithm, 1 client",
+                           "≤ 1.3× the bare upsert", per_algorithm(owners, 1), ratio_of("upsert"),
+                           1.3, true, "{:.2f}×"));
+  targets.push_back(target(fmt::format("PostgreSQL consume, every algorithm, {} clients", clients),
+                           "≤ 1.3× the bare upsert", per_algorithm(owners, clients),
+                           ratio_of("upsert"), 1.3, true, "{:.2f}×"));
+  std::vector<std::pair<std::string, const json*>> exact;
+  for (const std::string& algorithm : algorithms) {
+    const json* found = nullptr;
+    for (const json& item : postgresql.at("exact")) {
+      if (item.at("algorithm") == algorithm) found = &item;
+    }
+    exact.emplace_back(algorithm, found);
+  }
+  const std::string hot = fmt::format("PostgreSQL, {} clients on one owner", clients);
+  targets.push_back(target(
+      hot + ": admission", "exact", exact,
+      [](const json& item) { return item.value("exact", false) ? 1.0 : 0.0; }, 1, false, "yes/no"));
+  targets.push_back(target(
+      hot + ": consume's throughput", "≥ 0.8× the bare upsert's", per_algorithm(1, clients),
+      [](const json& item) {
+        const double ratio = item.at("ratios").value("upsert", 0.0);
+        return ratio > 0 ? 1 / ratio : 0.0;
+      },
+      0.8, false, "{:.2f}×"));
+  return targets;
 }
 
 json evaluate_targets(const json& run) {
@@ -308,14 +405,42 @@ json evaluate_targets(const json& run) {
   return targets;
 }
 
+// A run of the PostgreSQL cases alone (--filter postgresql) shows only their tables; a run
+// without them says why they were skipped.
 std::string render_text(const json& run) {
-  return "quota-bench: " + machine_line(run) + "\n\n" + aligned(cases_table(run)) + "\n" +
-         aligned(contention_table(run)) + "\n" + aligned(targets_table(run), true);
+  std::string out = "quota-bench: " + machine_line(run) + "\n\n";
+  if (has_sqlite(run)) {
+    out += aligned(cases_table(run)) + "\n" + aligned(contention_table(run)) + "\n" +
+           aligned(targets_table(run), true);
+  }
+  if (has_postgresql(run)) {
+    const json& postgresql = run.at("postgresql");
+    json shown = run;
+    shown["targets"] = postgresql.at("targets");
+    out += (has_sqlite(run) ? "\n" : "") + postgresql_line(run) + "\n\n" +
+           aligned(postgresql_table(postgresql)) + "\n" + aligned(exact_table(postgresql)) + "\n" +
+           aligned(targets_table(shown), true);
+  } else if (run.contains("postgresql")) {
+    out += "\nPostgreSQL cases skipped: " + run.at("postgresql").value("skipped", "?") + "\n";
+  }
+  return out;
 }
 
 std::string render_markdown(const json& run) {
-  return "Machine: " + machine_line(run) + ".\n\n" + markdown(targets_table(run), true) + "\n" +
-         markdown(cases_table(run)) + "\n" + markdown(contention_table(run));
+  std::string out = "Machine: " + machine_line(run) + ".\n\n";
+  if (has_sqlite(run)) {
+    out += markdown(targets_table(run), true) + "\n" + markdown(cases_table(run)) + "\n" +
+           markdown(contention_table(run));
+  }
+  if (has_postgresql(run)) {
+    const json& postgresql = run.at("postgresql");
+    json shown = run;
+    shown["targets"] = postgresql.at("targets");
+    out += (has_sqlite(run) ? "\n" : "") + postgresql_line(run) + ".\n\n" +
+           markdown(targets_table(shown), true) + "\n" + markdown(postgresql_table(postgresql)) +
+           "\n" + markdown(exact_table(postgresql));
+  }
+  return out;
 }
 
 }  // namespace quota_bench

@@ -175,34 +175,6 @@ void execute(sqlite3* db, const std::string& sql) {
   }
 }
 
-// The owners of a case: "user:<n>" (or n for an integer key), picked at random (the same
-// sequence for every case) or in turn.
-class Owners {
- public:
-  Owners(std::int64_t count, bool in_turn, std::int64_t position)
-      : count_(count), in_turn_(in_turn), position_(position) {}
-
-  std::int64_t next() {
-    if (in_turn_) return position_++ % count_;
-    random_ ^= random_ >> 12;  // xorshift64*
-    random_ ^= random_ << 25;
-    random_ ^= random_ >> 27;
-    return static_cast<std::int64_t>((random_ * 0x2545F4914F6CDD1DULL) >> 1) % count_;
-  }
-
-  std::string_view text(std::int64_t owner) {
-    char* end = std::to_chars(buffer_ + 5, buffer_ + sizeof buffer_, owner).ptr;
-    return {buffer_, static_cast<std::size_t>(end - buffer_)};
-  }
-
- private:
-  std::int64_t count_;
-  bool in_turn_;
-  std::int64_t position_;
-  std::uint64_t random_ = 0x9E3779B97F4A7C15ULL;
-  char buffer_[32] = {'u', 's', 'e', 'r', ':'};
-};
-
 // ---------------------------------------------------------------------------------------
 // Templates.
 
@@ -581,6 +553,7 @@ std::string Case::name() const {
   if (engine()) name += "/" + std::string(quota::to_string(algorithm));
   name += fmt::format("/{}/{}", setting_name(setting), owners);
   if (log_limit > 0) name += fmt::format("/limit_{}", log_limit);
+  if (clients > 1) name += fmt::format("/{}_clients", clients);
   return name;
 }
 
@@ -592,6 +565,8 @@ const char* setting_name(Setting setting) {
       return "wal_normal";
     case Setting::wal_full:
       return "wal_full";
+    case Setting::postgresql:
+      return "postgresql";
   }
   return "?";
 }
