@@ -261,7 +261,10 @@ $$;
 -- events that the transaction holding the lock committed meanwhile, and would admit too much.
 -- A VOLATILE function takes a fresh snapshot for each query it runs, and the DO UPDATE calls
 -- it once the row is locked, so these see every event of the owner that is committed. They
--- are the same queries as SQLite's subqueries in the statements.
+-- are the same queries as SQLite's subqueries in the statements. PL/pgSQL rather than SQL
+-- functions: PL/pgSQL keeps each query's plan for the session, while a VOLATILE SQL function
+-- is planned again at every call (about 30 % of a sliding-log consume on the server,
+-- docs/performance-notes.md).
 --   quota_log_live_base: the running total before the first event after `after_ms` (NULL
 --     when there is none): the owner's usage is its total minus this.
 --   quota_log_covering_event: the time of the first event after `after_ms` whose running
@@ -269,25 +272,31 @@ $$;
 --   quota_log_newest_kept: the time of the first event whose running total reaches `total`:
 --     the newest event a refund down to `total` keeps.
 CREATE FUNCTION quota_log_live_base(limit_name text, owner text, after_ms bigint)
-RETURNS bigint LANGUAGE sql VOLATILE AS $$
-  SELECT e.total - e.cost FROM quota_log AS e
-  WHERE e.limit_name = $1 AND e.owner = $2 AND e.at_ms > $3
-  ORDER BY e.at_ms LIMIT 1
+RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  RETURN (SELECT e.total - e.cost FROM quota_log AS e
+          WHERE e.limit_name = $1 AND e.owner = $2 AND e.at_ms > $3
+          ORDER BY e.at_ms LIMIT 1);
+END
 $$;
 
 CREATE FUNCTION quota_log_covering_event(limit_name text, owner text, after_ms bigint,
                                          total bigint)
-RETURNS bigint LANGUAGE sql VOLATILE AS $$
-  SELECT e.at_ms FROM quota_log AS e
-  WHERE e.limit_name = $1 AND e.owner = $2 AND e.at_ms > $3 AND e.total >= $4
-  ORDER BY e.at_ms LIMIT 1
+RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  RETURN (SELECT e.at_ms FROM quota_log AS e
+          WHERE e.limit_name = $1 AND e.owner = $2 AND e.at_ms > $3 AND e.total >= $4
+          ORDER BY e.at_ms LIMIT 1);
+END
 $$;
 
 CREATE FUNCTION quota_log_newest_kept(limit_name text, owner text, total bigint)
-RETURNS bigint LANGUAGE sql VOLATILE AS $$
-  SELECT e.at_ms FROM quota_log AS e
-  WHERE e.limit_name = $1 AND e.owner = $2 AND e.total >= $3
-  ORDER BY e.at_ms LIMIT 1
+RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+  RETURN (SELECT e.at_ms FROM quota_log AS e
+          WHERE e.limit_name = $1 AND e.owner = $2 AND e.total >= $3
+          ORDER BY e.at_ms LIMIT 1);
+END
 $$;
 
 -- The log of a sliding_log owner: what the latest request recorded becomes an event at
