@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
+#include "backend.h"
 #include "model.h"
 #include "statements.h"
-#include "backend.h"
 #include "support.h"
 
 namespace quota::test {

@@ -239,10 +239,9 @@ class PostgresqlStore final : public Store {
   }
 
   void rollback() noexcept override {
-    PQclear(PQexec(connection_, nested_exclusive_
-                                    ? "ROLLBACK TO SAVEPOINT quota_exclusive; "
-                                      "RELEASE SAVEPOINT quota_exclusive"
-                                    : "ROLLBACK"));
+    PQclear(PQexec(connection_, nested_exclusive_ ? "ROLLBACK TO SAVEPOINT quota_exclusive; "
+                                                    "RELEASE SAVEPOINT quota_exclusive"
+                                                  : "ROLLBACK"));
     unlock_session();
   }
 
@@ -256,8 +255,8 @@ class PostgresqlStore final : public Store {
   void unlock_session() noexcept {
     if (!session_lock_) return;
     session_lock_ = false;
-    PQclear(PQexec(connection_,
-                   fmt::format("SELECT pg_advisory_unlock({})", kMigrationLock).c_str()));
+    PQclear(
+        PQexec(connection_, fmt::format("SELECT pg_advisory_unlock({})", kMigrationLock).c_str()));
   }
 
   struct Savepoint {
