@@ -149,8 +149,10 @@ TEST_CASE("gc deletes the same state on both backends and changes no answer", "[
   CHECK(answers[1] == answers[0]);
 }
 
-TEST_CASE("PostgreSQL admits exactly the maximum to many processes and threads at once",
-          "[backends][concurrency]") {
+TEST_CASE(
+    "PostgreSQL admits exactly the maximum to many processes and threads at once, and keeps "
+    "every record",
+    "[backends][concurrency]") {
   const Algorithm algorithm =
       GENERATE(from_range(std::begin(kAllAlgorithms), std::end(kAllAlgorithms)));
   CAPTURE(algorithm);
@@ -178,6 +180,7 @@ TEST_CASE("PostgreSQL admits exactly the maximum to many processes and threads a
             for (int i = 0; i < kAttempts; ++i) {
               engine.consume("hot", "one");
               engine.consume("hot", "owner-" + std::to_string(i % 12));
+              engine.record("hot", "recorded");
             }
           } catch (...) {
             ++failures;
@@ -195,6 +198,8 @@ TEST_CASE("PostgreSQL admits exactly the maximum to many processes and threads a
   const Usage one = engine.owner_usage("hot", "one");
   CHECK(one.used == kMaximum);
   CHECK(one.denied == kProcesses * kThreads * kAttempts - kMaximum);
+  // Every record is kept, far past the maximum.
+  CHECK(engine.owner_usage("hot", "recorded").used == kProcesses * kThreads * kAttempts);
   // Twelve owners took 48 attempts each: every one admitted (48 <= 60) and recorded.
   for (int o = 0; o < 12; ++o) {
     const Usage row = engine.owner_usage("hot", "owner-" + std::to_string(o));
