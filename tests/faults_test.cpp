@@ -259,43 +259,6 @@ TEST_CASE("quotactl on a full disk: exit 3, the file intact", "[faults]") {
   CHECK(db.integer("SELECT count(*) FROM quota_limits WHERE name = 'big'") == 0);
 }
 
-// A child process that holds the write lock of `path` until told to let go.
-class LockHolder {
- public:
-  explicit LockHolder(const std::string& path) {
-    int to_child[2], from_child[2];
-    REQUIRE(pipe(to_child) == 0);
-    REQUIRE(pipe(from_child) == 0);
-    pid_ = fork_child([&] {
-      close(to_child[1]);
-      close(from_child[0]);
-      RawDb db(path);
-      db.exec("BEGIN IMMEDIATE");
-      char byte = 'L';
-      if (write(from_child[1], &byte, 1) != 1) return 1;
-      (void)!read(to_child[0], &byte, 1);  // until the parent writes or closes
-      db.exec("ROLLBACK");
-      return 0;
-    });
-    close(to_child[0]);
-    close(from_child[1]);
-    release_ = to_child[1];
-    char byte = 0;
-    REQUIRE(read(from_child[0], &byte, 1) == 1);
-    close(from_child[0]);
-  }
-  ~LockHolder() {
-    close(release_);
-    wait_child(pid_);
-  }
-  LockHolder(const LockHolder&) = delete;
-  LockHolder& operator=(const LockHolder&) = delete;
-
- private:
-  int pid_ = -1;
-  int release_ = -1;
-};
-
 TEST_CASE("a database locked by another process past the timeout: busy, exit 3, nothing changed",
           "[faults][busy]") {
   TempDir dir;

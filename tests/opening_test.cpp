@@ -363,44 +363,6 @@ TEST_CASE("eight processes opening a new file with the library at once all succe
   CHECK(failed == 0);
 }
 
-// Holds a write transaction on `path` (a database in rollback-journal mode) in a child
-// process until the object goes away.
-class WriteLockHolder {
- public:
-  explicit WriteLockHolder(const std::string& path) {
-    int to_child[2], from_child[2];
-    REQUIRE(pipe(to_child) == 0);
-    REQUIRE(pipe(from_child) == 0);
-    pid_ = fork_child([&] {
-      close(to_child[1]);
-      close(from_child[0]);
-      RawDb db(path);
-      db.exec("BEGIN IMMEDIATE; CREATE TABLE held (x)");
-      const char byte = 1;
-      if (write(from_child[1], &byte, 1) != 1) return 1;
-      char ignored = 0;
-      if (read(to_child[0], &ignored, 1) < 0) return 1;  // until the parent closes its end
-      return 0;
-    });
-    close(to_child[0]);
-    close(from_child[1]);
-    release_ = to_child[1];
-    char byte = 0;
-    REQUIRE(read(from_child[0], &byte, 1) == 1);
-    close(from_child[0]);
-  }
-  ~WriteLockHolder() {
-    close(release_);
-    wait_child(pid_);
-  }
-  WriteLockHolder(const WriteLockHolder&) = delete;
-  WriteLockHolder& operator=(const WriteLockHolder&) = delete;
-
- private:
-  int pid_ = -1;
-  int release_ = -1;
-};
-
 TEST_CASE("opening a file locked past the busy timeout says so only once the timeout has passed",
           "[opening][busy]") {
   TempDir dir;
@@ -409,7 +371,7 @@ TEST_CASE("opening a file locked past the busy timeout says so only once the tim
   const std::string before = dump(path);
   constexpr auto kTimeout = std::chrono::milliseconds(300);
   {
-    WriteLockHolder holder(path);
+    LockHolder holder(path, "CREATE TABLE held (x)");
     auto started = Clock::now();
     const Run run = quotactl_run(path, {"migrate", "--busy-timeout", "300ms"});
     auto waited = Clock::now() - started;

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cerrno>
 #include <fstream>
 #include <random>
@@ -166,6 +167,35 @@ int wait_child(int pid) {
     if (errno != EINTR) throw std::runtime_error("waitpid failed");
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+LockHolder::LockHolder(const std::string& path, const std::string& inside) {
+  int to_child[2], from_child[2];
+  REQUIRE(pipe(to_child) == 0);
+  REQUIRE(pipe(from_child) == 0);
+  pid_ = fork_child([&] {
+    close(to_child[1]);
+    close(from_child[0]);
+    RawDb db(path);
+    db.exec("BEGIN IMMEDIATE");
+    if (!inside.empty()) db.exec(inside);
+    char byte = 'L';
+    if (write(from_child[1], &byte, 1) != 1) return 1;
+    (void)!read(to_child[0], &byte, 1);  // until the parent closes its end
+    db.exec("ROLLBACK");
+    return 0;
+  });
+  close(to_child[0]);
+  close(from_child[1]);
+  release_ = to_child[1];
+  char byte = 0;
+  REQUIRE(read(from_child[0], &byte, 1) == 1);
+  close(from_child[0]);
+}
+
+LockHolder::~LockHolder() {
+  close(release_);
+  wait_child(pid_);
 }
 
 }  // namespace quota::test

@@ -107,6 +107,20 @@ std::string text_of_child(const std::function<std::string()>& body);
 // failed.
 bool become_unprivileged();
 
+// A child process that holds the write lock of `path` (BEGIN IMMEDIATE, then `inside`, if
+// any, within the transaction) until the object goes away; then it rolls back.
+class LockHolder {
+ public:
+  explicit LockHolder(const std::string& path, const std::string& inside = "");
+  ~LockHolder();
+  LockHolder(const LockHolder&) = delete;
+  LockHolder& operator=(const LockHolder&) = delete;
+
+ private:
+  int pid_ = -1;
+  int release_ = -1;
+};
+
 // Waits for the child `pid` to end: its exit status, or 128 + the signal that killed it.
 int wait_child(int pid);
 
