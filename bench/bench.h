@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "quota/engine.h"
 #include "quota/limit.h"
 
 namespace quota_bench {
@@ -152,6 +153,26 @@ Measurement measure(Operation&& operation, const Budget& budget) {
     if (now >= stop) break;
   }
   measurement.elapsed_ns = (last - start).count();
+  return measurement;
+}
+
+// measure() of consumes of (limit, owner) on `engine`, where a busy error (another connection
+// held the lock past the timeout) counts as a failure, not an answer.
+inline Measurement measure_consumes(quota::Engine& engine, std::string_view limit,
+                                    std::string_view owner, const Budget& budget) {
+  std::int64_t failures = 0;
+  Measurement measurement = measure(
+      [&]() -> int {
+        try {
+          return engine.consume(limit, owner).allowed;
+        } catch (const quota::Error& error) {
+          if (error.code() != quota::ErrorCode::busy) throw;
+          ++failures;
+          return 0;
+        }
+      },
+      budget);
+  measurement.failures = failures;
   return measurement;
 }
 

@@ -53,20 +53,7 @@ Measurement contend(const std::string& path, BusyWait wait, const Budget& budget
   }
   close(start_fd);
 
-  std::int64_t failures = 0;
-  Measurement measurement = measure(
-      [&]() -> int {
-        try {
-          return engine.consume(kLimit, kOwner).allowed;
-        } catch (const quota::Error& error) {
-          if (error.code() != quota::ErrorCode::busy) throw;
-          ++failures;
-          return 0;
-        }
-      },
-      budget);
-  measurement.failures = failures;
-  return measurement;
+  return measure_consumes(engine, kLimit, kOwner, budget);
 }
 
 }  // namespace

@@ -313,21 +313,8 @@ Measurement PostgresqlBench::run_exact(quota::Algorithm algorithm, int clients, 
   budget.max_operations = scale_.exact_per_client;
   Measurement total = in_threads(clients, [&](int, const std::function<void()>& ready) {
     quota::Engine engine = quota::Engine::open(uri_, options);
-    std::int64_t failures = 0;
     ready();
-    Measurement measurement = measure(
-        [&]() -> int {
-          try {
-            return engine.consume(limit, owner).allowed;
-          } catch (const quota::Error& error) {
-            if (error.code() != quota::ErrorCode::busy) throw;
-            ++failures;
-            return 0;
-          }
-        },
-        budget);
-    measurement.failures = failures;
-    return measurement;
+    return measure_consumes(engine, limit, owner, budget);
   });
   total.recorded = quota::Engine::open(uri_, options).owner_usage(limit, owner).used;
   return total;
