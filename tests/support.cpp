@@ -3,7 +3,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <cerrno>
 #include <fstream>
 #include <random>
@@ -171,8 +170,7 @@ int wait_child(int pid) {
 
 LockHolder::LockHolder(const std::string& path, const std::string& inside) {
   int to_child[2], from_child[2];
-  REQUIRE(pipe(to_child) == 0);
-  REQUIRE(pipe(from_child) == 0);
+  if (pipe(to_child) != 0 || pipe(from_child) != 0) throw std::runtime_error("pipe failed");
   pid_ = fork_child([&] {
     close(to_child[1]);
     close(from_child[0]);
@@ -189,8 +187,13 @@ LockHolder::LockHolder(const std::string& path, const std::string& inside) {
   close(from_child[1]);
   release_ = to_child[1];
   char byte = 0;
-  REQUIRE(read(from_child[0], &byte, 1) == 1);
+  const bool locked = read(from_child[0], &byte, 1) == 1;
   close(from_child[0]);
+  if (!locked) {
+    close(release_);
+    wait_child(pid_);
+    throw std::runtime_error("the lock holder failed before taking its lock");
+  }
 }
 
 LockHolder::~LockHolder() {
