@@ -50,6 +50,7 @@ struct Arguments {
   bool exempt = false;                        // override set --exempt
   bool deny = false;                          // override set --deny
   std::optional<std::string> override_limit;  // override list's optional NAME
+  std::optional<std::string> watch_for;       // watch --for
 };
 
 enum class Colour { green, red, yellow, bold };
@@ -62,6 +63,7 @@ struct Session {
   bool use_colour = false;     // ANSI colour on `out`
   bool show_progress = false;  // progress bars on `out`: a terminal, and not --json
   std::int64_t now = 0;        // the one instant this invocation runs at (Unix ms)
+  bool fixed_now = false;      // --now gave it
   // --server-clock: operations take the time from the database's clock instead of `now`
   // (Options::server_clock), which then serves only to show times.
   bool server_clock = false;
@@ -92,8 +94,9 @@ struct Session {
 
   // Opens the database for a command other than migrate and status: it must exist, be a
   // quota database (a SQLite file, or a server's schema), and be migrated to exactly this
-  // build's schema. Throws quota::Error (exit 3) otherwise, having changed nothing.
-  quota::Engine open_engine() const;
+  // build's schema. Throws quota::Error (exit 3) otherwise, having changed nothing. Its clock
+  // is `now`, or `clock` when given (watch: the time as it goes on).
+  quota::Engine open_engine(quota::Clock clock = {}) const;
 };
 
 // `location` as output and messages name it: a path as is, a URI with its password masked.
