@@ -147,9 +147,10 @@ void WatchHub::add(std::shared_ptr<Subscription> subscription) {
 }
 
 void WatchHub::poke() {
+  if (poked_.exchange(true, std::memory_order_acq_rel)) return;  // already told
   {
+    // Under the lock, so that the thread cannot miss it between its test and its wait.
     std::lock_guard lock(mutex_);
-    poked_ = true;
   }
   wake_.notify_one();
 }
@@ -186,10 +187,11 @@ void WatchHub::run() {
       if (stopping_) return;
       std::erase_if(subscriptions_,
                     [](const auto& subscription) { return !subscription->active(); });
-      poked = std::exchange(poked_, false);
       added_ = false;
       subscriptions = subscriptions_;
     }
+    poked = poked_.exchange(false, std::memory_order_acq_rel);
+    const auto looked = std::chrono::steady_clock::now();
     const std::optional<std::int64_t> deadline = refresh(subscriptions, poked);
     subscriptions.clear();
 
@@ -204,7 +206,12 @@ void WatchHub::run() {
       }
     }
     std::unique_lock lock(mutex_);
-    wake_.wait_for(lock, wait, [&] { return stopping_ || poked_ || added_; });
+    wake_.wait_for(lock, wait, [&] { return stopping_ || added_ || poked_.load(); });
+    // A write sooner than kPokeGap after the last look waits for the gap to pass, with the
+    // writes that follow it meanwhile.
+    if (!stopping_ && !added_ && poked_.load()) {
+      wake_.wait_until(lock, looked + kPokeGap, [&] { return stopping_ || added_; });
+    }
   }
 }
 

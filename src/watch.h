@@ -10,6 +10,8 @@
 //     changes if nothing is written, and the hub wakes at that instant of Options::clock.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -87,6 +89,10 @@ struct Subscription {
   bool active() noexcept;
 };
 
+// Writes through the engine closer together than this are read once: a busy Engine's
+// consumes do not each cost a look.
+inline constexpr std::chrono::milliseconds kPokeGap{5};
+
 class WatchHub {
  public:
   WatchHub(std::unique_ptr<WatchReader> reader, std::chrono::milliseconds interval);
@@ -114,7 +120,9 @@ class WatchHub {
 
   std::mutex mutex_;
   std::condition_variable wake_;
-  bool poked_ = false;
+  // Set by poke() without the lock, so that a burst of writes costs each one an atomic
+  // exchange; only the first after a look takes the lock to wake the thread.
+  std::atomic<bool> poked_{false};
   bool added_ = false;
   bool stopping_ = false;
   std::vector<std::shared_ptr<Subscription>> subscriptions_;
