@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 #include <utility>
 
 namespace quota::detail {
@@ -50,6 +51,46 @@ std::optional<std::int64_t> next_window_end(const Usage& usage, std::int64_t now
   if (usage.used <= 0 || usage.reset_at_ms <= now) return std::nullopt;
   return usage.reset_at_ms;
 }
+
+// One look's reads, each made once: watches of the same limit and owner share them.
+class LookCache final : public WatchReader {
+ public:
+  explicit LookCache(WatchReader& reader) : reader_(reader) {}
+  std::int64_t now() override { return reader_.now(); }
+  std::string marker() override { return reader_.marker(); }
+  std::optional<Algorithm> algorithm(std::string_view limit) override {
+    auto found = algorithms_.find(limit);
+    if (found == algorithms_.end()) {
+      found = algorithms_.emplace(std::string(limit), reader_.algorithm(limit)).first;
+    }
+    return found->second;
+  }
+  std::vector<std::string> owners(Algorithm algorithm, std::string_view limit) override {
+    auto found = owners_.find(limit);
+    if (found == owners_.end()) {
+      found = owners_.emplace(std::string(limit), reader_.owners(algorithm, limit)).first;
+    }
+    return found->second;
+  }
+  std::optional<std::pair<Usage, Result>> read(Algorithm algorithm, std::string_view limit,
+                                               std::string_view owner, std::int64_t cost,
+                                               std::int64_t at) override {
+    Key key{std::string(limit), std::string(owner), cost, at};
+    auto found = readings_.find(key);
+    if (found == readings_.end()) {
+      found =
+          readings_.emplace(std::move(key), reader_.read(algorithm, limit, owner, cost, at)).first;
+    }
+    return found->second;
+  }
+
+ private:
+  using Key = std::tuple<std::string, std::string, std::int64_t, std::int64_t>;
+  WatchReader& reader_;
+  std::map<std::string, std::optional<Algorithm>, std::less<>> algorithms_;
+  std::map<std::string, std::vector<std::string>, std::less<>> owners_;
+  std::map<Key, std::optional<std::pair<Usage, Result>>> readings_;
+};
 
 }  // namespace
 
@@ -231,11 +272,12 @@ std::optional<std::int64_t> WatchHub::refresh(
     return std::nullopt;
   }
   std::optional<std::int64_t> earliest;
+  LookCache look(*reader_);
   for (const auto& subscription : subscriptions) {
     Subscription& watch = *subscription;
     if (changed || watch.stale || (watch.next_at && *watch.next_at <= now)) {
       try {
-        refresh_one(watch, now);
+        refresh_one(look, watch, now);
         watch.stale = false;
       } catch (const Error&) {
         watch.stale = true;  // busy or io: read again at the next look
@@ -246,7 +288,7 @@ std::optional<std::int64_t> WatchHub::refresh(
   return earliest;
 }
 
-void WatchHub::refresh_one(Subscription& watch, std::int64_t now) {
+void WatchHub::refresh_one(WatchReader& reader, Subscription& watch, std::int64_t now) {
   const auto removed = [&] {
     watch.end(std::make_exception_ptr(Error(
         ErrorCode::unknown_limit,
@@ -255,14 +297,14 @@ void WatchHub::refresh_one(Subscription& watch, std::int64_t now) {
                     watch.limit),
         watch.limit)));
   };
-  const std::optional<Algorithm> algorithm = reader_->algorithm(watch.limit);
+  const std::optional<Algorithm> algorithm = reader.algorithm(watch.limit);
   if (!algorithm) return removed();
 
   std::set<std::string, std::less<>> owners;
   if (watch.owner) {
     owners.insert(*watch.owner);
   } else {
-    for (std::string& owner : reader_->owners(*algorithm, watch.limit)) {
+    for (std::string& owner : reader.owners(*algorithm, watch.limit)) {
       owners.insert(std::move(owner));
     }
     for (const auto& [owner, usage] : watch.delivered) owners.insert(owner);
@@ -270,14 +312,14 @@ void WatchHub::refresh_one(Subscription& watch, std::int64_t now) {
 
   for (const std::string& owner : owners) {
     const Probe probe = [&](std::int64_t cost, std::int64_t at) {
-      auto reading = reader_->read(*algorithm, watch.limit, owner, cost, at);
+      auto reading = reader.read(*algorithm, watch.limit, owner, cost, at);
       if (!reading) {
         throw Error(ErrorCode::unknown_limit, fmt::format("limit '{}' is gone", watch.limit));
       }
       return *reading;
     };
     std::optional<std::pair<Usage, Result>> reading =
-        reader_->read(*algorithm, watch.limit, owner, 1, now);
+        reader.read(*algorithm, watch.limit, owner, 1, now);
     if (!reading) return removed();
     const Usage& usage = reading->first;
     const bool empty = usage.used == 0 && usage.denied == 0 && usage.shadow_denied == 0;

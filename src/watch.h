@@ -112,7 +112,7 @@ class WatchHub {
   // returns the earliest next change that time alone makes.
   std::optional<std::int64_t> refresh(
       const std::vector<std::shared_ptr<Subscription>>& subscriptions, bool poked);
-  void refresh_one(Subscription& subscription, std::int64_t now);
+  void refresh_one(WatchReader& reader, Subscription& subscription, std::int64_t now);
 
   std::unique_ptr<WatchReader> reader_;
   std::chrono::milliseconds interval_;
