@@ -87,6 +87,19 @@ Options watching_options(const ManualClock& clock) {
   return options;
 }
 
+// A fresh database of `backend`, an Engine on it at T that looks every 10 ms, and a limit
+// `send` of 5 per minute.
+struct Watched {
+  explicit Watched(Backend backend)
+      : database(backend), engine(Engine::open(database.location(), watching_options(clock))) {
+    clock.set(T);
+    engine.define(make_limit("send", Algorithm::sliding_log, 5, 60'000));
+  }
+  TestDatabase database;
+  ManualClock clock;
+  Engine engine;
+};
+
 TEST_CASE("a watch gets the owner's usage, then each change through any Engine", "[watch]") {
   const Backend backend = GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
   CAPTURE(to_string(backend));
@@ -335,11 +348,8 @@ TEST_CASE("a watch ended while its callback runs waits for that call, and gets n
           "[watch]") {
   const Backend backend = GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
   CAPTURE(to_string(backend));
-  TestDatabase database(backend);
-  ManualClock clock;
-  clock.set(T);
-  Engine engine = Engine::open(database.location(), watching_options(clock));
-  engine.define(make_limit("send", Algorithm::sliding_log, 5, 60'000));
+  Watched watched(backend);
+  Engine& engine = watched.engine;
 
   std::atomic<int> calls{0};
   std::atomic<bool> inside{false};
@@ -366,11 +376,8 @@ TEST_CASE("a watch ended while its callback runs waits for that call, and gets n
 TEST_CASE("a watch ended from inside its own callback gets no other call", "[watch]") {
   const Backend backend = GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
   CAPTURE(to_string(backend));
-  TestDatabase database(backend);
-  ManualClock clock;
-  clock.set(T);
-  Engine engine = Engine::open(database.location(), watching_options(clock));
-  engine.define(make_limit("send", Algorithm::sliding_log, 5, 60'000));
+  Watched watched(backend);
+  Engine& engine = watched.engine;
 
   std::atomic<int> calls{0};
   Watch watch;
@@ -402,11 +409,8 @@ TEST_CASE("a watch ended from inside its own callback gets no other call", "[wat
 TEST_CASE("a callback that throws ends its own watch, which keeps the exception", "[watch]") {
   const Backend backend = GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
   CAPTURE(to_string(backend));
-  TestDatabase database(backend);
-  ManualClock clock;
-  clock.set(T);
-  Engine engine = Engine::open(database.location(), watching_options(clock));
-  engine.define(make_limit("send", Algorithm::sliding_log, 5, 60'000));
+  Watched watched(backend);
+  Engine& engine = watched.engine;
 
   std::atomic<int> calls{0};
   Watch throwing = engine.watch("send", "u1", [&](const Usage& usage) {
@@ -434,11 +438,8 @@ TEST_CASE("a callback that throws ends its own watch, which keeps the exception"
 TEST_CASE("many watches on one Engine share one thread", "[watch]") {
   const Backend backend = GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
   CAPTURE(to_string(backend));
-  TestDatabase database(backend);
-  ManualClock clock;
-  clock.set(T);
-  Engine engine = Engine::open(database.location(), watching_options(clock));
-  engine.define(make_limit("send", Algorithm::sliding_log, 5, 60'000));
+  Watched watched(backend);
+  Engine& engine = watched.engine;
 
   constexpr int kWatches = 40;
   Seen seen;
@@ -464,11 +465,8 @@ TEST_CASE("many watches on one Engine share one thread", "[watch]") {
 TEST_CASE("watch refuses bad input and ends when its limit is removed", "[watch]") {
   const Backend backend = GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
   CAPTURE(to_string(backend));
-  TestDatabase database(backend);
-  ManualClock clock;
-  clock.set(T);
-  Engine engine = Engine::open(database.location(), watching_options(clock));
-  engine.define(make_limit("send"));
+  Watched watched(backend);
+  Engine& engine = watched.engine;
   const auto ignore = [](const Usage&) {};
   CHECK_THROWS_MATCHES(
       engine.watch("nope", "u1", ignore), Error,
