@@ -1,9 +1,6 @@
 // quotactl watch on every backend: NDJSON while another process consumes, and the live view
 // in a real pseudo-terminal, left with q or Ctrl-C with the terminal as it was.
-#include <poll.h>
-#include <pty.h>
 #include <sys/wait.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -15,6 +12,7 @@
 
 #include "backend.h"
 #include "cli.h"
+#include "support.h"
 
 extern char** environ;
 
@@ -135,67 +133,21 @@ TEST_CASE("quotactl watch refuses bad input with exit 2", "[quotactl][watch]") {
   CHECK(name == 2);
 }
 
-// quotactl watch with a pseudo-terminal as its terminal: what it drew, and its exit status.
-struct Screen {
-  std::string out;
-  int status = -1;
-  bool restored = false;  // the terminal's modes after it ended: echo and lines again
-};
-
-Screen watch_on_terminal(const std::string& location, const std::string& key, bool no_color) {
-  std::vector<std::string> words{QUOTACTL_PATH, "--db", location, "watch", "send"};
+// quotactl watch with a pseudo-terminal as its terminal, left with `key` once it has drawn.
+TerminalRun watch_on_terminal(const std::string& location, const std::string& key, bool no_color) {
   std::vector<std::string> variables;
   for (char** variable = environ; *variable; ++variable) {
     const std::string_view text(*variable);
     if (!text.starts_with("NO_COLOR=")) variables.emplace_back(text);
   }
   if (no_color) variables.emplace_back("NO_COLOR=1");
-  // Built before fork(): the child only calls execve() and _exit().
-  std::vector<char*> argv, envp;
-  for (std::string& word : words) argv.push_back(word.data());
-  for (std::string& variable : variables) envp.push_back(variable.data());
-  argv.push_back(nullptr);
-  envp.push_back(nullptr);
-
-  Screen screen;
-  int terminal = -1;
-  const pid_t child = forkpty(&terminal, nullptr, nullptr, nullptr);
-  if (child < 0) return screen;
-  if (child == 0) {
-    execve(argv[0], argv.data(), envp.data());
-    _exit(127);
-  }
-  const auto read_until = [&](const std::function<bool()>& done) {
-    const auto until = std::chrono::steady_clock::now() + 20s;
-    char buffer[4096];
-    while (!done() && std::chrono::steady_clock::now() < until) {
-      pollfd fd{terminal, POLLIN, 0};
-      if (poll(&fd, 1, 100) <= 0) continue;
-      const ssize_t size = read(terminal, buffer, sizeof buffer);
-      if (size > 0) {
-        screen.out.append(buffer, static_cast<std::size_t>(size));
-      } else if (size < 0 && errno == EINTR) {
-        continue;
-      } else {
-        return false;  // EIO: the child has closed the terminal
-      }
-    }
-    return done();
-  };
-  const bool drawn = read_until([&] { return screen.out.find("to leave") != std::string::npos; });
-  if (drawn) {
-    REQUIRE(write(terminal, key.data(), key.size()) == static_cast<ssize_t>(key.size()));
-    read_until([] { return false; });  // to the end
-  }
-  termios modes{};
-  if (tcgetattr(terminal, &modes) == 0) {
-    screen.restored = (modes.c_lflag & ICANON) && (modes.c_lflag & ECHO);
-  }
-  close(terminal);
-  int status = 0;
-  waitpid(child, &status, 0);
-  screen.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return screen;
+  bool pressed = false;
+  return run_on_terminal({QUOTACTL_PATH, "--db", location, "watch", "send"}, variables,
+                         [&](int terminal, const std::string& out) {
+                           if (pressed || out.find("to leave") == std::string::npos) return;
+                           pressed = write(terminal, key.data(), key.size()) ==
+                                     static_cast<ssize_t>(key.size());
+                         });
 }
 
 TEST_CASE("quotactl watch on a terminal draws the table in place and leaves on q or Ctrl-C",
@@ -211,7 +163,7 @@ TEST_CASE("quotactl watch on a terminal draws the table in place and leaves on q
     setup.consume("send", "alice", 3);
     setup.consume("send", "bob", 10);
   }
-  const Screen screen = watch_on_terminal(database.location(), key, no_color);
+  const TerminalRun screen = watch_on_terminal(database.location(), key, no_color);
   CAPTURE(screen.out);
   CHECK(screen.status == 0);
   CHECK(screen.restored);
