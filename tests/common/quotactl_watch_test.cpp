@@ -1,5 +1,6 @@
 // quotactl watch on every backend: NDJSON while another process consumes, and the live view
 // in a real pseudo-terminal, left with q or Ctrl-C with the terminal as it was.
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,16 +39,22 @@ TEST_CASE("quotactl watch --json prints usage's array at each change another pro
     Engine setup = Engine::open(database.location());
     setup.define({"send", Algorithm::sliding_log, 100, std::chrono::hours(1)});
   }
-  // Ten consumes, 100 ms apart, from 400 ms on: well inside the watch's two seconds.
+  // Ten consumes, 50 ms apart, once the watch has printed its first line: well inside its two
+  // seconds.
+  int go[2];
+  REQUIRE(pipe2(go, O_CLOEXEC) == 0);
   const int consumer = fork_child([&] {
-    std::this_thread::sleep_for(400ms);
+    close(go[1]);
+    char byte = 0;
+    if (read(go[0], &byte, 1) != 1) return 1;
     Engine engine = Engine::open(database.location());
     for (int i = 0; i < 10; ++i) {
       engine.consume("send", i % 2 ? "u2" : "u1");
-      std::this_thread::sleep_for(100ms);
+      std::this_thread::sleep_for(50ms);
     }
     return 0;
   });
+  close(go[0]);
   const auto started = std::chrono::steady_clock::now();
   FILE* pipe = popen((std::string(QUOTACTL_PATH) + " --db " + quoted(database.location()) +
                       " --json watch send --for 2s")
@@ -62,8 +69,10 @@ TEST_CASE("quotactl watch --json prints usage's array at each change another pro
     if (line.ends_with('\n')) {
       lines.push_back(line);
       line.clear();
+      if (lines.size() == 1) CHECK(write(go[1], "g", 1) == 1);
     }
   }
+  close(go[1]);
   const int status = pclose(pipe);
   const auto took = std::chrono::steady_clock::now() - started;
   CHECK(wait_child(consumer) == 0);
