@@ -798,8 +798,6 @@ Watch Engine::watch(std::string_view limit, WatchCallback callback) {
 }
 
 Watch::Watch() noexcept = default;
-Watch::Watch(std::shared_ptr<detail::Subscription> subscription) noexcept
-    : subscription_(std::move(subscription)) {}
 Watch::Watch(Watch&&) noexcept = default;
 Watch& Watch::operator=(Watch&& other) noexcept {
   if (this != &other) {

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "quota/error.h"
@@ -157,7 +158,9 @@ class QUOTA_API Watch {
 
  private:
   friend class Engine;
-  explicit Watch(std::shared_ptr<detail::Subscription> subscription) noexcept;
+  // Inline, so that the shared library exports nothing that names the internal type.
+  explicit Watch(std::shared_ptr<detail::Subscription> subscription) noexcept
+      : subscription_(std::move(subscription)) {}
   std::shared_ptr<detail::Subscription> subscription_;
 };
 
