@@ -123,6 +123,17 @@ for name in ("contention/sqlite_busy_timeout", "contention/engine"):
     expect(len(processes) == 2 and all(p["operations"] > 0 for p in processes),
            f"{name}: a process did no operation")
 
+# A filter ending in $ matches the names that end with the rest: limit_10$ leaves out the
+# limit_1000 log (--quick's long one); without the $ it is kept.
+for text, want_long in (("wal_normal/10/limit_10$", False), ("wal_normal/10/limit_10", True)):
+    names = [case["name"] for case in json.loads(subprocess.run(
+        [bench, "--quick", "--json", "--filter", text], check=True, capture_output=True,
+        text=True).stdout)["cases"]]
+    expect("consume/sliding_log/wal_normal/10/limit_10" in names and
+           ("consume/sliding_log/wal_normal/10/limit_1000" in names) == want_long and
+           not any("/memory/" in name for name in names),
+           f"--filter {text} selected {names}")
+
 # --page-size builds the templates with that page size, under a name of their own, and the run
 # records it, the pragmas and --no-memstatus.
 with tempfile.TemporaryDirectory() as work:

@@ -65,7 +65,9 @@ SELECT) and the article's SQL-only design, in one run, and evaluates the targets
   --report FILE          print the tables (or --markdown) of a saved JSON run, its targets
                          evaluated again; measure nothing
   --filter TEXT          only the cases whose name contains TEXT (repeatable); the baselines
-                         their ratios need are added
+                         their ratios need are added. TEXT ending in $ matches the names that
+                         end with the rest: consume/fixed_window/wal_normal/1000$ leaves out
+                         the 1,000,000-owner case
   --postgres URI         also run the PostgreSQL cases on this server (postgresql://...,
                          without options=: the bench sets search_path and
                          synchronous_commit on); they work in a schema of their own,
@@ -365,6 +367,9 @@ References references_of(const Case& c, const Scale& scale) {
 bool selected(const std::string& name, const std::vector<std::string>& filters) {
   if (filters.empty()) return true;
   return std::any_of(filters.begin(), filters.end(), [&](const std::string& filter) {
+    if (!filter.empty() && filter.back() == '$') {
+      return name.ends_with(std::string_view(filter).substr(0, filter.size() - 1));
+    }
     return name.find(filter) != std::string::npos;
   });
 }
