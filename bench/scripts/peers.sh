@@ -13,8 +13,8 @@
 #   bench/scripts/peers.sh --docs-only      only re-render docs/performance.md's tables from
 #                                           bench/results/peers.json
 #
-#   --rounds N       interleaved rounds (default 5; the ratios are the medians of the rounds')
-#   --duration SECS  measured time per case and round (default 2, after 0.1 s of warm-up)
+#   --rounds N       interleaved rounds (default 9; the ratios are the medians of the rounds')
+#   --duration SECS  measured time per case and round (default 1, after 0.1 s of warm-up)
 #   --npm-dir DIR    where rate-limiter-flexible and better-sqlite3 are installed (default
 #                    ${XDG_CACHE_HOME:-~/.cache}/quota-peers; never the repository)
 #   --no-install     install nothing: fail if something is missing
@@ -32,8 +32,8 @@ cd "$(dirname "$0")/../.."
 usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
 fail() { echo "peers: $1" >&2; exit 2; }
 
-rounds=5
-duration=2
+rounds=9
+duration=1
 npm_dir="${XDG_CACHE_HOME:-$HOME/.cache}/quota-peers"
 install=1
 keep=""
@@ -100,7 +100,8 @@ fi
 
 node_major=$(node -p 'process.versions.node.split(".")[0]')
 # better-sqlite3 12 needs Node 20 or later; 11 still builds on Debian 12's Node 18.
-if ((node_major >= 20)); then better=better-sqlite3@12; else better=better-sqlite3@11; fi
+better="better-sqlite3@11"
+if ((node_major >= 20)); then better="better-sqlite3@12"; fi
 modules_work() {
   NODE_PATH="$npm_dir/node_modules" node -e \
     'require("rate-limiter-flexible"); new (require("better-sqlite3"))(":memory:").close()' \
@@ -121,16 +122,19 @@ if ! modules_work; then
     # not run): build it from source against the installed Node's headers.
     nodedir=$(dirname "$(dirname "$(readlink -f "$(command -v node)")")")
     if [ ! -f "$nodedir/include/node/common.gypi" ]; then
-      ((install)) && [ "$(id -u)" -eq 0 ] ||
+      if ((!install)) || [ "$(id -u)" -ne 0 ]; then
         fail "no Node headers in $nodedir/include/node to build better-sqlite3 (apt-get install libnode-dev)"
+      fi
       DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libnode-dev >/dev/null
     fi
     gyp="$(npm root -g)/npm/node_modules/node-gyp/bin/node-gyp.js"
     if [ ! -f "$gyp" ]; then
-      command -v node-gyp >/dev/null || {
-        [ "$(id -u)" -eq 0 ] || fail "no node-gyp to build better-sqlite3 (apt-get install node-gyp)"
+      if ! command -v node-gyp >/dev/null; then
+        if ((!install)) || [ "$(id -u)" -ne 0 ]; then
+          fail "no node-gyp to build better-sqlite3 (apt-get install node-gyp)"
+        fi
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq node-gyp >/dev/null
-      }
+      fi
       gyp=$(command -v node-gyp)
     fi
     echo "peers: building better-sqlite3 from source (a few minutes)" >&2
