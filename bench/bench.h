@@ -1,11 +1,14 @@
 // quota-bench: the cases, how each is measured, and the report. main.cpp lists the workloads.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <array>
 #include <bit>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -60,6 +63,18 @@ struct Measurement {
   Histogram latency;
   char error[512] = {};  // non-empty: the case failed with this message
 };
+
+// The number `text` gives for `option`, from `low` to `high`. Anything else is refused:
+// `refuse` (which exits) gets a message saying what the option takes.
+inline double number_option(const std::string& option, const char* text, double low, double high,
+                            void (*refuse)(const std::string&)) {
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(value >= low && value <= high)) {
+    refuse(fmt::format("{} takes a number from {} to {}, not '{}'", option, low, high, text));
+  }
+  return value;
+}
 
 // postgresql: the server given by --postgres (postgresql.cpp), over its own connections.
 enum class Setting { memory, wal_normal, wal_full, postgresql };

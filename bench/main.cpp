@@ -120,12 +120,7 @@ struct Config {
 }
 
 double parse_number(const std::string& option, const char* text, double low, double high) {
-  char* end = nullptr;
-  const double value = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !(value >= low && value <= high)) {
-    usage_error(fmt::format("{} takes a number from {} to {}, not '{}'", option, low, high, text));
-  }
-  return value;
+  return number_option(option, text, low, high, usage_error);
 }
 
 // "NAME=VALUE" (spaces around '=' allowed) as "NAME = VALUE": NAME a pragma's name, VALUE an

@@ -61,12 +61,7 @@ constexpr const char* kPeriodMs = "10000";
 }
 
 double parse_number(const std::string& option, const char* text, double low, double high) {
-  char* end = nullptr;
-  const double value = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !(value >= low && value <= high)) {
-    usage_error(fmt::format("{} takes a number from {} to {}, not '{}'", option, low, high, text));
-  }
-  return value;
+  return quota_bench::number_option(option, text, low, high, usage_error);
 }
 
 struct FreeReply {
