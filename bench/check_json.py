@@ -97,6 +97,8 @@ for name, case in cases.items():
     for key in figures + ("operations", "allowed_share"):
         number(case, key, name)
     expect(case["operations"] > 0, f"{name}: no operation ran")
+    number(case, "cpu_us_per_op", name)
+    expect(case.get("cpu_us_per_op", 0) > 0, f"{name}: no CPU time counted")
     expect(case["p50_us"] <= case["p99_us"] <= case["p999_us"] <= case["max_us"],
            f"{name}: percentiles out of order")
     ratios = case["ratios"]

@@ -445,6 +445,10 @@ nlohmann::json case_json(const Case& c, const std::vector<CaseRun>& runs,
   for (const CaseRun& run : runs) {
     nlohmann::json figures = latency_figures(run.measurement.latency);
     figures["ops_per_s"] = ops_per_second(run.measurement);
+    // The bench process's CPU time per operation while measuring (SQLite's cases: all of it).
+    if (c.setting != Setting::postgresql && run.measurement.operations > 0) {
+      figures["cpu_us_per_op"] = run.measurement.cpu_ns / 1e3 / run.measurement.operations;
+    }
     figures["peak_rss_kib"] = run.peak_rss_kib;
     repetitions.push_back(figures);
     operations += run.measurement.operations;

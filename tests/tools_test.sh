@@ -185,9 +185,9 @@ json.dump({"date": "2026-01-01 00:00 UTC", "rounds": 2, "duration_s": 1.0, "owne
            "load_before": "1.00 1.00 1.00", "load_after": "2.00 2.00 2.00",
            "orders": ["quota redis rlf raw", "raw rlf redis quota"]},
           open(os.path.join(run, "meta.json"), "w"))
-def figures(ops):
+def figures(ops, cpu=10.0):
     return {"ops_per_s": ops, "p50_us": 10.0, "p99_us": 20.0, "p999_us": 30.0, "max_us": 40.0,
-            "allowed_share": 1.0, "operations": int(ops)}
+            "allowed_share": 1.0, "operations": int(ops), "cpu_us_per_op": cpu}
 for number, scale in ((1, 1.0), (2, 2.0)):
     where = os.path.join(run, f"round-{number}")
     os.makedirs(where)
@@ -197,14 +197,19 @@ for number, scale in ((1, 1.0), (2, 2.0)):
     machine = {"cpu": "A CPU", "cores": 2, "kernel": "Linux 1", "sqlite": "3.40.1", "compiler": "g++"}
     json.dump({"machine": machine, "cases": cases}, open(os.path.join(where, "quota.json"), "w"))
     # Redis at 1,000/s in round 1 and 4,000/s in round 2: fixed_window's ratios 2.00 and 1.00.
-    for key, ops in (("redis", 1000 * scale * scale), ("rlf", 500 * scale), ("raw", 4000 * scale)):
-        json.dump(dict(server=f"{key} 1", **figures(ops)), open(os.path.join(where, f"{key}.json"), "w"))
+    # CPU per operation: quota 10 µs, Redis 30, the store 50, the bare upsert 5.
+    for key, ops, cpu in (("redis", 1000 * scale * scale, 30.0), ("rlf", 500 * scale, 50.0),
+                          ("raw", 4000 * scale, 5.0)):
+        json.dump(dict(server=f"{key} 1", **figures(ops, cpu)),
+                  open(os.path.join(where, f"{key}.json"), "w"))
 EOF
 report=$(python3 "$root/bench/scripts/peers-report.py" "$run" --save "$work/peers.json" 2>&1)
 status=$?
 for want in "every algorithm | ≥ 1.3× | sliding_log 0.75×, fixed_window 1.50×, sliding_window 2.25×, token_bucket 3.00× | MISSED |" \
   "every algorithm | ≥ 2.5× | sliding_log 2.00×, fixed_window 4.00×, sliding_window 6.00×, token_bucket 8.00× | MISSED |" \
   "| fixed_window | 1.50× | 1.00–2.00 | 4.00× | 4.00–4.00 | 0.50× | 0.50–0.50 |" \
+  "| consume, CPU per decision | ÷ Redis Lua |" \
+  "| fixed_window | 3.00× | 3.00–3.00 | 5.00× | 5.00–5.00 | 0.50× | 0.50–0.50 |" \
   "Load average 1.00 1.00 1.00 before, 2.00 2.00 2.00 after"; do
   if [ "$status" -ne 0 ] || [[ "$report" != *"$want"* ]]; then
     fail "peers-report.py -> status $status, no '$want' in: $report"

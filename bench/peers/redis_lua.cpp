@@ -14,7 +14,9 @@
 //   quota-peers-redis --port PORT [--host 127.0.0.1] [--duration SECONDS] [--owners N]
 //
 // prints one JSON object: ops_per_s, p50_us, p99_us, p999_us, max_us, operations,
-// allowed_share, the server's version.
+// allowed_share, cpu_us_per_op (the client's and the server's CPU time per request, from
+// clock_gettime and the server's INFO cpu, while measuring), client_cpu_us_per_op, the
+// server's version.
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
 
@@ -123,14 +125,26 @@ class Client {
   redisContext* context_;
 };
 
-std::string server_version(Client& client) {
-  const Reply info = client.run({"INFO", "server"});
+// A field of the server's INFO SECTION ("" when it has none).
+std::string info_field(Client& client, std::string_view section, const std::string& name) {
+  const Reply info = client.run({"INFO", section});
   const std::string text(info->str, info->len);
-  const std::string field = "redis_version:";
+  const std::string field = name + ":";
   const std::size_t at = text.find(field);
-  if (at == std::string::npos) return "unknown";
+  if (at == std::string::npos) return "";
   const std::size_t start = at + field.size();
   return text.substr(start, text.find_first_of("\r\n", start) - start);
+}
+
+// The server process's CPU time so far (user and system), in ns.
+std::int64_t server_cpu_ns(Client& client) {
+  double seconds = 0;
+  for (const char* name : {"used_cpu_user", "used_cpu_sys"}) {
+    const std::string value = info_field(client, "cpu", name);
+    if (value.empty()) throw std::runtime_error(std::string("the server's INFO has no ") + name);
+    seconds += std::strtod(value.c_str(), nullptr);
+  }
+  return static_cast<std::int64_t>(seconds * 1e9);
 }
 
 int run(int argc, char** argv) {
@@ -176,7 +190,14 @@ int run(int argc, char** argv) {
   };
   const auto warm_until = std::chrono::steady_clock::now() + budget.warmup;
   while (std::chrono::steady_clock::now() < warm_until) operation();
+  const std::int64_t server_before = server_cpu_ns(client);
+  const std::int64_t client_before = quota_bench::process_cpu_ns();
   const Measurement m = quota_bench::measure(operation, budget);
+  const std::int64_t client_cpu_ns = quota_bench::process_cpu_ns() - client_before;
+  const std::int64_t server_cpu = server_cpu_ns(client) - server_before;
+  const auto per_op = [&](std::int64_t ns) {
+    return m.operations ? static_cast<double>(ns) / 1e3 / m.operations : 0.0;
+  };
 
   const auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
   const nlohmann::json result = {
@@ -188,7 +209,9 @@ int run(int argc, char** argv) {
       {"max_us", us(m.latency.max())},
       {"operations", m.operations},
       {"allowed_share", m.operations ? static_cast<double>(m.admitted) / m.operations : 0.0},
-      {"server", "Redis " + server_version(client)}};
+      {"cpu_us_per_op", per_op(client_cpu_ns + server_cpu)},
+      {"client_cpu_us_per_op", per_op(client_cpu_ns)},
+      {"server", "Redis " + info_field(client, "server", "redis_version")}};
   std::cout << result.dump() << "\n";
   return 0;
 }

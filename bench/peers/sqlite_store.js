@@ -23,7 +23,8 @@
 // WAL is checkpointed; the size of the WAL after the run is printed to show it.
 //
 // Prints one JSON object: ops_per_s, p50_us, p99_us, p999_us, max_us, operations,
-// allowed_share, wal_bytes, the versions of SQLite, better-sqlite3 and the store.
+// allowed_share, cpu_us_per_op (the process's CPU time per operation while measuring, every
+// thread: Node's own too), wal_bytes, the versions of SQLite, better-sqlite3 and the store.
 "use strict";
 
 const fs = require("fs");
@@ -153,6 +154,7 @@ async function main() {
   const latencies = new Float64Array(Math.min(sequence.length, 8000000));
   let operations = 0;
   let admitted = 0;
+  const cpuBefore = process.cpuUsage();
   const start = performance.now();
   const stop = start + options.duration * 1000;
   let last = start;
@@ -165,6 +167,7 @@ async function main() {
     if (now >= stop) break;
   }
   const elapsedMs = last - start;
+  const cpu = process.cpuUsage(cpuBefore);
   const sorted = latencies.subarray(0, Math.min(operations, latencies.length)).sort();
   let walBytes = 0;
   try {
@@ -184,6 +187,7 @@ async function main() {
     max_us: us(sorted.length ? sorted[sorted.length - 1] : 0),
     operations,
     allowed_share: operations ? admitted / operations : 0,
+    cpu_us_per_op: operations ? (cpu.user + cpu.system) / operations : 0,
     wal_bytes: walBytes,
     server: [
       `Node ${process.versions.node}`,

@@ -10,7 +10,9 @@
 Ratios are of operations per second (quota's ÷ the peer's: 2.00 = twice as many decisions per
 second), the median of the ratios within each round, so that drift on a noisy machine hits
 both sides of a ratio alike; the tables show the rounds' range beside each median, and the
-saved JSON keeps every round's figures.
+saved JSON keeps every round's figures. Where the rounds have CPU times, a second table
+divides the peer's CPU time per decision (Redis: the client's and the server's together) by
+quota's: it depends far less than throughput on what else the machine runs.
 """
 import argparse
 import json
@@ -50,7 +52,7 @@ def collect(folder):
         for name, case in cases.items():
             entry["quota"][name] = {key: case.get(key) for key in
                                     ("ops_per_s", "p50_us", "p99_us", "p999_us", "max_us",
-                                     "allowed_share", "operations")}
+                                     "allowed_share", "operations", "cpu_us_per_op")}
         for key in PEERS:
             entry[key] = load(os.path.join(where, f"{key}.json"))
         rounds.append(entry)
@@ -79,15 +81,25 @@ def figures(run):
     return rows
 
 
-def ratio_medians(run):
-    """{(algorithm, peer): (per-round ratios, median)}"""
+def has_cpu(run):
+    """Whether every round has CPU times (runs before they were measured have none)."""
+    return all(entry[key].get("cpu_us_per_op") for entry in run["rounds"] for key in PEERS)
+
+
+def ratio_medians(run, cpu=False):
+    """{(algorithm, peer): (per-round ratios, median)}: quota's ops/s ÷ the peer's, or with
+    `cpu` the peer's CPU time per operation ÷ quota's (above 1, quota spends less)."""
     owners = run["meta"]["owners"]
     result = {}
     for algorithm in ALGORITHMS:
         name = consume_name(algorithm, owners)
         for key in PEERS:
-            ratios = [entry["quota"][name]["ops_per_s"] / entry[key]["ops_per_s"]
-                      for entry in run["rounds"]]
+            if cpu:
+                ratios = [entry[key]["cpu_us_per_op"] / entry["quota"][name]["cpu_us_per_op"]
+                          for entry in run["rounds"]]
+            else:
+                ratios = [entry["quota"][name]["ops_per_s"] / entry[key]["ops_per_s"]
+                          for entry in run["rounds"]]
             result[(algorithm, key)] = (ratios, statistics.median(ratios))
     return result
 
@@ -118,8 +130,10 @@ def render(run):
         out.append(f"| consume ÷ {label}, every algorithm | ≥ {target}× | {text} | "
                    f"{'met' if met else 'MISSED'} |")
     out.append("")
-    out.append("| case | median ops/s | rounds' lowest–highest ops/s | p50 µs | p99 µs | allowed |")
-    out.append("|---|---:|---:|---:|---:|---:|")
+    cpu = has_cpu(run)
+    out.append("| case | median ops/s | rounds' lowest–highest ops/s | p50 µs | p99 µs | allowed |" +
+               (" CPU µs per operation |" if cpu else ""))
+    out.append("|---|---:|---:|---:|---:|---:|" + ("---:|" if cpu else ""))
     for label, per_round in figures(run):
         def median(key):
             return statistics.median(r[key] for r in per_round)
@@ -128,17 +142,24 @@ def render(run):
         out.append(f"| {label} | {median('ops_per_s') / 1000:.1f}k | "
                    f"{min(speeds) / 1000:.1f}k–{max(speeds) / 1000:.1f}k | "
                    f"{median('p50_us'):.1f} | {median('p99_us'):.1f} | " +
-                   (f"{allowed * 100:.1f} %" if "upsert" not in label else "") + " |")
+                   (f"{allowed * 100:.1f} %" if "upsert" not in label else "") + " |" +
+                   (f" {median('cpu_us_per_op'):.1f} |" if cpu else ""))
     out.append("")
-    out.append("| consume | ÷ Redis Lua | rounds' range | ÷ the JS store | rounds' range | "
-               "÷ the JS bare upsert | rounds' range |")
-    out.append("|---|---:|---:|---:|---:|---:|---:|")
-    for algorithm in ALGORITHMS:
-        cells = []
-        for key in PEERS:
-            per_round, middle = ratios[(algorithm, key)]
-            cells += [f"{middle:.2f}×", f"{min(per_round):.2f}–{max(per_round):.2f}"]
-        out.append(f"| {algorithm} | " + " | ".join(cells) + " |")
+    tables = [("consume, ops/s", ratios)]
+    if cpu:
+        tables.append(("consume, CPU per decision", ratio_medians(run, cpu=True)))
+    for title, table in tables:
+        out.append(f"| {title} | ÷ Redis Lua | rounds' range | ÷ the JS store | rounds' range | "
+                   "÷ the JS bare upsert | rounds' range |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|")
+        for algorithm in ALGORITHMS:
+            cells = []
+            for key in PEERS:
+                per_round, middle = table[(algorithm, key)]
+                cells += [f"{middle:.2f}×", f"{min(per_round):.2f}–{max(per_round):.2f}"]
+            out.append(f"| {algorithm} | " + " | ".join(cells) + " |")
+        out.append("")
+    out.pop()
     return "\n".join(out) + "\n"
 
 
