@@ -116,8 +116,9 @@ def render(run):
         f"{machine.get('compiler', '?')}; {versions}. Load average {meta['load_before']} before, "
         f"{meta['load_after']} after (a shared machine: other work was running). "
         f"{meta['rounds']} interleaved rounds of {meta['duration_s']:g} s per case, one client, "
-        f"{meta['owners']:,} owners, WAL/NORMAL; a ratio is of operations per second, the median "
-        f"of the rounds' ratios.")
+        f"{meta['owners']:,} owners, WAL/NORMAL; a ratio is of operations per second" +
+        (" (in the last table, the peer's CPU time per decision ÷ quota's)" if has_cpu(run) else "") +
+        ", the median of the rounds' ratios.")
     out.append("")
     out.append("| measure | target | figures | met |")
     out.append("|---|---|---|---|")
