@@ -4,7 +4,8 @@
 # hiredis, EVALSHA) and rate-limiter-flexible's SQLite store on better-sqlite3 in WAL/NORMAL
 # with better-sqlite3's bare upsert under it (bench/peers/sqlite_store.js): one client each, the
 # same 1,000 owners in the same order, in interleaved rounds (every other round in reverse
-# order), then the median ratios for docs/performance.md (bench/scripts/peers-report.py).
+# order), then the median ratios of throughput and of CPU time per decision for
+# docs/performance.md (bench/scripts/peers-report.py).
 # Run on demand, never by the test command; a few minutes, more the first time (installs).
 #
 #   bench/scripts/peers.sh                  measure and print the tables (Markdown)
