@@ -1,11 +1,15 @@
 // quota-bench: the cases, how each is measured, and the report. main.cpp lists the workloads.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <array>
 #include <bit>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <ctime>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -57,9 +61,22 @@ struct Measurement {
   std::int64_t failures = 0;   // operations that failed (contention: busy after the timeout)
   std::int64_t recorded = -1;  // exactness runs: what the owner's state counts afterwards
   std::int64_t elapsed_ns = 0;
+  std::int64_t cpu_ns = 0;  // the process's CPU time (user and system) while measuring
   Histogram latency;
   char error[512] = {};  // non-empty: the case failed with this message
 };
+
+// The number `text` gives for `option`, from `low` to `high`. Anything else is refused:
+// `refuse` (which exits) gets a message saying what the option takes.
+inline double number_option(const std::string& option, const char* text, double low, double high,
+                            void (*refuse)(const std::string&)) {
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(value >= low && value <= high)) {
+    refuse(fmt::format("{} takes a number from {} to {}, not '{}'", option, low, high, text));
+  }
+  return value;
+}
 
 // postgresql: the server given by --postgres (postgresql.cpp), over its own connections.
 enum class Setting { memory, wal_normal, wal_full, postgresql };
@@ -154,6 +171,13 @@ Measurement measure(Operation&& operation, const Budget& budget) {
   }
   measurement.elapsed_ns = (last - start).count();
   return measurement;
+}
+
+// The CPU time this process has used so far (every thread, user and system), in ns.
+inline std::int64_t process_cpu_ns() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
 }
 
 // measure() of consumes of (limit, owner) on `engine`, where a busy error (another connection

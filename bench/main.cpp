@@ -65,7 +65,9 @@ SELECT) and the article's SQL-only design, in one run, and evaluates the targets
   --report FILE          print the tables (or --markdown) of a saved JSON run, its targets
                          evaluated again; measure nothing
   --filter TEXT          only the cases whose name contains TEXT (repeatable); the baselines
-                         their ratios need are added
+                         their ratios need are added. TEXT ending in $ matches the names that
+                         end with the rest: consume/fixed_window/wal_normal/1000$ leaves out
+                         the 1,000,000-owner case
   --postgres URI         also run the PostgreSQL cases on this server (postgresql://...,
                          without options=: the bench sets search_path and
                          synchronous_commit on); they work in a schema of their own,
@@ -118,12 +120,7 @@ struct Config {
 }
 
 double parse_number(const std::string& option, const char* text, double low, double high) {
-  char* end = nullptr;
-  const double value = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !(value >= low && value <= high)) {
-    usage_error(fmt::format("{} takes a number from {} to {}, not '{}'", option, low, high, text));
-  }
-  return value;
+  return number_option(option, text, low, high, usage_error);
 }
 
 // "NAME=VALUE" (spaces around '=' allowed) as "NAME = VALUE": NAME a pragma's name, VALUE an
@@ -365,6 +362,9 @@ References references_of(const Case& c, const Scale& scale) {
 bool selected(const std::string& name, const std::vector<std::string>& filters) {
   if (filters.empty()) return true;
   return std::any_of(filters.begin(), filters.end(), [&](const std::string& filter) {
+    if (!filter.empty() && filter.back() == '$') {
+      return name.ends_with(std::string_view(filter).substr(0, filter.size() - 1));
+    }
     return name.find(filter) != std::string::npos;
   });
 }
@@ -445,6 +445,10 @@ nlohmann::json case_json(const Case& c, const std::vector<CaseRun>& runs,
   for (const CaseRun& run : runs) {
     nlohmann::json figures = latency_figures(run.measurement.latency);
     figures["ops_per_s"] = ops_per_second(run.measurement);
+    // The bench process's CPU time per operation while measuring (SQLite's cases: all of it).
+    if (c.setting != Setting::postgresql && run.measurement.operations > 0) {
+      figures["cpu_us_per_op"] = run.measurement.cpu_ns / 1e3 / run.measurement.operations;
+    }
     figures["peak_rss_kib"] = run.peak_rss_kib;
     repetitions.push_back(figures);
     operations += run.measurement.operations;

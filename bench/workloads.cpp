@@ -533,7 +533,9 @@ Measurement run_case(const Case& c, const Templates& templates, const Budget& bu
   with_operation(c, templates, repetition, nullptr, [&](auto& operation) {
     const auto warm_until = std::chrono::steady_clock::now() + budget.warmup;
     while (std::chrono::steady_clock::now() < warm_until) operation();
+    const std::int64_t cpu_before = process_cpu_ns();
     measurement = measure(operation, budget);
+    measurement.cpu_ns = process_cpu_ns() - cpu_before;
   });
   return measurement;
 }
