@@ -16,6 +16,8 @@
 #include "statements.h"
 #include "support.h"
 
+struct pg_conn;  // libpq's PGconn
+
 namespace quota::test {
 
 enum class Backend { sqlite, postgresql };

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "busy.h"
+#include "quota/sqlite.h"
 #include "support.h"
 
 namespace quota::test {
@@ -243,7 +244,7 @@ TEST_CASE("the busy handler outlives its Engine on the application's connection"
   {
     Options options;
     options.busy_timeout = std::chrono::milliseconds(50);
-    Engine engine(db, options);
+    Engine engine = quota::sqlite::attach(db, options);
   }
   RawDb holder(path);
   holder.exec("BEGIN IMMEDIATE");
@@ -290,7 +291,7 @@ TEST_CASE(
   ManualClock clock;
   clock.set(T);
   SQLite::Database db(path, SQLite::OPEN_READWRITE);
-  Engine engine(db, options_with(clock));
+  Engine engine = quota::sqlite::attach(db, options_with(clock));
   Engine other = Engine::open(path, options_with(clock));
   const Algorithm algorithm = GENERATE(Algorithm::sliding_log, Algorithm::fixed_window,
                                        Algorithm::sliding_window, Algorithm::token_bucket);
@@ -299,7 +300,7 @@ TEST_CASE(
   for (const FailurePolicy policy : {FailurePolicy::fail_closed, FailurePolicy::fail_open}) {
     Options options = options_with(clock);
     options.failure_policy = policy;
-    Engine on_app(db, options);
+    Engine on_app = quota::sqlite::attach(db, options);
     {
       SQLite::Transaction transaction(db);       // BEGIN (deferred)
       CHECK(on_app.check(limit, "u").allowed);   // the transaction reads: its snapshot begins
@@ -339,7 +340,7 @@ TEST_CASE(
   clock.set(T);
   SQLite::Database db(path, SQLite::OPEN_READWRITE);
   db.exec("CREATE TABLE messages (id INTEGER PRIMARY KEY, body TEXT)");
-  Engine engine(db, options_with(clock));
+  Engine engine = quota::sqlite::attach(db, options_with(clock));
   Engine other = Engine::open(path, options_with(clock));
   for (const Algorithm algorithm : kAlgorithms) {
     const std::string limit = limit_of(algorithm);

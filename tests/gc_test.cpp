@@ -19,6 +19,7 @@
 
 #include "cli.h"
 #include "model.h"
+#include "quota/sqlite.h"
 #include "support.h"
 
 namespace quota::test {
@@ -303,7 +304,7 @@ TEST_CASE("gc inside the application's transaction commits or rolls back with it
   SQLite::Database db(path, SQLite::OPEN_READWRITE);
   ManualClock clock;
   clock.set(kAfterFill);
-  Engine engine(db, options_with(clock));
+  Engine engine = quota::sqlite::attach(db, options_with(clock));
 
   db.exec("BEGIN");
   CHECK(engine.gc(3) == 20);
