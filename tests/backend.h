@@ -27,6 +27,10 @@ inline constexpr Backend kAllBackends[] = {Backend::sqlite, Backend::postgresql}
 
 const char* to_string(Backend backend);
 
+// In a test case: runs it once per backend (Catch's GENERATE over kAllBackends) and returns
+// this run's. Call it once per test case, and CAPTURE what it returns.
+Backend each_backend();
+
 class TestDatabase {
  public:
   explicit TestDatabase(Backend backend);

@@ -1,8 +1,9 @@
-// Guarantees under contention: processes and threads consuming on one WAL file admit exactly what
-// each algorithm allows and lose no update; a held lock is waited out promptly, up to the busy
-// timeout, then a clear busy error; a consume inside the application's transaction commits or
-// rolls back with it, and a deferred transaction whose snapshot went stale is refused with
-// what to do.
+// Guarantees under contention on SQLite: processes and threads consuming on one WAL file admit
+// exactly what each algorithm allows and lose no update (on PostgreSQL:
+// tests/common/backends_test.cpp); a held lock is waited out promptly, up to the busy timeout,
+// then a clear busy error; a consume inside the application's transaction commits or rolls
+// back with it, and a deferred transaction whose snapshot went stale is refused with what to
+// do.
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Transaction.h>
 #include <sqlite3.h>
@@ -154,8 +155,8 @@ void require_exact(const std::string& path, const Tally& total, int owners,
   }
 }
 
-TEST_CASE("4 processes of 3 threads on one file admit exactly the maximum, one owner",
-          "[concurrency]") {
+TEST_CASE("4 processes of 3 threads on one SQLite file admit exactly the maximum, one owner",
+          "[concurrency][sqlite]") {
   TempDir dir;
   const std::string path = dir.file("quota.db");
   define_all(path);
@@ -165,8 +166,8 @@ TEST_CASE("4 processes of 3 threads on one file admit exactly the maximum, one o
   require_exact(path, total, 1, per_owner, per_owner);
 }
 
-TEST_CASE("4 processes of 3 threads on one file admit exactly the maximum, many owners",
-          "[concurrency]") {
+TEST_CASE("4 processes of 3 threads on one SQLite file admit exactly the maximum, many owners",
+          "[concurrency][sqlite]") {
   TempDir dir;
   const std::string path = dir.file("quota.db");
   define_all(path);
@@ -179,7 +180,7 @@ TEST_CASE("4 processes of 3 threads on one file admit exactly the maximum, many 
 // --- busy -------------------------------------------------------------------------------------
 
 TEST_CASE("the busy handler yields first, then backs off to at most 128 us a pause",
-          "[concurrency][busy]") {
+          "[concurrency][sqlite][busy]") {
   using detail::BusyHandler;
   for (int attempt = 0; attempt < BusyHandler::kYields; ++attempt) {
     CHECK(BusyHandler::pause(attempt).count() == 0);
@@ -198,7 +199,7 @@ TEST_CASE("the busy handler yields first, then backs off to at most 128 us a pau
 TEST_CASE(
     "a lock held past the busy timeout is a busy error that says what to do, and "
     "changes nothing",
-    "[concurrency][busy]") {
+    "[concurrency][sqlite][busy]") {
   TempDir dir;
   const std::string path = dir.file("quota.db");
   define_all(path);
@@ -234,7 +235,7 @@ TEST_CASE(
 }
 
 TEST_CASE("the busy handler outlives its Engine on the application's connection",
-          "[concurrency][busy]") {
+          "[concurrency][sqlite][busy]") {
   // Regression: the handler pointed into the Engine, so a connection that outlived its
   // Engine called into freed memory at its next wait (AddressSanitizer: heap-use-after-free).
   TempDir dir;
@@ -257,7 +258,7 @@ TEST_CASE("the busy handler outlives its Engine on the application's connection"
   holder.exec("ROLLBACK");
 }
 
-TEST_CASE("a lock released within the busy timeout is waited out", "[concurrency][busy]") {
+TEST_CASE("a lock released within the busy timeout is waited out", "[concurrency][sqlite][busy]") {
   TempDir dir;
   const std::string path = dir.file("quota.db");
   define_all(path);
@@ -284,7 +285,7 @@ TEST_CASE("a lock released within the busy timeout is waited out", "[concurrency
 TEST_CASE(
     "a consume in a deferred transaction whose snapshot went stale is refused with what "
     "to do, and a retry succeeds",
-    "[concurrency][transactions]") {
+    "[concurrency][sqlite][transactions]") {
   TempDir dir;
   const std::string path = dir.file("app.db");
   define_all(path);  // WAL mode
@@ -330,9 +331,9 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "a consume in the application's transaction on a file commits or rolls back with it, "
+    "a consume in the application's transaction on a SQLite file commits or rolls back with it, "
     "as other connections see",
-    "[concurrency][transactions]") {
+    "[concurrency][sqlite][transactions]") {
   TempDir dir;
   const std::string path = dir.file("app.db");
   define_all(path);

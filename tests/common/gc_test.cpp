@@ -25,9 +25,8 @@ std::int64_t count(const TestDatabase& database, const std::string& table) {
 // --- what gc deletes ------------------------------------------------------------------------
 
 TEST_CASE("gc: the examples of src/gc.cpp", "[gc][backends]") {
-  const Backend backend = GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
-  CAPTURE(backend);
-  TestDatabase database(backend);
+  const TestDatabase database(each_backend());
+  CAPTURE(database.backend());
   ManualClock clock;
   Engine engine = Engine::open(database.location(), options_with(clock));
   engine.define(make_limit("log", Algorithm::sliding_log, 5, 1000));
@@ -62,9 +61,8 @@ TEST_CASE("gc: the examples of src/gc.cpp", "[gc][backends]") {
 }
 
 TEST_CASE("gc keeps what still counts and deletes what is left over", "[gc][backends]") {
-  const Backend backend = GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
-  CAPTURE(backend);
-  TestDatabase database(backend);
+  const TestDatabase database(each_backend());
+  CAPTURE(database.backend());
   ManualClock clock;
   clock.set(kBase);
   Engine engine = Engine::open(database.location(), options_with(clock));
@@ -151,9 +149,8 @@ TEST_CASE("gc keeps what still counts and deletes what is left over", "[gc][back
 }
 
 TEST_CASE("gc on an empty database deletes nothing and reports no batch", "[gc][backends]") {
-  const Backend backend = GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
-  CAPTURE(backend);
-  TestDatabase database(backend);
+  const TestDatabase database(each_backend());
+  CAPTURE(database.backend());
   Engine engine = Engine::open(database.location());
   int calls = 0;
   CHECK(engine.gc(1000, [&](const GcProgress&) { ++calls; }) == 0);
@@ -163,9 +160,8 @@ TEST_CASE("gc on an empty database deletes nothing and reports no batch", "[gc][
 }
 
 TEST_CASE("gc refuses a batch of 0 rows and a clock before 1970", "[gc][backends]") {
-  const Backend backend = GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
-  CAPTURE(backend);
-  TestDatabase database(backend);
+  const TestDatabase database(each_backend());
+  CAPTURE(database.backend());
   ManualClock clock;
   Engine engine = Engine::open(database.location(), options_with(clock));
   CHECK_THROWS_MATCHES(engine.gc(0), Error, Catch::Predicate<Error>([](const Error& error) {
@@ -178,9 +174,8 @@ TEST_CASE("gc refuses a batch of 0 rows and a clock before 1970", "[gc][backends
 // A clock that goes back behind a gc is answered without the deleted state: never more than
 // the algorithm allows at the gc's now (here: the event had expired then).
 TEST_CASE("gc: an operation dated before the gc is answered as at the gc's now", "[gc][backends]") {
-  const Backend backend = GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
-  CAPTURE(backend);
-  TestDatabase database(backend);
+  const TestDatabase database(each_backend());
+  CAPTURE(database.backend());
   ManualClock clock;
   clock.set(kBase);
   Engine engine = Engine::open(database.location(), options_with(clock));
@@ -218,7 +213,7 @@ void fill(const TestDatabase& database, int dead, int live, int events) {
 }
 
 TEST_CASE("gc works in batches of batch_rows rows, whatever their boundaries", "[gc][backends]") {
-  const Backend backend = GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
+  const Backend backend = each_backend();
   const std::size_t batch_rows =
       GENERATE(std::size_t{2}, std::size_t{7}, std::size_t{1000}, std::size_t{2999},
                std::size_t{3000}, std::size_t{3001}, std::size_t{100'000});
@@ -257,9 +252,8 @@ TEST_CASE("gc works in batches of batch_rows rows, whatever their boundaries", "
 }
 
 TEST_CASE("gc lets other connections and threads write between its batches", "[gc][backends]") {
-  const Backend backend = GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
-  CAPTURE(backend);
-  TestDatabase database(backend);
+  const TestDatabase database(each_backend());
+  CAPTURE(database.backend());
   fill(database, 50, 0, 0);
   ManualClock clock;
   clock.set(kAfterFill);
@@ -288,7 +282,7 @@ namespace {
 
 using nlohmann::json;
 using quota::test::Backend;
-using quota::test::kAllBackends;
+using quota::test::each_backend;
 using quota::test::TestDatabase;
 
 struct Run {
@@ -330,9 +324,8 @@ constexpr std::int64_t kNextDay = quota::test::kBase + 86'400'000;
 }  // namespace
 
 TEST_CASE("quotactl gc: JSON and human output, exit 0", "[gc][quotactl][backends]") {
-  const Backend backend = GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
-  CAPTURE(backend);
-  Database db(backend);
+  Database db(each_backend());
+  CAPTURE(db.database.backend());
   db.prepare();
   SECTION("JSON: exactly {\"deleted\": N}") {
     const Run nothing = db.ctl({"gc", "--json"}, quota::test::kBase);
@@ -360,9 +353,8 @@ TEST_CASE("quotactl gc: JSON and human output, exit 0", "[gc][quotactl][backends
 
 TEST_CASE("quotactl gc: a progress bar on a terminal only, never with --json",
           "[gc][quotactl][backends]") {
-  const Backend backend = GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
-  CAPTURE(backend);
-  Database db(backend);
+  Database db(each_backend());
+  CAPTURE(db.database.backend());
   db.prepare();
   const quotactl::Context terminal{"", false, true};
   const quotactl::Context no_color{"", true, true};
@@ -392,9 +384,8 @@ TEST_CASE("quotactl gc: a progress bar on a terminal only, never with --json",
 }
 
 TEST_CASE("quotactl gc: bad arguments are exit 2 and change nothing", "[gc][quotactl][backends]") {
-  const Backend backend = GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
-  CAPTURE(backend);
-  Database db(backend);
+  Database db(each_backend());
+  CAPTURE(db.database.backend());
   db.prepare();
   const std::string before = db.database.dump();
   for (const std::vector<std::string>& args : {std::vector<std::string>{"gc", "extra"},
