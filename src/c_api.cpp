@@ -51,6 +51,8 @@ int status_of(ErrorCode code) noexcept {
       return QUOTA_ERROR_NOT_A_DATABASE;
     case ErrorCode::io:
       return QUOTA_ERROR_IO;
+    case ErrorCode::permission_denied:
+      return QUOTA_ERROR_PERMISSION_DENIED;
   }
   return QUOTA_ERROR_INTERNAL;
 }
@@ -353,6 +355,8 @@ const char* quota_status_name(int status) {
       return "out_of_memory";
     case QUOTA_ERROR_INTERNAL:
       return "internal";
+    case QUOTA_ERROR_PERMISSION_DENIED:
+      return "permission_denied";
     default:
       return "?";
   }

@@ -10,6 +10,8 @@
 #include "gc.h"
 #include "migrations.h"
 #include "postgresql/postgresql_store.h"
+#include "quota/postgresql.h"
+#include "quota/sqlite.h"
 #include "sqlite/sqlite_store.h"
 #include "statements.h"
 #include "store.h"
@@ -354,6 +356,14 @@ Engine::Engine(Engine&&) noexcept = default;
 Engine& Engine::operator=(Engine&&) noexcept = default;
 Engine::~Engine() = default;
 
+struct detail::EngineAccess {
+  static Engine make(std::unique_ptr<detail::Store> store, Options options) {
+    auto impl = std::make_unique<Engine::Impl>(std::move(store), std::move(options));
+    impl->start();
+    return Engine(std::move(impl));
+  }
+};
+
 Engine Engine::open(const std::string& path, Options options) {
   if (path.empty()) {
     throw Error(ErrorCode::invalid_argument,
@@ -380,24 +390,20 @@ Engine Engine::open(const std::string& path, Options options) {
     settings.file = !in_memory;
     store = detail::open_sqlite(path, options.create, settings);
   }
-  auto impl = std::make_unique<Impl>(std::move(store), std::move(options));
-  impl->start();
-  return Engine(std::move(impl));
+  return detail::EngineAccess::make(std::move(store), std::move(options));
 }
 
-Engine::Engine(SQLite::Database& database, Options options) {
+Engine sqlite::attach(SQLite::Database& database, Options options) {
   detail::SqliteSettings settings;
   settings.busy_timeout = options.busy_timeout;
   settings.restart_checkpoint = options.restart_checkpoint;
-  impl_ =
-      std::make_unique<Impl>(detail::sqlite_on_connection(database, settings), std::move(options));
-  impl_->start();
+  return detail::EngineAccess::make(detail::sqlite_on_connection(database, settings),
+                                    std::move(options));
 }
 
-Engine::Engine(pg_conn* connection, Options options) {
-  impl_ = std::make_unique<Impl>(
+Engine postgresql::attach(pg_conn* connection, Options options) {
+  return detail::EngineAccess::make(
       detail::postgresql_on_connection(connection, {options.busy_timeout}), std::move(options));
-  impl_->start();
 }
 
 void Engine::define(const Limit& limit) {

@@ -45,6 +45,10 @@ void run_on_server(const std::string& uri, const std::string& sql) {
 
 }  // namespace
 
+Backend each_backend() {
+  return GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
+}
+
 TestDatabase::TestDatabase(Backend backend) : backend_(backend) {
   if (backend == Backend::sqlite) {
     location_ = dir_.file("quota.db");

@@ -9,12 +9,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "quota/engine.h"
 #include "statements.h"
 #include "support.h"
+
+struct pg_conn;  // libpq's PGconn
 
 namespace quota::test {
 
@@ -23,6 +26,10 @@ enum class Backend { sqlite, postgresql };
 inline constexpr Backend kAllBackends[] = {Backend::sqlite, Backend::postgresql};
 
 const char* to_string(Backend backend);
+
+// In a test case: runs it once per backend (Catch's GENERATE over kAllBackends) and returns
+// this run's. Call it once per test case, and CAPTURE what it returns.
+Backend each_backend();
 
 class TestDatabase {
  public:
@@ -93,5 +100,21 @@ struct EngineOn {
   Engine engine;
   PlainClient raw;
 };
+
+// Every state row's key, "table|limit|owner[|at_ms]", to compare sets of rows: of a
+// TestDatabase, or of a RawDb.
+template <typename Database>
+std::set<std::string> state_keys(Database& db) {
+  std::set<std::string> keys;
+  for (const auto& row : db.rows("SELECT limit_name, owner, at_ms FROM quota_log")) {
+    keys.insert("quota_log|" + row[0] + "|" + row[1] + "|" + row[2]);
+  }
+  for (const char* table : {"quota_log_owners", "quota_windows", "quota_buckets"}) {
+    for (const auto& row : db.rows(std::string("SELECT limit_name, owner FROM ") + table)) {
+      keys.insert(std::string(table) + "|" + row[0] + "|" + row[1]);
+    }
+  }
+  return keys;
+}
 
 }  // namespace quota::test

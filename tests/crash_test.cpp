@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "migrations.h"
+#include "quota/sqlite.h"
 #include "support.h"
 
 namespace quota::test {
@@ -143,7 +144,7 @@ int migrate_counting_checks(const std::string& path, int kill_at, bool wal) {
       &checks);
   Options options;
   options.clock = [] { return T; };
-  { Engine engine(db, options); }
+  { Engine engine = quota::sqlite::attach(db, options); }
   sqlite3_progress_handler(db.getHandle(), 0, nullptr, nullptr);
   return checks.seen;
 }

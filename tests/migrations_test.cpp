@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "quota/sqlite.h"
 #include "support.h"
 
 namespace quota::test {
@@ -155,7 +156,7 @@ TEST_CASE("a database migrated by a newer build is refused and left alone", "[mi
   {
     SQLite::Database db(path, SQLite::OPEN_READWRITE);
     try {
-      Engine engine(db);
+      Engine engine = quota::sqlite::attach(db);
       FAIL("an Engine on the application's connection accepted it");
     } catch (const Error& error) {
       CHECK(error.code() == ErrorCode::schema_too_new);
@@ -196,7 +197,7 @@ TEST_CASE("an application's database keeps its own tables and rows", "[migration
   }
   SECTION("on the application's own connection, whose journal mode stays") {
     SQLite::Database db(path, SQLite::OPEN_READWRITE);
-    Engine engine(db);
+    Engine engine = quota::sqlite::attach(db);
     CHECK(engine.schema_version() == detail::latest_version());
     CHECK(journal_mode(path) == "delete");
   }

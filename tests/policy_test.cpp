@@ -14,6 +14,7 @@
 
 #include "backend.h"
 #include "model.h"
+#include "quota/sqlite.h"
 #include "statements.h"
 #include "support.h"
 
@@ -466,7 +467,7 @@ TEST_CASE("a throwing hook inside the application's transaction leaves it usable
   SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
   db.exec("CREATE TABLE notes (text TEXT)");
   ManualClock clock;
-  Engine engine(db, options_with(clock));
+  Engine engine = quota::sqlite::attach(db, options_with(clock));
   engine.define(make_limit("post", Algorithm::fixed_window, 5, 60'000));
   Hooks hooks;
   hooks.after_consume = [](const Request& request, const Result&) {

@@ -6,8 +6,12 @@
 //   if (!r.allowed) reject(r.retry_after());
 //
 // Thread safety: one Engine may be shared by any number of threads (operations are
-// serialized on its connection). Several Engines and processes may share one file; SQLite's
-// locking and the single-statement design keep every answer exact.
+// serialized on its connection). Several Engines and processes may share one database; the
+// database's locking and the single-statement design keep every answer exact.
+//
+// An Engine on the application's own connection, so that its operations take part in the
+// application's transactions: quota/sqlite.h (a SQLite::Database of SQLiteCpp) and
+// quota/postgresql.h (a libpq connection). This header needs neither.
 #pragma once
 
 #include <chrono>
@@ -25,12 +29,11 @@
 #include "quota/policy.h"
 #include "quota/result.h"
 
-namespace SQLite {
-class Database;
-}
-struct pg_conn;  // libpq's PGconn
-
 namespace quota {
+
+namespace detail {
+struct EngineAccess;  // how quota/sqlite.h and quota/postgresql.h make an Engine
+}
 
 // Unix time in milliseconds.
 using Clock = std::function<std::int64_t()>;
@@ -68,29 +71,22 @@ struct Options {
   // the database's clock is this machine's. Default: off (the caller's clock, with the clock
   // rule of docs/concepts.md keeping a host whose clock is behind from granting more).
   bool server_clock = false;
-  // Engine::open on a file: PRAGMA synchronous. NORMAL (default) keeps a WAL database
-  // consistent after any crash and durable after a process crash; FULL also survives a power
-  // loss, at the cost of an fsync per consume.
+  // A SQLite file's durability: PRAGMA synchronous FULL instead of NORMAL (Engine::open on a
+  // file). See quota/sqlite.h. Default: off.
   bool synchronous_full = false;
-  // Replace SQLite's automatic WAL checkpoint on the connection (PASSIVE, at
-  // `PRAGMA wal_autocheckpoint` pages, 1000 by default) with the engine's, from half that
-  // threshold: a PASSIVE copy, then a RESTART that copies what was committed meanwhile and
-  // starts the WAL over even while other processes keep writing. With SQLite's own, two
-  // processes that never pause keep the WAL from ever being started over: it grows without
-  // limit and every commit past the threshold pays a checkpoint's fsyncs. With the engine's,
-  // the WAL stays within the threshold and a contended consume's p99 falls about fivefold
-  // (figures: docs/performance-notes.md, "Figures behind the code's choices"); other
-  // writers wait for the RESTART step (about 1 ms, once per half threshold). A connection whose
-  // automatic checkpoint is off is left alone. See docs/embedding.md. Default: on.
+  // A SQLite connection's WAL checkpoint: the engine's instead of SQLite's automatic one
+  // (Engine::open on a file and quota::sqlite::attach). See quota/sqlite.h. Default: on.
   bool restart_checkpoint = true;
   // What consume, check and record answer when the database fails: an I/O error, a full
   // disk, a corrupt file, or a lock held past busy_timeout (ErrorCode io, not_a_database,
   // busy). Bad input (invalid_argument, unknown_limit) is an error under either policy, and
-  // so is the one busy error that asks for a retry rather than a verdict: a write refused to
-  // a snapshot that another connection has moved past (docs/embedding.md). The other
-  // operations (define, get, list, remove, reset, usage, gc, opening) always fail closed.
-  // A fail-open answer is allowed, reason store_unavailable, remaining 0, retry_after_ms 0,
-  // denied 0, reset_at_ms the clock's now; nothing was recorded. Default: fail_closed.
+  // so is a privilege the database refuses the connection's role (permission_denied: a
+  // configuration error, not an outage), and the one busy error that asks for a retry rather
+  // than a verdict: a write refused to a snapshot that another connection has moved past
+  // (docs/embedding.md). The other operations (define, get, list, remove, reset, usage, gc,
+  // opening) always fail closed. A fail-open answer is allowed, reason store_unavailable,
+  // remaining 0, retry_after_ms 0, denied 0, reset_at_ms the clock's now; nothing was
+  // recorded. Default: fail_closed.
   FailurePolicy failure_policy = FailurePolicy::fail_closed;
   // Called with the error that a fail_open answer replaced (never under fail_closed, where the
   // caller gets it), on the calling thread with no lock held, so it may log or use the Engine.
@@ -122,25 +118,13 @@ struct GcProgress {
 
 class QUOTA_API Engine {
  public:
-  // Opens (and by default creates and migrates) the database file at `path`, in WAL mode.
-  // ":memory:" gives a private in-memory database. Throws Error.
+  // Opens (and by default creates and migrates) the database at `path`: a SQLite file, in WAL
+  // mode (":memory:" gives a private in-memory database), or a PostgreSQL server named by a
+  // postgresql:// or postgres:// URI (docs/sharing-limits-across-hosts.md). Throws Error.
   static Engine open(const std::string& path, Options options = {});
 
-  // Uses the application's own connection (which must be open read-write and must outlive
-  // the Engine). Operations then take part in the application's transactions: a consume
-  // inside an open transaction commits or rolls back with it. The journal mode is left as
-  // the application set it. Like Engine::open, it installs on the connection the engine's
-  // busy handler and, with Options::restart_checkpoint, its automatic WAL checkpoint; both
-  // stay after the Engine is gone. Throws Error.
-  explicit Engine(SQLite::Database& database, Options options = {});
-
-  // Uses the application's own PostgreSQL connection (libpq's PGconn, open, and outliving the
-  // Engine): operations take part in the application's transaction there too — a consume
-  // inside its open transaction commits or rolls back with it (operations that need a
-  // savepoint make one inside it). The connection's session settings are left as they are:
-  // lock waits end at its own lock_timeout, not at Options::busy_timeout. Opening checks the
-  // schema (and migrates it, with Options::migrate) on that connection. Throws Error.
-  explicit Engine(pg_conn* connection, Options options = {});
+  // The application's own connection: quota::sqlite::attach (quota/sqlite.h) and
+  // quota::postgresql::attach (quota/postgresql.h).
 
   Engine(Engine&&) noexcept;
   Engine& operator=(Engine&&) noexcept;
@@ -236,6 +220,7 @@ class QUOTA_API Engine {
 
  private:
   struct Impl;
+  friend struct detail::EngineAccess;
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -42,7 +42,8 @@
 extern "C" {
 #endif
 
-/* Status codes. 1..8 are quota::ErrorCode's values in order, plus one. */
+/* Status codes. 1..8 are quota::ErrorCode's first values in order, plus one; 11 is its
+ * permission_denied. */
 enum {
   QUOTA_OK = 0,
   QUOTA_ERROR_INVALID_ARGUMENT = 1,  /* a bad name, owner, cost, number or option; nothing
@@ -55,7 +56,9 @@ enum {
   QUOTA_ERROR_NOT_A_DATABASE = 7,    /* the file is not a SQLite database */
   QUOTA_ERROR_IO = 8,                /* the file cannot be opened, read or written */
   QUOTA_ERROR_OUT_OF_MEMORY = 9,     /* an allocation failed; nothing was changed */
-  QUOTA_ERROR_INTERNAL = 10          /* an unexpected failure inside the library (a bug) */
+  QUOTA_ERROR_INTERNAL = 10,         /* an unexpected failure inside the library (a bug) */
+  QUOTA_ERROR_PERMISSION_DENIED = 11 /* the database role lacks a privilege it needs; never
+                                      * answered by fail_open */
 };
 
 /* Why an operation answered as it did (quota::Reason). */

@@ -415,8 +415,9 @@ class PostgresqlStore final : public Store {
     if (state == "42501") {
       // A least-privilege role (docs/postgresql-roles.sql) meets this for what it is not
       // meant to do (define, change or remove limits and overrides, migrate), and a role
-      // whose grants are incomplete for what it is meant to do.
-      return Error(ErrorCode::io,
+      // whose grants are incomplete for what it is meant to do: a configuration error that
+      // the failure policy never answers.
+      return Error(ErrorCode::permission_denied,
                    "the database role lacks a privilege (" + what +
                        "): changing limits or overrides and migrating need the owner of "
                        "quota's tables, so run that as the owner; a role that consumes needs "

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend.h"
+#include "quota/postgresql.h"
 #include "quota/quota.h"
 #include "support.h"
 
@@ -75,7 +76,7 @@ TEST_CASE("an engine on the application's libpq connection takes part in its tra
   TestDatabase database(Backend::postgresql);
   ManualClock clock;
   Connection application(database.location());
-  Engine engine(application.handle, options_with(clock));
+  Engine engine = quota::postgresql::attach(application.handle, options_with(clock));
   engine.define(make_limit("l", Algorithm::sliding_log, 3, 1000));
 
   application.exec("BEGIN");
@@ -97,7 +98,7 @@ TEST_CASE("an engine on the application's libpq connection takes part in its tra
 
   // A connection that is not open is refused.
   PGconn* closed = PQconnectdb("postgresql://nobody@/nothing?host=/nonexistent");
-  CHECK_THROWS_AS(Engine(closed, {}), Error);
+  CHECK_THROWS_AS(quota::postgresql::attach(closed, {}), Error);
   PQfinish(closed);
 }
 

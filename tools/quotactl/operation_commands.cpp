@@ -6,13 +6,13 @@
 #include <stdexcept>
 
 #include "commands.h"
-#include "statements.h"
 #include "text.h"
 
 namespace quotactl {
 namespace {
 
-using quota::detail::Operation;
+// The operation a command performs.
+enum class Operation { check, consume, record, reset, refund };
 
 struct Request {
   std::string limit;
@@ -270,12 +270,11 @@ int run_usage(Session& session, const Arguments& arguments) {
 
 namespace {
 
-Operation parse_operation(const std::string& text) {
-  std::vector<std::string> names;
-  for (Operation operation : {Operation::consume, Operation::check, Operation::record,
-                              Operation::reset, Operation::refund}) {
-    if (text == quota::detail::operation_name(operation)) return operation;
-    names.emplace_back(quota::detail::operation_name(operation));
+// `text` when it names an operation that has a statement.
+const std::string& parse_operation(const std::string& text) {
+  static const std::vector<std::string> names = quota::admin::statement_operations();
+  for (const std::string& name : names) {
+    if (text == name) return name;
   }
   throw quota::Error(quota::ErrorCode::invalid_argument,
                      fmt::format("unknown operation '{}'{}: use consume, check, record, reset or "
@@ -284,7 +283,7 @@ Operation parse_operation(const std::string& text) {
 }
 
 // How to run the statement in the sqlite3 shell, as SQL comments.
-std::string shell_instructions(Operation operation, quota::Algorithm algorithm,
+std::string shell_instructions(const std::string& operation, quota::Algorithm algorithm,
                                const std::optional<std::string>& limit) {
   std::string text = fmt::format(
       "-- The statement quota runs for {} on {} limits. To run it in the sqlite3 shell,\n"
@@ -292,9 +291,8 @@ std::string shell_instructions(Operation operation, quota::Algorithm algorithm,
       "--   .parameter init\n"
       "--   .parameter set :limit '{}'\n"
       "--   .parameter set :owner 'u1'\n",
-      quota::detail::operation_name(operation), quota::to_string(algorithm),
-      limit.value_or("send"));
-  if (operation != Operation::reset) text += "--   .parameter set :cost 1\n";
+      operation, quota::to_string(algorithm), limit.value_or("send"));
+  if (operation != "reset") text += "--   .parameter set :cost 1\n";
   text +=
       "--   .parameter set :now NULL\n"
       "-- :cost NULL means 1; :now is Unix ms, NULL for the database's current time.\n"
@@ -305,9 +303,8 @@ std::string shell_instructions(Operation operation, quota::Algorithm algorithm,
 
 // The statement wrapped for psql: PREPARE, so that psql runs the text as is, and how to
 // EXECUTE it, as an SQL comment.
-std::string psql_text(Operation operation, quota::Algorithm algorithm,
+std::string psql_text(const std::string& name, quota::Algorithm algorithm,
                       const std::optional<std::string>& limit, const std::string& statement) {
-  const char* name = quota::detail::operation_name(operation);
   return fmt::format(
       "-- The statement quota runs for {0} on {1} limits, in PostgreSQL's dialect. psql runs\n"
       "-- this text as is: it prepares the statement as quota_{0} in the session, with the\n"
@@ -325,36 +322,27 @@ std::string psql_text(Operation operation, quota::Algorithm algorithm,
 }  // namespace
 
 int run_sql(Session& session, const Arguments& arguments) {
-  const Operation operation = parse_operation(arguments.operation);
+  const std::string& operation = parse_operation(arguments.operation);
   quota::Algorithm algorithm = quota::Algorithm::sliding_log;
   if (arguments.sql_limit) {
     quota::validate_limit_name(*arguments.sql_limit);
     quota::Engine engine = session.open_engine();
     algorithm = existing_limit(engine, *arguments.sql_limit).algorithm;
   }
-  const quota::detail::Dialect& dialect =
-      session.on_server() ? quota::detail::kPostgresql : quota::detail::kSqlite;
-  const std::string* statement = nullptr;
-  try {
-    statement = &quota::detail::statement(dialect, operation, algorithm);
-  } catch (const std::logic_error&) {
-    throw quota::Error(quota::ErrorCode::invalid_argument,
-                       fmt::format("this build has no statement for {} limits: use "
-                                   "sliding_log or fixed_window",
-                                   quota::to_string(algorithm)));
-  }
+  const quota::admin::Dialect dialect = quota::admin::dialect_of(session.db_path);
+  const std::string statement = quota::admin::statement(dialect, operation, algorithm);
   if (session.json) {
     // The parameters in order: SQLite's statement names them :limit, :owner, :cost and :now,
     // PostgreSQL's numbers them $1 to $4.
-    session.emit({{"operation", quota::detail::operation_name(operation)},
+    session.emit({{"operation", operation},
                   {"algorithm", quota::to_string(algorithm)},
-                  {"dialect", dialect.name},
+                  {"dialect", quota::admin::to_string(dialect)},
                   {"parameters", {"limit", "owner", "cost", "now"}},
-                  {"sql", *statement}});
+                  {"sql", statement}});
   } else if (session.on_server()) {
-    session.out << psql_text(operation, algorithm, arguments.sql_limit, *statement);
+    session.out << psql_text(operation, algorithm, arguments.sql_limit, statement);
   } else {
-    session.out << shell_instructions(operation, algorithm, arguments.sql_limit) << *statement
+    session.out << shell_instructions(operation, algorithm, arguments.sql_limit) << statement
                 << ";\n";
   }
   return 0;
