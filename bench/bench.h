@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -270,6 +271,10 @@ class PostgresqlBench {
   PostgresqlScale scale_;
   nlohmann::json server_;
 };
+// quota-bench --groups (groups.cpp): prints its tables; returns the exit status.
+int run_groups(const std::string& work_dir, const std::optional<std::string>& postgres,
+               const Budget& budget, int repetitions);
+
 // "postgresql://..." or "postgres://...".
 bool is_postgresql_uri(std::string_view text);
 
