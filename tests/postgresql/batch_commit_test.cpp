@@ -47,12 +47,12 @@ TEST_CASE("a batch whose commit fails fails every request of it, or answers each
   engine.define(make_limit("win", Algorithm::fixed_window, 100, kDay));
   engine.define(make_limit("slow", Algorithm::fixed_window, 100, kDay));
   refuse_poison_at_commit(database);
-  engine.consume("win", "kept");
+  engine.consume("win", "rkept");
   const std::string before = database.dump();
 
   SECTION("a batch call") {
     const std::vector<BatchRequest> requests = {
-        {"win", "a", 1}, {"win", "poison", 1}, {"win", "kept", 1}};
+        {"win", "a", 1}, {"win", "poison", 1}, {"win", "rkept", 1}};
     if (fail_open) {
       const std::vector<Result> answers = engine.consume_many(requests);
       REQUIRE(answers.size() == 3);
@@ -80,11 +80,11 @@ TEST_CASE("a batch whose commit fails fails every request of it, or answers each
       return true;
     };
     engine.set_hooks("slow", slow);
-    // The holder's batch runs alone and commits; the queued requests, poison first, form
-    // the next batch.
+    // The holder's batch runs alone and commits; the queued requests form the next batch,
+    // which runs them in the order of (limit, owner): poison first.
     std::thread holder([&] { engine.consume("slow", "holder"); });
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    const std::vector<std::string> owners = {"poison", "a", "b", "c", "kept"};
+    const std::vector<std::string> owners = {"poison", "q1", "q2", "q3", "rkept"};
     std::vector<std::optional<Result>> answers(owners.size());
     std::vector<std::string> errors(owners.size());
     std::vector<std::thread> threads;
@@ -108,13 +108,13 @@ TEST_CASE("a batch whose commit fails fails every request of it, or answers each
       if (refused) {
         ++failed;
         if (!fail_open) CHECK_THAT(errors[i], Catch::Contains("poison refused at commit"));
-        if (owners[i] != "kept") CHECK(engine.owner_usage("win", owners[i]).used == 0);
+        if (owners[i] != "rkept") CHECK(engine.owner_usage("win", owners[i]).used == 0);
       } else {
         // In a later batch (the batch's time bound): answered, and kept.
         REQUIRE(answers[i]);
         CHECK(answers[i]->allowed);
         CHECK(answers[i]->reason == Reason::ok);
-        CHECK(engine.owner_usage("win", owners[i]).used == (owners[i] == "kept" ? 2 : 1));
+        CHECK(engine.owner_usage("win", owners[i]).used == (owners[i] == "rkept" ? 2 : 1));
       }
     }
     CHECK((!errors[0].empty() || fail_open));
