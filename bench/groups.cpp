@@ -210,6 +210,7 @@ struct ServerSchema {
   ~ServerSchema() { run("DROP SCHEMA IF EXISTS " + name + " CASCADE"); }
   void run(const std::string& sql) const {
     PGconn* connection = PQconnectdb(base.c_str());
+    PQsetNoticeProcessor(connection, [](void*, const char*) {}, nullptr);
     PQclear(PQexec(connection, sql.c_str()));
     PQfinish(connection);
   }

@@ -198,10 +198,10 @@ struct Engine::Impl {
   };
 
   static constexpr std::size_t kGroupCount = 32;
-  // SQLite's write lock excludes every other writer for the whole batch; PostgreSQL's row
-  // locks only the writers of the batch's rows, and each request costs round trips there.
+  // SQLite's write lock excludes every other writer for the whole batch, so a batch there
+  // takes no more requests once it has run for kGroupTime. PostgreSQL's row locks exclude
+  // only the writers of the batch's own rows: the count bounds a batch there.
   static constexpr std::chrono::microseconds kGroupTime{1000};
-  static constexpr std::chrono::microseconds kGroupTimeServer{10'000};
 
   bool grouping = false;
   std::mutex queue_mutex;
@@ -274,8 +274,7 @@ struct Engine::Impl {
     std::stable_sort(batch.begin(), batch.end(), [](const Pending* a, const Pending* b) {
       return std::tie(a->limit, a->owner) < std::tie(b->limit, b->owner);
     });
-    const auto bound =
-        store->dialect().name == detail::kSqlite.name ? kGroupTime : kGroupTimeServer;
+    const bool sqlite = store->dialect().name == detail::kSqlite.name;
     try {
       store->begin_exclusive(detail::Exclusive::requests);
     } catch (...) {
@@ -284,10 +283,10 @@ struct Engine::Impl {
     }
     // SQLite undoes a failed statement alone (its statement journal) and keeps the
     // transaction; PostgreSQL aborts the whole transaction, short of a savepoint.
-    const bool atomic_statements = store->dialect().name == detail::kSqlite.name;
+    const bool atomic_statements = sqlite;
     std::size_t ran = 0;
     for (; ran < batch.size(); ++ran) {
-      if (ran > 0 && std::chrono::steady_clock::now() - started > bound) break;
+      if (sqlite && ran > 0 && std::chrono::steady_clock::now() - started > kGroupTime) break;
       Pending& pending = *batch[ran];
       settle(pending, [&] {
         if (atomic_statements) {

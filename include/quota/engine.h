@@ -98,14 +98,14 @@ struct Options {
   std::function<void(const Error&)> on_error;
   // Group commit: when threads sharing this Engine call consume, check or record while
   // another of its operations runs, the next thread to get the connection runs every waiting
-  // request in one transaction (each decided on its own, in arrival order, in a savepoint of
-  // its own where it needs one) and commits once; each caller gets its own answer after that
-  // commit, never before. A batch holds at most 32 requests and stops taking more after 1 ms,
-  // so that other processes get the write lock promptly. A lone request runs as without it.
-  // A hook of a grouped request runs on the thread that leads the batch. Only on a
-  // connection the engine opened (Engine::open): an Engine on the application's connection
-  // never groups, since the application owns its transactions. Default: on (figures:
-  // docs/performance.md).
+  // request in one transaction (each decided on its own, in the order of (limit, owner) and
+  // for one owner of one limit in arrival order, in a savepoint of its own where it needs
+  // one) and commits once; each caller gets its own answer after that commit, never before.
+  // A batch holds at most 32 requests, and on SQLite stops taking more after 1 ms, so that
+  // other processes get the write lock promptly. A lone request runs as without it. A hook of
+  // a grouped request runs on the thread that leads the batch. Only on a connection the
+  // engine opened (Engine::open): an Engine on the application's connection never groups,
+  // since the application owns its transactions. Default: on (figures: docs/performance.md).
   bool group_commit = true;
 };
 

@@ -111,6 +111,25 @@ std::string without_newline(const char* message) {
   return text;
 }
 
+// The four parameters of a request statement in text form, as libpq takes them (:now NULL
+// when the request has none).
+struct Parameters {
+  explicit Parameters(const Request4& request)
+      : limit(request.limit),
+        owner(request.owner),
+        cost(std::to_string(request.cost)),
+        now(request.now ? std::to_string(*request.now) : std::string()),
+        values{limit.c_str(), owner.c_str(), cost.c_str(), request.now ? now.c_str() : nullptr},
+        lengths{static_cast<int>(limit.size()), static_cast<int>(owner.size()), 0, 0} {}
+  Parameters(const Parameters&) = delete;
+  Parameters& operator=(const Parameters&) = delete;
+
+  const std::string limit, owner, cost, now;
+  const std::array<const char*, 4> values;
+  const std::array<int, 4> lengths;
+  const std::array<int, 4> formats = {0, 0, 0, 0};
+};
+
 class PostgresqlStore final : public Store {
  public:
   PostgresqlStore(PGconn* connection, bool owned, PostgresqlSettings settings)
@@ -127,17 +146,9 @@ class PostgresqlStore final : public Store {
                          const Request4& request) override {
     reconnect_if_lost();
     const std::string& name = prepared_request(operation, algorithm);
-    const std::string cost = std::to_string(request.cost);
-    const std::string now = request.now ? std::to_string(*request.now) : std::string();
-    const std::string limit(request.limit);
-    const std::string owner(request.owner);
-    const std::array<const char*, 4> values = {limit.c_str(), owner.c_str(), cost.c_str(),
-                                               request.now ? now.c_str() : nullptr};
-    const std::array<int, 4> lengths = {static_cast<int>(limit.size()),
-                                        static_cast<int>(owner.size()), 0, 0};
-    const std::array<int, 4> formats = {0, 0, 0, 0};
-    Result result(PQexecPrepared(connection_, name.c_str(), 4, values.data(), lengths.data(),
-                                 formats.data(), 0));
+    const Parameters parameters(request);
+    Result result(PQexecPrepared(connection_, name.c_str(), 4, parameters.values.data(),
+                                 parameters.lengths.data(), parameters.formats.data(), 0));
     check(result.get());
     std::vector<Row> rows = rows_of(result.get());
     if (rows.empty()) return std::nullopt;
@@ -198,18 +209,9 @@ class PostgresqlStore final : public Store {
     while (sent < steps.size() && !failure) {
       const std::size_t end = std::min(steps.size(), sent + kPipelineChunk);
       for (; sent < end; ++sent) {
-        const Request4& request = steps[sent].request;
-        const std::string cost = std::to_string(request.cost);
-        const std::string now = request.now ? std::to_string(*request.now) : std::string();
-        const std::string limit(request.limit);
-        const std::string owner(request.owner);
-        const std::array<const char*, 4> values = {limit.c_str(), owner.c_str(), cost.c_str(),
-                                                   request.now ? now.c_str() : nullptr};
-        const std::array<int, 4> lengths = {static_cast<int>(limit.size()),
-                                            static_cast<int>(owner.size()), 0, 0};
-        const std::array<int, 4> formats = {0, 0, 0, 0};
-        if (PQsendQueryPrepared(connection_, names[sent]->c_str(), 4, values.data(), lengths.data(),
-                                formats.data(), 0) != 1) {
+        const Parameters parameters(steps[sent].request);
+        if (PQsendQueryPrepared(connection_, names[sent]->c_str(), 4, parameters.values.data(),
+                                parameters.lengths.data(), parameters.formats.data(), 0) != 1) {
           failure = translate("", without_newline(PQerrorMessage(connection_)));
           break;
         }

@@ -74,32 +74,19 @@ TEST_CASE("a batch whose commit fails fails every request of it, or answers each
   }
 
   SECTION("group commit: the poison request leads a batch of requests that queued") {
-    Hooks slow;
-    slow.before_consume = [](const Request&) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      return true;
-    };
-    engine.set_hooks("slow", slow);
     // The holder's batch runs alone and commits; the queued requests form the next batch,
     // which runs them in the order of (limit, owner): poison first.
-    std::thread holder([&] { engine.consume("slow", "holder"); });
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const std::vector<std::string> owners = {"poison", "q1", "q2", "q3", "rkept"};
-    std::vector<std::optional<Result>> answers(owners.size());
-    std::vector<std::string> errors(owners.size());
-    std::vector<std::thread> threads;
-    for (std::size_t i = 0; i < owners.size(); ++i) {
-      threads.emplace_back([&, i] {
-        try {
-          answers[i] = engine.consume("win", owners[i]);
-        } catch (const Error& error) {
-          errors[i] = error.what();
-        }
-      });
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::vector<BatchRequest> requests;
+    for (const std::string& owner : owners) requests.push_back({"win", owner, 1});
+    const std::vector<Outcome> outcomes =
+        queue_behind_a_slow_request(engine, requests, std::chrono::milliseconds(500));
+    std::vector<std::optional<Result>> answers;
+    std::vector<std::string> errors;
+    for (const Outcome& outcome : outcomes) {
+      answers.push_back(outcome.result);
+      errors.push_back(outcome.error);
     }
-    holder.join();
-    for (std::thread& thread : threads) thread.join();
     int failed = 0;
     for (std::size_t i = 0; i < owners.size(); ++i) {
       CAPTURE(owners[i]);
