@@ -93,6 +93,29 @@ TEST_CASE("consume_many, check_many and record_many answer as the lone calls, in
   CHECK(batched.database.dump() == alone.database.dump());
 }
 
+TEST_CASE("a long consume_many (PostgreSQL: several pipeline chunks) answers every request",
+          "[batch]") {
+  const Backend backend = GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
+  CAPTURE(to_string(backend));
+  EngineOn on(backend);
+  on.engine.define(make_limit("win", Algorithm::fixed_window, 3, kDay));
+  std::vector<std::string> owners;
+  for (int i = 0; i < 200; ++i) owners.push_back("o" + std::to_string(i));
+  std::vector<BatchRequest> requests;
+  for (int round = 0; round < 4; ++round) {
+    for (const std::string& owner : owners) requests.push_back({"win", owner, 1});
+  }
+  const std::vector<Result> answers = on.engine.consume_many(requests);
+  REQUIRE(answers.size() == 800);
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    CAPTURE(i);
+    const std::int64_t round = static_cast<std::int64_t>(i / owners.size());
+    CHECK(answers[i].allowed == (round < 3));
+    CHECK(answers[i].remaining == std::max<std::int64_t>(0, 2 - round));
+  }
+  for (const std::string& owner : owners) CHECK(on.engine.owner_usage("win", owner).used == 3);
+}
+
 TEST_CASE("a batch call's bad request is refused before any runs, naming its index",
           "[batch][validation]") {
   const Backend backend = GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
