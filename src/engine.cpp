@@ -495,6 +495,12 @@ struct Engine::Impl {
     // On the server's clock each statement reads the time itself, as a lone one does.
     const std::optional<std::int64_t> at =
         options.server_clock ? std::nullopt : std::optional<std::int64_t>(now());
+    if (requests.size() == 1) {
+      // One statement is a transaction of its own (with hooks, run_with_hooks makes the
+      // savepoint): nothing to begin or commit around it.
+      return {
+          run_with_hooks(operation, requests[0].limit, requests[0].owner, requests[0].cost, at)};
+    }
     bool plain = true;
     std::vector<detail::Step> steps;
     steps.reserve(requests.size());
