@@ -171,7 +171,7 @@ TEST_CASE("SIGKILL 50 times while threads consume, batched and not: no answered 
   const std::string path = dir.file("quota.db");
   define_every_algorithm(path);
   std::mt19937 random(20261125);
-  std::array<std::int64_t, 4> reported{};
+  std::vector<std::int64_t> reported(std::size(kAllAlgorithms));
   constexpr int kRounds = 50;
   for (int round = 0; round < kRounds; ++round) {
     CAPTURE(round);
@@ -187,14 +187,9 @@ TEST_CASE("SIGKILL 50 times while threads consume, batched and not: no answered 
     char index = 0;
     REQUIRE(read(ends[0], &index, 1) == 1);
     ++reported[static_cast<std::size_t>(index)];
-    std::this_thread::sleep_for(
-        std::chrono::microseconds(std::uniform_int_distribution<int>(0, 8'000)(random)));
-    REQUIRE(kill(pid, SIGKILL) == 0);
-    CHECK(wait_child(pid) == 128 + SIGKILL);  // killed, never failed by itself
-    for (ssize_t size; (size = read(ends[0], &index, 1)) == 1;) {
-      ++reported[static_cast<std::size_t>(index)];
-    }
-    close(ends[0]);
+    const std::chrono::microseconds pause(std::uniform_int_distribution<int>(0, 8'000)(random));
+    // Killed, never failed by itself.
+    CHECK(kill_and_count_reports(pid, pause, ends[0], reported) == 128 + SIGKILL);
 
     RawDb db(path);
     REQUIRE(db.rows("PRAGMA integrity_check") == std::vector<std::vector<std::string>>{{"ok"}});

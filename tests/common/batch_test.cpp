@@ -56,6 +56,23 @@ std::vector<BatchRequest> mixed_batch() {
   return requests;
 }
 
+// A fresh database of `backend` and an Engine on it, group commit on or off, its clock
+// standing still at T.
+Options grouped_options(const ManualClock& clock, bool group_commit) {
+  Options options = options_with(clock);
+  options.group_commit = group_commit;
+  return options;
+}
+
+struct Grouped {
+  Grouped(Backend backend, bool group_commit)
+      : database(backend),
+        engine(Engine::open(database.location(), grouped_options(clock, group_commit))) {}
+  TestDatabase database;
+  ManualClock clock;  // at T from the start
+  Engine engine;
+};
+
 using Many = std::vector<Result> (Engine::*)(const std::vector<BatchRequest>&);
 using One = Result (Engine::*)(std::string_view, std::string_view, std::int64_t);
 
@@ -222,12 +239,8 @@ TEST_CASE("16 threads on one Engine admit exactly the maximum, group commit on a
   const bool group_commit = GENERATE(true, false);
   const bool batches = GENERATE(false, true);
   CAPTURE(to_string(backend), group_commit, batches);
-  TestDatabase database(backend);
-  ManualClock clock;
-  clock.set(T);
-  Options options = options_with(clock);
-  options.group_commit = group_commit;
-  Engine engine = Engine::open(database.location(), options);
+  Grouped on(backend, group_commit);
+  Engine& engine = on.engine;
   constexpr std::int64_t kMaximum = 40;
   constexpr int kThreads = 16;
   constexpr int kAttempts = 8;  // per thread, algorithm and owner: 128 asked for 40
@@ -337,12 +350,8 @@ TEST_CASE("group commit: a hook that throws inside a batch undoes only its own r
   const Backend backend = GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
   const bool group_commit = GENERATE(true, false);
   CAPTURE(to_string(backend), group_commit);
-  TestDatabase database(backend);
-  ManualClock clock;
-  clock.set(T);
-  Options options = options_with(clock);
-  options.group_commit = group_commit;
-  Engine engine = Engine::open(database.location(), options);
+  Grouped on(backend, group_commit);
+  Engine& engine = on.engine;
   engine.define(make_limit("slow", Algorithm::fixed_window, 100, kDay));
   engine.define(make_limit("win", Algorithm::fixed_window, 100, kDay));
   engine.define(make_limit("hooked", Algorithm::sliding_log, 100, kDay));
@@ -405,12 +414,8 @@ TEST_CASE("group commit: the hooks of queued requests run on the thread that lea
   const Backend backend = GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
   const bool group_commit = GENERATE(true, false);
   CAPTURE(to_string(backend), group_commit);
-  TestDatabase database(backend);
-  ManualClock clock;
-  clock.set(T);
-  Options options = options_with(clock);
-  options.group_commit = group_commit;
-  Engine engine = Engine::open(database.location(), options);
+  Grouped on(backend, group_commit);
+  Engine& engine = on.engine;
   const int elsewhere = hooks_run_elsewhere(engine);
   if (group_commit) {
     CHECK(elsewhere > 0);  // at least one queued request ran in another thread's batch
