@@ -109,6 +109,21 @@ class OperationSavepoint {
   bool open_ = true;
 };
 
+// Every request of a batch call, validated before any runs; the message names the bad one.
+void validate_batch(const std::vector<BatchRequest>& requests) {
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    try {
+      validate_limit_name(requests[i].limit);
+      validate_owner(requests[i].owner);
+      validate_cost(requests[i].cost);
+    } catch (const Error& error) {
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("request {} of the batch (counting from 0): {}; nothing was run", i,
+                              error.what()));
+    }
+  }
+}
+
 // Whether `a` decides a consume_all over `b`: a denial over an allowance, a longer wait
 // over a shorter one (-1, never, is the longest), fewer units left among allowances.
 bool decides_over(const Result& a, const Result& b) {
@@ -541,7 +556,16 @@ struct Engine::Impl {
     return results;
   }
 
-  std::vector<Result> decide_many(Operation operation, const std::vector<BatchRequest>& requests);
+  std::vector<Result> decide_many(Operation operation, const std::vector<BatchRequest>& requests) {
+    validate_batch(requests);
+    if (requests.empty()) return {};
+    return decide<std::vector<Result>>(
+        [&] {
+          std::lock_guard lock(mutex);
+          return run_many(operation, requests);
+        },
+        requests.size());
+  }
 
   // consume_all: every limit's before_consume first, then every consume in one savepoint;
   // on a denial, everything is rolled back and the deciding limit alone is consumed again,
@@ -699,37 +723,6 @@ Result Engine::record(std::string_view limit, std::string_view owner, std::int64
   validate_owner(owner);
   validate_cost(cost);
   return impl_->decide(Operation::record, limit, owner, cost);
-}
-
-namespace {
-
-// Every request of a batch call, validated before any runs; the message names the bad one.
-void validate_batch(const std::vector<BatchRequest>& requests) {
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    try {
-      validate_limit_name(requests[i].limit);
-      validate_owner(requests[i].owner);
-      validate_cost(requests[i].cost);
-    } catch (const Error& error) {
-      throw Error(ErrorCode::invalid_argument,
-                  fmt::format("request {} of the batch (counting from 0): {}; nothing was run", i,
-                              error.what()));
-    }
-  }
-}
-
-}  // namespace
-
-std::vector<Result> Engine::Impl::decide_many(Operation operation,
-                                              const std::vector<BatchRequest>& requests) {
-  validate_batch(requests);
-  if (requests.empty()) return {};
-  return decide<std::vector<Result>>(
-      [&] {
-        std::lock_guard lock(mutex);
-        return run_many(operation, requests);
-      },
-      requests.size());
 }
 
 std::vector<Result> Engine::consume_many(const std::vector<BatchRequest>& requests) {
