@@ -210,7 +210,8 @@ struct ServerSchema {
   ~ServerSchema() { run("DROP SCHEMA IF EXISTS " + name + " CASCADE"); }
   void run(const std::string& sql) const {
     PGconn* connection = PQconnectdb(base.c_str());
-    PQsetNoticeProcessor(connection, [](void*, const char*) {}, nullptr);
+    PQsetNoticeProcessor(
+        connection, [](void*, const char*) {}, nullptr);
     PQclear(PQexec(connection, sql.c_str()));
     PQfinish(connection);
   }
