@@ -12,6 +12,7 @@
 #include <ctime>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -294,6 +295,10 @@ class PostgresqlBench {
   PostgresqlScale scale_;
   nlohmann::json server_;
 };
+// quota-bench --groups (groups.cpp): prints its tables; returns the exit status.
+int run_groups(const std::string& work_dir, const std::optional<std::string>& postgres,
+               const Budget& budget, int repetitions);
+
 // "postgresql://..." or "postgres://...".
 bool is_postgresql_uri(std::string_view text);
 

@@ -76,6 +76,11 @@ SELECT) and the article's SQL-only design, in one run, and evaluates the targets
   --repetitions N        runs of every case (default 3)
   --quick                tiny counts, for the test suite: 10 ms per case, one repetition,
                          2,000 owners instead of 1,000,000, log limit 1,000 instead of 100,000
+  --groups               measure only group commit and consume_many (bench/groups.cpp): 1,
+                         4, 16 and 64 threads on one Engine, group commit on and off, and
+                         consume_many of 1, 10 and 100, against the bare upsert; with
+                         --postgres, consume_many against lone consumes on the server. Prints
+                         Markdown tables (--duration, --repetitions and --work-dir apply)
   --list                 print the case names and exit
   --work-dir DIR         keep the template databases in DIR and reuse them (default: a new
                          temporary directory, removed at the end)
@@ -105,6 +110,7 @@ struct Config {
   bool quick = false;
   bool list = false;
   bool prepare = false;
+  bool groups = false;
   std::optional<std::string> out, report, work_dir, count_case, statement, setup, postgres;
   std::vector<std::string> filters;
   FileSettings file;
@@ -187,6 +193,8 @@ Config parse(int argc, char** argv) {
       config.markdown = true;
     } else if (arg == "--quick") {
       config.quick = true;
+    } else if (arg == "--groups") {
+      config.groups = true;
     } else if (arg == "--list") {
       config.list = true;
     } else if (arg == "--prepare") {
@@ -643,6 +651,10 @@ int run(const Config& config) {
     }
     return waits;
   }();
+  if (config.groups) {
+    const WorkDir work_dir(config.work_dir);
+    return run_groups(work_dir.path(), config.postgres, budget, repetitions);
+  }
   if (config.list) {
     for (const Case& c : everything) std::cout << c.name() << "\n";
     for (auto algorithm : kAlgorithms) std::cout << exact_name(algorithm) << "\n";

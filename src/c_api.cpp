@@ -11,6 +11,7 @@
 #include <new>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "quota/engine.h"
 #include "quota/quota.h"
@@ -183,6 +184,7 @@ quota::Options options_of(const quota_options* given) {
   result.failure_policy =
       options.fail_open != 0 ? quota::FailurePolicy::fail_open : quota::FailurePolicy::fail_closed;
   result.restart_checkpoint = options.restart_checkpoint != 0;
+  result.group_commit = options.group_commit != 0;
   if (options.on_error != nullptr) {
     result.on_error = [on_error = options.on_error,
                        context = options.on_error_context](const quota::Error& error) {
@@ -206,9 +208,49 @@ int operate(Operation operation, quota_engine* engine, const char* limit, std::s
   });
 }
 
+using BatchOperation =
+    std::vector<quota::Result> (quota::Engine::*)(const std::vector<quota::BatchRequest>&);
+
+int operate_many(BatchOperation operation, quota_engine* engine, const quota_request* requests,
+                 std::size_t count, quota_result* results) noexcept {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    if (count > 0 && requests == nullptr) {
+      throw Error(ErrorCode::invalid_argument, "requests is NULL with a count of " +
+                                                   std::to_string(count) +
+                                                   ": pass an array of `count` quota_request");
+    }
+    std::vector<quota::BatchRequest> batch;
+    batch.reserve(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      batch.push_back({text(requests[i].limit, requests[i].limit_length, "a request's limit name"),
+                       text(requests[i].owner, requests[i].owner_length, "a request's owner"),
+                       requests[i].cost});
+    }
+    const std::vector<quota::Result> answers = (target.*operation)(batch);
+    if (results == nullptr) return;
+    for (std::size_t i = 0; i < answers.size(); ++i) store(answers[i], &results[i]);
+  });
+}
+
 }  // namespace
 
 extern "C" {
+
+int quota_consume_many(quota_engine* engine, const quota_request* requests, size_t count,
+                       quota_result* results) {
+  return operate_many(&quota::Engine::consume_many, engine, requests, count, results);
+}
+
+int quota_check_many(quota_engine* engine, const quota_request* requests, size_t count,
+                     quota_result* results) {
+  return operate_many(&quota::Engine::check_many, engine, requests, count, results);
+}
+
+int quota_record_many(quota_engine* engine, const quota_request* requests, size_t count,
+                      quota_result* results) {
+  return operate_many(&quota::Engine::record_many, engine, requests, count, results);
+}
 
 const char* quota_version(void) { return QUOTA_VERSION_STRING; }
 
@@ -226,6 +268,7 @@ void quota_options_init_sized(quota_options* options, size_t size) {
   full.on_error = nullptr;
   full.on_error_context = nullptr;
   full.restart_checkpoint = defaults.restart_checkpoint ? 1 : 0;
+  full.group_commit = defaults.group_commit ? 1 : 0;
   // Only the caller's bytes: a caller built against an older, shorter struct has no more.
   full.size = std::min(size, sizeof(quota_options));
   std::memcpy(options, &full, full.size);
@@ -323,8 +366,8 @@ int quota_consume_all(quota_engine* engine, const char* const* limits, const siz
         target.consume_all(names, text(owner, owner_length, "the owner"), cost);
     store(decision.result, result);
     if (deciding != nullptr) {
-      *deciding = static_cast<size_t>(
-          std::find(names.begin(), names.end(), decision.limit) - names.begin());
+      *deciding = static_cast<size_t>(std::find(names.begin(), names.end(), decision.limit) -
+                                      names.begin());
     }
   });
 }

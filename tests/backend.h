@@ -7,10 +7,13 @@
 // PostgreSQL test fails, saying how to start one.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "quota/engine.h"
@@ -116,5 +119,19 @@ std::set<std::string> state_keys(Database& db) {
   }
   return keys;
 }
+
+// The scene of the group commit tests: a thread holds `engine` for `hold` inside a
+// before_consume hook of limit "slow" (which must exist) while each of `requests` arrives, in
+// order, from a thread of its own, and queues; the next thread to get the connection runs
+// them as one batch (Options::group_commit). Returns each request's answer or error, and
+// the thread that asked.
+struct Outcome {
+  std::optional<Result> result;
+  std::string error;
+  std::thread::id caller;
+};
+std::vector<Outcome> queue_behind_a_slow_request(Engine& engine,
+                                                 const std::vector<BatchRequest>& requests,
+                                                 std::chrono::milliseconds hold);
 
 }  // namespace quota::test

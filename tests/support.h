@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -123,5 +124,11 @@ class LockHolder {
 
 // Waits for the child `pid` to end: its exit status, or 128 + the signal that killed it.
 int wait_child(int pid);
+
+// The crash tests' kill: after `pause`, kills the child `pid` with SIGKILL and waits for it
+// (returning what wait_child returns), then reads every byte the child still wrote down
+// `reports` (each an index into `reported`, whose count it adds one to) and closes it.
+int kill_and_count_reports(int pid, std::chrono::microseconds pause, int reports,
+                           std::vector<std::int64_t>& reported);
 
 }  // namespace quota::test

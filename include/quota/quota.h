@@ -129,6 +129,10 @@ typedef struct quota_options {
    * bounded while other processes keep writing, at the cost of making them wait for the
    * RESTART step (quota::Options::restart_checkpoint; docs/embedding.md). 0: SQLite's own. */
   int restart_checkpoint;
+  /* 1 (default): group commit, for threads sharing one engine: requests that arrive while
+   * another runs wait and commit together, each answered after that commit
+   * (quota::Options::group_commit; docs/embedding.md). 0: one transaction per request. */
+  int group_commit;
 } quota_options;
 
 /* What an operation decided (quota::Result). */
@@ -217,6 +221,29 @@ QUOTA_API int quota_consume_all(quota_engine* engine, const char* const* limits,
                                 const size_t* limit_lengths, size_t count, const char* owner,
                                 size_t owner_length, int64_t cost, quota_result* result,
                                 size_t* deciding);
+
+/* One request of quota_consume_many, quota_check_many and quota_record_many. */
+typedef struct quota_request {
+  const char* limit;
+  size_t limit_length;
+  const char* owner;
+  size_t owner_length;
+  int64_t cost;
+} quota_request;
+
+/* Batch calls: the `count` requests, each decided on its own as quota_consume (check,
+ * record) would, in order, in one transaction; results[i] receives the answer of
+ * requests[i] (`results` may be NULL when the answers are not wanted). Every request is
+ * validated first: a bad one fails the call with QUOTA_ERROR_INVALID_ARGUMENT (the message
+ * names its index) and nothing runs. Any other failure (an unknown limit, the database) rolls
+ * every request back; with fail_open, a failure of the database answers every request as a
+ * lone call would. A failed call leaves results unchanged. `count` 0 does nothing. */
+QUOTA_API int quota_consume_many(quota_engine* engine, const quota_request* requests, size_t count,
+                                 quota_result* results);
+QUOTA_API int quota_check_many(quota_engine* engine, const quota_request* requests, size_t count,
+                               quota_result* results);
+QUOTA_API int quota_record_many(quota_engine* engine, const quota_request* requests, size_t count,
+                                quota_result* results);
 
 /* The message of the last call on this thread that failed, as NUL-terminated UTF-8; "" after
  * a call that returned QUOTA_OK. Valid until the next quota_* call on this thread. */

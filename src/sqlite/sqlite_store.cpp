@@ -193,6 +193,21 @@ class SqliteStore final : public Store {
     });
   }
 
+  std::vector<std::optional<Row>> run_all(const std::vector<Step>& steps) override {
+    begin_exclusive(Exclusive::requests);
+    std::vector<std::optional<Row>> rows;
+    rows.reserve(steps.size());
+    try {
+      for (const Step& step : steps)
+        rows.push_back(run(step.operation, step.algorithm, step.request));
+      commit();
+    } catch (...) {
+      rollback();
+      throw;
+    }
+    return rows;
+  }
+
   std::vector<Row> query(const std::string& sql, const std::vector<Value>& parameters) override {
     return guarded([&] {
       std::vector<Row> rows;
