@@ -78,8 +78,7 @@ struct Hooks {
   std::function<void(const Request&, const Result&)> on_exceeded;
 
   bool empty() const {
-    return !before_consume && !after_consume && !before_record && !after_record &&
-           !on_exceeded;
+    return !before_consume && !after_consume && !before_record && !after_record && !on_exceeded;
   }
 };
 
@@ -104,6 +103,7 @@ enum class UsageOrder {
   used,           // most used first
   denied,         // most denied first: abusive owners stand out
   shadow_denied,  // most would-be denials first: whom shadow mode would have stopped
+  blocked,        // only the owners locked out now (Limit::block), the latest block end first
 };
 
 }  // namespace quota
