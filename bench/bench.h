@@ -105,6 +105,9 @@ struct Case {
   std::int64_t log_limit = 0;
   // Threads, each with its own connection, operating at once (postgresql only).
   int clients = 1;
+  // The limit locks an owner out after a denial (Limit::block, a minute): what carrying the
+  // block costs the consumes that are allowed, beside the same case without it (/block).
+  bool block = false;
 
   bool engine() const {
     return subject == Subject::consume || subject == Subject::check || subject == Subject::record;

@@ -8,6 +8,8 @@
 //   upsert_state,            storage without a decision: the bare upsert on the engine's own
 //   upsert_narrow            state table, and on the narrowest state row a text owner allows
 //   consume, check, record   quota::Engine, each algorithm
+//   consume/.../block        fixed_window consume on a limit with a block (Limit::block),
+//                            beside the plain one (memory and wal_normal, 1,000 owners)
 // in the settings memory (":memory:"), wal_normal and wal_full (WAL, synchronous NORMAL or
 // FULL), with 1,000 owners; consume and the upserts also with 1,000,000 owners (wal_normal);
 // the sliding log held at capacity with limit 10 and limit 100,000 (10 owners, memory and
@@ -299,6 +301,10 @@ std::vector<Case> all_cases(const Scale& scale) {
     add(Subject::article, setting, scale.owners);
     add(Subject::upsert_state, setting, scale.owners);
     add(Subject::upsert_narrow, setting, scale.owners);
+    if (setting != Setting::wal_full) {
+      add(Subject::consume, setting, scale.owners);
+      cases.back().block = true;
+    }
   }
   add(Subject::upsert_int, Setting::wal_normal, scale.large_owners);
   for (auto algorithm : kAlgorithms) {

@@ -486,12 +486,20 @@ void with_operation(const Case& c, const Templates& templates, int repetition,
     use(operation);
     return;
   }
+  // The block, on the same limit and state as the case without it; taken off again after,
+  // for a template used in place.
+  const auto set_block = [&](const char* block_ms) {
+    execute(db->getHandle(), fmt::format("UPDATE quota_limits SET block_ms = {} WHERE name = '{}'",
+                                         block_ms, limit_name(c.algorithm)));
+  };
+  if (c.block) set_block("60000");
   quota::Options options;
   options.clock = [&now] { return now++; };
   quota::Engine engine = quota::sqlite::attach(*db, options);
   EngineOperation operation{&engine, c.subject, limit_name(c.algorithm),
                             Owners(c.owners, log_at_capacity, populated)};
   use(operation);
+  if (c.block) set_block("NULL");
 }
 
 }  // namespace
@@ -556,6 +564,7 @@ std::string Case::name() const {
   name += fmt::format("/{}/{}", setting_name(setting), owners);
   if (log_limit > 0) name += fmt::format("/limit_{}", log_limit);
   if (clients > 1) name += fmt::format("/{}_clients", clients);
+  if (block) name += "/block";
   return name;
 }
 

@@ -9,6 +9,7 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,10 @@
 
 struct quota_engine {
   quota::Engine engine;
+};
+
+struct quota_cancel {
+  std::stop_source source;
 };
 
 namespace {
@@ -72,6 +77,8 @@ int reason_of(quota::Reason reason) noexcept {
       return QUOTA_REASON_HOOK_DENIED;
     case quota::Reason::store_unavailable:
       return QUOTA_REASON_STORE_UNAVAILABLE;
+    case quota::Reason::blocked:
+      return QUOTA_REASON_BLOCKED;
   }
   return -1;
 }
@@ -327,6 +334,42 @@ int quota_consume(quota_engine* engine, const char* limit, size_t limit_length, 
                  result);
 }
 
+int quota_cancel_new(quota_cancel** cancel) {
+  if (cancel != nullptr) *cancel = nullptr;
+  return guarded([&] {
+    if (cancel == nullptr) {
+      throw Error(ErrorCode::invalid_argument,
+                  "cancel is NULL: pass where to store the new cancellation");
+    }
+    *cancel = new quota_cancel();
+  });
+}
+
+int quota_cancel_request(quota_cancel* cancel) {
+  return guarded([&] {
+    if (cancel == nullptr) {
+      throw Error(ErrorCode::invalid_argument,
+                  "cancel is NULL: pass the handle that quota_cancel_new stored");
+    }
+    cancel->source.request_stop();
+  });
+}
+
+void quota_cancel_free(quota_cancel* cancel) { delete cancel; }
+
+int quota_acquire(quota_engine* engine, const char* limit, size_t limit_length, const char* owner,
+                  size_t owner_length, int64_t cost, int64_t max_wait_ms, quota_cancel* cancel,
+                  quota_result* result) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    store(target.acquire(text(limit, limit_length, "the limit name"),
+                         text(owner, owner_length, "the owner"), cost,
+                         std::chrono::milliseconds(max_wait_ms),
+                         cancel != nullptr ? cancel->source.get_token() : std::stop_token()),
+          result);
+  });
+}
+
 int quota_record(quota_engine* engine, const char* limit, size_t limit_length, const char* owner,
                  size_t owner_length, int64_t cost, quota_result* result) {
   return operate(&quota::Engine::record, engine, limit, limit_length, owner, owner_length, cost,
@@ -419,6 +462,8 @@ const char* quota_reason_name(int reason) {
       return "hook_denied";
     case QUOTA_REASON_STORE_UNAVAILABLE:
       return "store_unavailable";
+    case QUOTA_REASON_BLOCKED:
+      return "blocked";
     default:
       return "?";
   }

@@ -72,11 +72,12 @@ Limit read_limit(const Row& row) {
   limit.period = std::chrono::milliseconds(integer_of(row.at(3)));
   if (!detail::is_null(row.at(4))) limit.burst = integer_of(row.at(4));
   limit.shadow = integer_of(row.at(5)) != 0;
+  if (!detail::is_null(row.at(6))) limit.block = std::chrono::milliseconds(integer_of(row.at(6)));
   return limit;
 }
 
 constexpr const char* kSelectLimits =
-    "SELECT name, algorithm, maximum, period_ms, burst, shadow FROM quota_limits";
+    "SELECT name, algorithm, maximum, period_ms, burst, shadow, block_ms FROM quota_limits";
 
 std::optional<Limit> get_locked(detail::Store& store, std::string_view name) {
   const std::vector<Row> rows =
@@ -433,9 +434,11 @@ struct Engine::Impl {
     const std::optional<Row> row = store->run(Operation::check, algorithm, {limit, owner, 1, now});
     if (!row) return std::nullopt;
     const Result result = read_result(*row);
-    return Usage{std::string(limit),     std::string(owner),    integer_of(row->at(7)),
-                 result.remaining,       result.denied,         result.reset_at_ms,
-                 integer_of(row->at(8)), integer_of(row->at(9))};
+    Usage usage{std::string(limit),     std::string(owner),    integer_of(row->at(7)),
+                result.remaining,       result.denied,         result.reset_at_ms,
+                integer_of(row->at(8)), integer_of(row->at(9))};
+    if (!detail::is_null(row->at(10))) usage.blocked_until_ms = integer_of(row->at(10));
+    return usage;
   }
 
   // ---------------------------------------------------------------------------------------
@@ -676,15 +679,17 @@ void Engine::define(const Limit& limit) {
     // next operation on (a window row written under another period counts in the window
     // that holds its seen_ms). Another algorithm: quota_limits' trigger discards the state.
     impl_->store->execute(
-        "INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst, shadow) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6 <> 0) ON CONFLICT (name) DO UPDATE SET "
+        "INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst, shadow, block_ms) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6 <> 0, ?7) ON CONFLICT (name) DO UPDATE SET "
         "algorithm = excluded.algorithm, maximum = excluded.maximum, "
-        "period_ms = excluded.period_ms, burst = excluded.burst, shadow = excluded.shadow",
+        "period_ms = excluded.period_ms, burst = excluded.burst, shadow = excluded.shadow, "
+        "block_ms = excluded.block_ms",
         {Value(limit.name), Value(std::string(to_string(limit.algorithm))),
          Value(std::int64_t{limit.maximum}), Value(std::int64_t{limit.period.count()}),
          limit.algorithm == Algorithm::token_bucket ? Value(std::int64_t{limit.capacity()})
                                                     : Value(),
-         Value(std::int64_t{limit.shadow ? 1 : 0})});
+         Value(std::int64_t{limit.shadow ? 1 : 0}),
+         limit.block ? Value(std::int64_t{limit.block->count()}) : Value()});
     impl_->algorithms[limit.name] = limit.algorithm;
   });
 }
@@ -757,6 +762,38 @@ Result Engine::refund(std::string_view limit, std::string_view owner, std::int64
   validate_owner(owner);
   validate_cost(cost);
   return impl_->guarded([&] { return impl_->run(Operation::refund, limit, owner, cost); });
+}
+
+namespace {
+
+// Sleeps for `duration` unless `stop` is requested first (or was already); false when
+// stopped.
+bool sleep_unless_stopped(std::chrono::milliseconds duration, const std::stop_token& stop) {
+  std::mutex mutex;
+  std::condition_variable_any wake;
+  std::unique_lock lock(mutex);
+  // The predicate is never true: only the time or a stop request ends the wait.
+  wake.wait_for(lock, stop, duration, [] { return false; });
+  return !stop.stop_requested();
+}
+
+}  // namespace
+
+Result Engine::acquire(std::string_view limit, std::string_view owner, std::int64_t cost,
+                       std::chrono::milliseconds max_wait, std::stop_token stop) {
+  if (max_wait.count() < 0) {
+    throw Error(
+        ErrorCode::invalid_argument,
+        fmt::format("invalid max_wait {} ms: give 0 (do not wait) or more", max_wait.count()));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + max_wait;
+  for (;;) {
+    const Result result = consume(limit, owner, cost);
+    if (result.allowed || result.retry_after_ms < 0 || stop.stop_requested()) return result;
+    const std::chrono::milliseconds wait(result.retry_after_ms);
+    if (std::chrono::steady_clock::now() + wait > deadline) return result;
+    if (!sleep_unless_stopped(wait, stop)) return result;
+  }
 }
 
 Decision Engine::consume_all(const std::vector<std::string_view>& limits, std::string_view owner,
@@ -886,11 +923,15 @@ std::vector<Usage> Engine::usage(std::string_view limit, std::size_t top, UsageO
     std::vector<Usage> rows;
     for (const std::string& owner : names) {
       const std::optional<Usage> row = impl_->usage_at(*algorithm, limit, owner, now);
-      if (row && (row->used > 0 || row->denied > 0 || row->shadow_denied > 0)) {
+      if (row && (row->used > 0 || row->denied > 0 || row->shadow_denied > 0) &&
+          (order != UsageOrder::blocked || row->blocked_until_ms)) {
         rows.push_back(*row);
       }
     }
     std::stable_sort(rows.begin(), rows.end(), [order](const Usage& a, const Usage& b) {
+      if (order == UsageOrder::blocked && a.blocked_until_ms != b.blocked_until_ms) {
+        return a.blocked_until_ms > b.blocked_until_ms;
+      }
       if (order == UsageOrder::denied && a.denied != b.denied) return a.denied > b.denied;
       if (order == UsageOrder::shadow_denied && a.shadow_denied != b.shadow_denied) {
         return a.shadow_denied > b.shadow_denied;
@@ -911,6 +952,34 @@ Usage Engine::owner_usage(std::string_view limit, std::string_view owner) {
     const std::optional<Usage> row = impl_->usage_at(*algorithm, limit, owner, impl_->now());
     if (!row) throw unknown_limit(limit);
     return *row;
+  });
+}
+
+std::vector<Usage> Engine::owner_usage(std::string_view owner) {
+  validate_owner(owner);
+  return impl_->guarded([&] {
+    // The limits where the owner has state or an override, each read by the owner's key; a
+    // '*' override covers every limit.
+    const std::vector<Row> found = impl_->store->query(
+        "SELECT l.name, l.algorithm FROM quota_limits AS l WHERE EXISTS ("
+        "SELECT 1 FROM quota_overrides AS o WHERE o.owner = ?1 "
+        "AND (o.limit_name = l.name OR o.limit_name = '*')) "
+        "OR l.name IN (SELECT limit_name FROM quota_windows WHERE owner = ?1 "
+        "UNION ALL SELECT limit_name FROM quota_log_owners WHERE owner = ?1 "
+        "UNION ALL SELECT limit_name FROM quota_buckets WHERE owner = ?1) "
+        "ORDER BY l.name",
+        {Value(std::string(owner))});
+    const std::int64_t now = impl_->now();
+    std::vector<Usage> rows;
+    for (const Row& row : found) {
+      const std::string limit = text_of(row.at(0));
+      const auto algorithm = parse_algorithm(text_of(row.at(1)));
+      if (!algorithm) continue;
+      if (std::optional<Usage> usage = impl_->usage_at(*algorithm, limit, owner, now)) {
+        rows.push_back(std::move(*usage));
+      }
+    }
+    return rows;
   });
 }
 

@@ -67,6 +67,7 @@ static void test_names_and_defaults(void) {
   CHECK(strcmp(quota_status_name(99), "?") == 0);
   CHECK(strcmp(quota_reason_name(QUOTA_REASON_COST_EXCEEDS_CAPACITY), "cost_exceeds_capacity") ==
         0);
+  CHECK(strcmp(quota_reason_name(QUOTA_REASON_BLOCKED), "blocked") == 0);
   CHECK(strcmp(quota_algorithm_name(QUOTA_TOKEN_BUCKET), "token_bucket") == 0);
   CHECK(strcmp(quota_algorithm_name(-1), "?") == 0);
 }
@@ -171,6 +172,23 @@ static void test_refund_and_consume_all(void) {
   CHECK(quota_consume_all(engine, NULL, NULL, 0, TEXT("u"), 1, &r, NULL) ==
         QUOTA_ERROR_INVALID_ARGUMENT);
   CHECK(quota_refund(engine, TEXT("nope"), TEXT("u"), 1, &r) == QUOTA_ERROR_UNKNOWN_LIMIT);
+
+  /* acquire on the fixed clock: a wait past the deadline, or a cancelled one, returns the
+   * denial at once. */
+  CHECK(quota_consume(engine, TEXT("minute"), TEXT("u"), 1, &r) == QUOTA_OK && r.allowed == 1);
+  CHECK(quota_acquire(engine, TEXT("minute"), TEXT("u"), 1, 0, NULL, &r) == QUOTA_OK);
+  CHECK(r.allowed == 0 && r.reason == QUOTA_REASON_RATE_LIMITED && r.retry_after_ms > 0);
+  quota_cancel* cancel = NULL;
+  CHECK(quota_cancel_new(&cancel) == QUOTA_OK && cancel != NULL);
+  CHECK(quota_cancel_request(cancel) == QUOTA_OK);
+  CHECK(quota_acquire(engine, TEXT("minute"), TEXT("u"), 1, 3600000, cancel, &r) == QUOTA_OK);
+  CHECK(r.allowed == 0 && r.retry_after_ms > 0);
+  quota_cancel_free(cancel);
+  quota_cancel_free(NULL);
+  CHECK(quota_cancel_new(NULL) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_cancel_request(NULL) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_acquire(engine, TEXT("minute"), TEXT("u"), 1, -1, NULL, &r) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
   quota_close(engine);
 }
 

@@ -306,7 +306,16 @@ TEST_CASE("a database at version 3 is upgraded to tables keyed by owner, every r
     CHECK(engine.schema_version() == detail::latest_version());
   }
   RawDb raw(path);
-  CHECK(dump(raw) == before);
+  // Later migrations add columns at the end, NULL in these rows: the rest is as it was.
+  std::vector<std::vector<std::string>> after = dump(raw);
+  REQUIRE(after.size() == before.size());
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    for (std::size_t column = before[i].size(); column < after[i].size(); ++column) {
+      CHECK(after[i][column] == "NULL");
+    }
+    after[i].resize(before[i].size());
+  }
+  CHECK(after == before);
   CHECK(raw.rows("PRAGMA integrity_check")[0][0] == "ok");
   for (const std::string table : {"quota_windows", "quota_log_owners", "quota_buckets"}) {
     CAPTURE(table);

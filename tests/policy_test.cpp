@@ -505,6 +505,7 @@ TEST_CASE("policies against the reference model", "[policy][property]") {
   for (const Algorithm algorithm : kAlgorithms) {
     Limit limit = limit_of(algorithm, 4, 50);
     if (algorithm == Algorithm::token_bucket) limit.burst = 5;
+    limit.block = std::chrono::milliseconds(25);  // lockouts, switched off and on below
     limits.push_back(limit);
     f.engine.define(limit);
     model.define(limit);
@@ -541,6 +542,13 @@ TEST_CASE("policies against the reference model", "[policy][property]") {
     }
     if (what < 11) {
       limit.shadow = !limit.shadow;
+      f.engine.define(limit);
+      model.define(limit);
+      continue;
+    }
+    if (what < 13) {
+      limit.block =
+          limit.block ? std::nullopt : std::optional<std::chrono::milliseconds>(between(1, 40));
       f.engine.define(limit);
       model.define(limit);
       continue;
@@ -591,6 +599,7 @@ TEST_CASE("policies against the reference model", "[policy][property]") {
         CHECK(engine_usage[i].denied == model_usage[i].denied);
         CHECK(engine_usage[i].shadow_denied == model_usage[i].shadow_denied);
         CHECK(engine_usage[i].reset_at_ms == model_usage[i].reset_at_ms);
+        CHECK(engine_usage[i].blocked_until_ms == model_usage[i].blocked_until_ms);
       }
     }
   }

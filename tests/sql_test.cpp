@@ -424,7 +424,7 @@ TEST_CASE("quota_usage: the example of the migration's prose, at a fixed time", 
   const auto rows = f.raw.rows("SELECT * FROM quota_usage ORDER BY remaining LIMIT 10");
   REQUIRE(rows.size() == 1);
   CHECK(rows[0] == std::vector<std::string>{"send_message", "u42", "10", "0", "3", "4102444860000",
-                                            "2100-01-01T00:01:00.000Z", "0"});
+                                            "2100-01-01T00:01:00.000Z", "0", "NULL"});
   CHECK(iso8601(1'700'000'060'000) == "2023-11-14T22:14:20.000Z");
 }
 

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -116,6 +117,10 @@ struct Usage {
   std::int64_t shadow_denied = 0;  // would-be denials in shadow mode since created or reset
   // The owner's capacity: the limit's maximum (a token bucket's burst), or its override's.
   std::int64_t capacity = 0;
+  // While the owner is locked out (Limit::block): when the block ends (Unix ms). Empty when
+  // it is not blocked now (never blocked, the block is over, or the limit has no block or is
+  // in shadow mode).
+  std::optional<std::int64_t> blocked_until_ms = std::nullopt;
 };
 
 // How far Engine::gc has got, reported after each batch.
@@ -165,6 +170,20 @@ class QUOTA_API Engine {
   // like a check of cost 1 afterwards. Writes the owner's remembered time like a consume.
   Result refund(std::string_view limit, std::string_view owner, std::int64_t cost = 1);
 
+  // Waits for its turn: consumes, and while denied with a finite retry_after_ms that ends
+  // within `max_wait` of the call, sleeps exactly retry_after_ms and consumes again. Returns
+  // the first allowed answer, or the last denial at once when its wait would end past the
+  // deadline, when it can never be allowed (retry_after_ms -1), or when `stop` is requested
+  // (before or during a sleep; the sleep ends at once). One sleep per attempt, no polling;
+  // the Engine is not locked while a thread sleeps, so any number of threads may wait on one
+  // Engine while others use it. Cancel from another thread with the std::stop_source whose
+  // token was passed (a std::jthread's own token works too). The deadline is measured on
+  // std::chrono::steady_clock, the waits come from Options::clock: use a real clock (a fixed
+  // clock never moves, so the retries keep being denied until the deadline). Throws as consume
+  // does, and Error (invalid_argument) for a negative max_wait.
+  Result acquire(std::string_view limit, std::string_view owner, std::int64_t cost,
+                 std::chrono::milliseconds max_wait, std::stop_token stop = {});
+
   // Consumes `cost` from every limit at once, in one savepoint (inside the caller's
   // transaction, on the application's connection): allowed only if every limit allows.
   // If one denies, no limit's state changes except that the deciding limit counts the
@@ -193,12 +212,18 @@ class QUOTA_API Engine {
   std::vector<Result> record_many(const std::vector<BatchRequest>& requests);
 
   // Owners of `limit` with usage, denials or shadow denials, most used first (or as `order`
-  // says), at most `top` (0 = all).
+  // says; UsageOrder::blocked lists only the owners locked out now), at most `top` (0 = all).
   std::vector<Usage> usage(std::string_view limit, std::size_t top = 0,
                            UsageOrder order = UsageOrder::used);
   // One owner's usage of `limit` now, as a check sees it (all zero but `remaining`,
   // `capacity` and `reset_at_ms` for an owner without state). Changes nothing.
   Usage owner_usage(std::string_view limit, std::string_view owner);
+  // One owner on every limit where it has state (even all zero: an owner written by a
+  // refund, or whose usage has expired) or an override (its own or a '*' one, which covers
+  // every limit), by limit name; the limits where it has neither are left out, since they
+  // would show only the limit's capacity. The first thing to look at when a customer says "I
+  // am being rate limited". Changes nothing.
+  std::vector<Usage> owner_usage(std::string_view owner);
 
   // Creates or replaces the override of (override.limit, override.owner). The limit must
   // exist unless it is kEveryLimit. Throws Error: invalid_argument for a bad name, owner or

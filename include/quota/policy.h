@@ -110,6 +110,7 @@ enum class UsageOrder {
   used,           // most used first
   denied,         // most denied first: abusive owners stand out
   shadow_denied,  // most would-be denials first: whom shadow mode would have stopped
+  blocked,        // only the owners locked out now (Limit::block), the latest block end first
 };
 
 }  // namespace quota

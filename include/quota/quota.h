@@ -68,8 +68,9 @@ enum {
   QUOTA_REASON_COST_EXCEEDS_CAPACITY = 2, /* the cost can never fit; retry_after_ms is -1 */
   QUOTA_REASON_OWNER_DENIED = 3,          /* an override denies this owner */
   QUOTA_REASON_HOOK_DENIED = 4,           /* a before_consume hook said no */
-  QUOTA_REASON_STORE_UNAVAILABLE = 5      /* allowed undecided: the database failed and
+  QUOTA_REASON_STORE_UNAVAILABLE = 5,     /* allowed undecided: the database failed and
                                            * options.fail_open is 1 */
+  QUOTA_REASON_BLOCKED = 6 /* locked out after a denial (a limit's block) until retry_after_ms */
 };
 
 /* How usage is counted (quota::Algorithm). */
@@ -244,6 +245,24 @@ QUOTA_API int quota_check_many(quota_engine* engine, const quota_request* reques
                                quota_result* results);
 QUOTA_API int quota_record_many(quota_engine* engine, const quota_request* requests, size_t count,
                                 quota_result* results);
+
+/* A cancellation for quota_acquire: one thread waits with it, another cancels the wait.
+ * quota_cancel_new stores a new one in *cancel (NULL on failure); quota_cancel requests it
+ * (every waiter on it returns at once, and later quota_acquire calls with it wait no more);
+ * quota_cancel_free frees it (NULL does nothing) once no call uses it. */
+typedef struct quota_cancel quota_cancel;
+QUOTA_API int quota_cancel_new(quota_cancel** cancel);
+QUOTA_API int quota_cancel_request(quota_cancel* cancel);
+QUOTA_API void quota_cancel_free(quota_cancel* cancel);
+
+/* acquire: waits for its turn (quota::Engine::acquire). Consumes; while denied with a finite
+ * retry_after_ms that ends within max_wait_ms (>= 0) of the call, sleeps exactly that long and
+ * consumes again. *result is the first allowed answer, or the last denial: at once when its
+ * wait ends past the deadline, when it can never be allowed, or when `cancel` (may be NULL)
+ * is requested. The engine is not locked while a thread sleeps. */
+QUOTA_API int quota_acquire(quota_engine* engine, const char* limit, size_t limit_length,
+                            const char* owner, size_t owner_length, int64_t cost,
+                            int64_t max_wait_ms, quota_cancel* cancel, quota_result* result);
 
 /* The message of the last call on this thread that failed, as NUL-terminated UTF-8; "" after
  * a call that returned QUOTA_OK. Valid until the next quota_* call on this thread. */

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "quota/sqlite.h"
 #include "support.h"
 
 namespace quota::test {
@@ -429,7 +430,7 @@ TEST_CASE("group commit is off for an Engine on the application's connection", "
   SQLite::Database db(dir.file("app.db"), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
   ManualClock clock;
   clock.set(T);
-  Engine engine(db, options_with(clock));  // group_commit on by default, ignored here
+  Engine engine = quota::sqlite::attach(db, options_with(clock));  // group_commit ignored here
   CHECK(hooks_run_elsewhere(engine) == 0);
 }
 

@@ -39,6 +39,9 @@ struct Arguments {
   std::optional<std::string> top;
   std::optional<std::string> batch;  // gc --batch
   std::optional<std::string> by;     // usage --by
+  std::optional<std::string> block;  // limit set --block
+  std::optional<std::string> wait;   // consume --wait
+  bool no_block = false;             // limit set --no-block
   bool dry_run = false;
   bool shadow = false;                        // limit set --shadow
   bool enforce = false;                       // limit set --enforce
@@ -57,6 +60,7 @@ struct Session {
   bool use_colour = false;     // ANSI colour on `out`
   bool show_progress = false;  // progress bars on `out`: a terminal, and not --json
   std::int64_t now = 0;        // the one instant this invocation runs at (Unix ms)
+  bool fixed_now = false;      // --now gave it
   // --server-clock: operations take the time from the database's clock instead of `now`
   // (Options::server_clock), which then serves only to show times.
   bool server_clock = false;
@@ -86,8 +90,10 @@ struct Session {
 
   // Opens the database for a command other than migrate and status: it must exist, be a
   // quota database (a SQLite file, or a server's schema), and be migrated to exactly this
-  // build's schema. Throws quota::Error (exit 3) otherwise, having changed nothing.
-  quota::Engine open_engine() const;
+  // build's schema. Throws quota::Error (exit 3) otherwise, having changed nothing. With
+  // `live_clock` (consume --wait), the engine reads the system clock at every operation
+  // instead of `now`.
+  quota::Engine open_engine(bool live_clock = false) const;
 };
 
 // The error for a limit that does not exist (exit 2), saying how to list or define limits.
