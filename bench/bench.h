@@ -1,13 +1,18 @@
 // quota-bench: the cases, how each is measured, and the report. main.cpp lists the workloads.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <array>
 #include <bit>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <ctime>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,9 +62,22 @@ struct Measurement {
   std::int64_t failures = 0;   // operations that failed (contention: busy after the timeout)
   std::int64_t recorded = -1;  // exactness runs: what the owner's state counts afterwards
   std::int64_t elapsed_ns = 0;
+  std::int64_t cpu_ns = 0;  // the process's CPU time (user and system) while measuring
   Histogram latency;
   char error[512] = {};  // non-empty: the case failed with this message
 };
+
+// The number `text` gives for `option`, from `low` to `high`. Anything else is refused:
+// `refuse` (which exits) gets a message saying what the option takes.
+inline double number_option(const std::string& option, const char* text, double low, double high,
+                            void (*refuse)(const std::string&)) {
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(value >= low && value <= high)) {
+    refuse(fmt::format("{} takes a number from {} to {}, not '{}'", option, low, high, text));
+  }
+  return value;
+}
 
 // postgresql: the server given by --postgres (postgresql.cpp), over its own connections.
 enum class Setting { memory, wal_normal, wal_full, postgresql };
@@ -91,6 +109,9 @@ struct Case {
   // name ends in /watched), so that the case against the same one without shows what
   // watching costs a consume.
   bool watched = false;
+  // The limit locks an owner out after a denial (Limit::block, a minute): what carrying the
+  // block costs the consumes that are allowed, beside the same case without it (/block).
+  bool block = false;
 
   bool engine() const {
     return subject == Subject::consume || subject == Subject::check || subject == Subject::record;
@@ -158,6 +179,13 @@ Measurement measure(Operation&& operation, const Budget& budget) {
   }
   measurement.elapsed_ns = (last - start).count();
   return measurement;
+}
+
+// The CPU time this process has used so far (every thread, user and system), in ns.
+inline std::int64_t process_cpu_ns() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
 }
 
 // measure() of consumes of (limit, owner) on `engine`, where a busy error (another connection
@@ -274,6 +302,10 @@ class PostgresqlBench {
   PostgresqlScale scale_;
   nlohmann::json server_;
 };
+// quota-bench --groups (groups.cpp): prints its tables; returns the exit status.
+int run_groups(const std::string& work_dir, const std::optional<std::string>& postgres,
+               const Budget& budget, int repetitions);
+
 // "postgresql://..." or "postgres://...".
 bool is_postgresql_uri(std::string_view text);
 

@@ -97,6 +97,8 @@ for name, case in cases.items():
     for key in figures + ("operations", "allowed_share"):
         number(case, key, name)
     expect(case["operations"] > 0, f"{name}: no operation ran")
+    number(case, "cpu_us_per_op", name)
+    expect(case.get("cpu_us_per_op", 0) > 0, f"{name}: no CPU time counted")
     expect(case["p50_us"] <= case["p99_us"] <= case["p999_us"] <= case["max_us"],
            f"{name}: percentiles out of order")
     ratios = case["ratios"]
@@ -122,6 +124,17 @@ for name in ("contention/sqlite_busy_timeout", "contention/engine"):
     processes = item["repetitions"][0]["processes"]
     expect(len(processes) == 2 and all(p["operations"] > 0 for p in processes),
            f"{name}: a process did no operation")
+
+# A filter ending in $ matches the names that end with the rest: limit_10$ leaves out the
+# limit_1000 log (--quick's long one); without the $ it is kept.
+for text, want_long in (("wal_normal/10/limit_10$", False), ("wal_normal/10/limit_10", True)):
+    names = [case["name"] for case in json.loads(subprocess.run(
+        [bench, "--quick", "--json", "--filter", text], check=True, capture_output=True,
+        text=True).stdout)["cases"]]
+    expect("consume/sliding_log/wal_normal/10/limit_10" in names and
+           ("consume/sliding_log/wal_normal/10/limit_1000" in names) == want_long and
+           not any("/memory/" in name for name in names),
+           f"--filter {text} selected {names}")
 
 # --page-size builds the templates with that page size, under a name of their own, and the run
 # records it, the pragmas and --no-memstatus.

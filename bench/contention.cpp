@@ -3,10 +3,10 @@
 // The limit is a fixed_window of `maximum` per day and both processes' clocks stand still in
 // one window, so exactly min(operations, maximum) consumes may be admitted whatever the
 // interleaving: more would be a lost update, fewer a lost admission. Each process opens its
-// own connection, builds quota::Engine{db} on it and then either keeps the engine's busy
-// handler (Options::busy_timeout) and checkpoint (Options::restart_checkpoint, both defaults)
-// or replaces them with SQLite's own (sqlite3_busy_timeout, as a user of SQLite would set it,
-// and SQLite's automatic checkpoint of 1000 pages); both wait at most 5 s.
+// own connection, builds an engine on it (quota::sqlite::attach) and then either keeps the
+// engine's busy handler (Options::busy_timeout) and checkpoint (Options::restart_checkpoint,
+// both defaults) or replaces them with SQLite's own (sqlite3_busy_timeout, as a user of SQLite
+// would set it, and SQLite's automatic checkpoint of 1000 pages); both wait at most 5 s.
 #include <SQLiteCpp/Database.h>
 #include <sqlite3.h>
 #include <unistd.h>
@@ -15,7 +15,7 @@
 #include <stdexcept>
 
 #include "bench.h"
-#include "quota/engine.h"
+#include "quota/sqlite.h"
 
 namespace quota_bench {
 namespace {
@@ -43,7 +43,7 @@ Measurement contend(const std::string& path, BusyWait wait, const Budget& budget
   // own handler.
   sqlite3_busy_timeout(db.getHandle(), static_cast<int>(kBusyTimeout.count()));
   db.exec("PRAGMA synchronous = NORMAL");
-  quota::Engine engine{db, fixed_clock_options()};
+  quota::Engine engine = quota::sqlite::attach(db, fixed_clock_options());
   if (wait == BusyWait::sqlite_busy_timeout) {
     sqlite3_busy_timeout(db.getHandle(), static_cast<int>(kBusyTimeout.count()));
     sqlite3_wal_autocheckpoint(db.getHandle(), kSqliteAutocheckpointPages);
@@ -70,7 +70,7 @@ ContentionRun run_contention(BusyWait wait, const std::string& work_dir, const B
       [&] {
         SQLite::Database db(path, kOpenFlags);
         db.exec("PRAGMA journal_mode = WAL");
-        quota::Engine engine{db, fixed_clock_options()};
+        quota::Engine engine = quota::sqlite::attach(db, fixed_clock_options());
         engine.define({kLimit,
                        quota::Algorithm::fixed_window,
                        maximum,

@@ -8,6 +8,8 @@
 //   upsert_state,            storage without a decision: the bare upsert on the engine's own
 //   upsert_narrow            state table, and on the narrowest state row a text owner allows
 //   consume, check, record   quota::Engine, each algorithm
+//   consume/.../block        fixed_window consume on a limit with a block (Limit::block),
+//                            beside the plain one (memory and wal_normal, 1,000 owners)
 // in the settings memory (":memory:"), wal_normal and wal_full (WAL, synchronous NORMAL or
 // FULL), with 1,000 owners; consume and the upserts also with 1,000,000 owners (wal_normal);
 // the sliding log held at capacity with limit 10 and limit 100,000 (10 owners, memory and
@@ -65,7 +67,9 @@ SELECT) and the article's SQL-only design, in one run, and evaluates the targets
   --report FILE          print the tables (or --markdown) of a saved JSON run, its targets
                          evaluated again; measure nothing
   --filter TEXT          only the cases whose name contains TEXT (repeatable); the baselines
-                         their ratios need are added
+                         their ratios need are added. TEXT ending in $ matches the names that
+                         end with the rest: consume/fixed_window/wal_normal/1000$ leaves out
+                         the 1,000,000-owner case
   --postgres URI         also run the PostgreSQL cases on this server (postgresql://...,
                          without options=: the bench sets search_path and
                          synchronous_commit on); they work in a schema of their own,
@@ -74,6 +78,11 @@ SELECT) and the article's SQL-only design, in one run, and evaluates the targets
   --repetitions N        runs of every case (default 3)
   --quick                tiny counts, for the test suite: 10 ms per case, one repetition,
                          2,000 owners instead of 1,000,000, log limit 1,000 instead of 100,000
+  --groups               measure only group commit and consume_many (bench/groups.cpp): 1,
+                         4, 16 and 64 threads on one Engine, group commit on and off, and
+                         consume_many of 1, 10 and 100, against the bare upsert; with
+                         --postgres, consume_many against lone consumes on the server. Prints
+                         Markdown tables (--duration, --repetitions and --work-dir apply)
   --list                 print the case names and exit
   --work-dir DIR         keep the template databases in DIR and reuse them (default: a new
                          temporary directory, removed at the end)
@@ -103,6 +112,7 @@ struct Config {
   bool quick = false;
   bool list = false;
   bool prepare = false;
+  bool groups = false;
   std::optional<std::string> out, report, work_dir, count_case, statement, setup, postgres;
   std::vector<std::string> filters;
   FileSettings file;
@@ -118,12 +128,7 @@ struct Config {
 }
 
 double parse_number(const std::string& option, const char* text, double low, double high) {
-  char* end = nullptr;
-  const double value = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !(value >= low && value <= high)) {
-    usage_error(fmt::format("{} takes a number from {} to {}, not '{}'", option, low, high, text));
-  }
-  return value;
+  return number_option(option, text, low, high, usage_error);
 }
 
 // "NAME=VALUE" (spaces around '=' allowed) as "NAME = VALUE": NAME a pragma's name, VALUE an
@@ -190,6 +195,8 @@ Config parse(int argc, char** argv) {
       config.markdown = true;
     } else if (arg == "--quick") {
       config.quick = true;
+    } else if (arg == "--groups") {
+      config.groups = true;
     } else if (arg == "--list") {
       config.list = true;
     } else if (arg == "--prepare") {
@@ -294,6 +301,10 @@ std::vector<Case> all_cases(const Scale& scale) {
     add(Subject::article, setting, scale.owners);
     add(Subject::upsert_state, setting, scale.owners);
     add(Subject::upsert_narrow, setting, scale.owners);
+    if (setting != Setting::wal_full) {
+      add(Subject::consume, setting, scale.owners);
+      cases.back().block = true;
+    }
   }
   add(Subject::upsert_int, Setting::wal_normal, scale.large_owners);
   for (auto algorithm : kAlgorithms) {
@@ -371,6 +382,9 @@ References references_of(const Case& c, const Scale& scale) {
 bool selected(const std::string& name, const std::vector<std::string>& filters) {
   if (filters.empty()) return true;
   return std::any_of(filters.begin(), filters.end(), [&](const std::string& filter) {
+    if (!filter.empty() && filter.back() == '$') {
+      return name.ends_with(std::string_view(filter).substr(0, filter.size() - 1));
+    }
     return name.find(filter) != std::string::npos;
   });
 }
@@ -451,6 +465,10 @@ nlohmann::json case_json(const Case& c, const std::vector<CaseRun>& runs,
   for (const CaseRun& run : runs) {
     nlohmann::json figures = latency_figures(run.measurement.latency);
     figures["ops_per_s"] = ops_per_second(run.measurement);
+    // The bench process's CPU time per operation while measuring (SQLite's cases: all of it).
+    if (c.setting != Setting::postgresql && run.measurement.operations > 0) {
+      figures["cpu_us_per_op"] = run.measurement.cpu_ns / 1e3 / run.measurement.operations;
+    }
     figures["peak_rss_kib"] = run.peak_rss_kib;
     repetitions.push_back(figures);
     operations += run.measurement.operations;
@@ -645,6 +663,10 @@ int run(const Config& config) {
     }
     return waits;
   }();
+  if (config.groups) {
+    const WorkDir work_dir(config.work_dir);
+    return run_groups(work_dir.path(), config.postgres, budget, repetitions);
+  }
   if (config.list) {
     for (const Case& c : everything) std::cout << c.name() << "\n";
     for (auto algorithm : kAlgorithms) std::cout << exact_name(algorithm) << "\n";

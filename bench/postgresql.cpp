@@ -17,6 +17,8 @@
 // default. The baselines prepare their statement once (PQprepare) and run it with
 // PQexecPrepared and text parameters, as the engine runs its own. The engine's clock is
 // simulated, as in the SQLite cases: one clock shared by the case's threads, 1 ms per operation.
+#include "quota/postgresql.h"
+
 #include <fmt/format.h>
 #include <libpq-fe.h>
 #include <unistd.h>
@@ -31,7 +33,6 @@
 #include <vector>
 
 #include "bench.h"
-#include "quota/engine.h"
 
 namespace quota_bench {
 namespace {
@@ -230,7 +231,7 @@ PostgresqlBench::PostgresqlBench(const std::string& uri, PostgresqlScale scale)
     quota::Engine::open(uri_, options);  // creates the schema's tables
     exec(c, "BEGIN");
     {
-      quota::Engine engine(c, options);
+      quota::Engine engine = quota::postgresql::attach(c, options);
       for (quota::Algorithm algorithm : kAlgorithms) {
         const std::string limit = limit_name("", algorithm);
         engine.define({limit, algorithm, kMaximum, std::chrono::milliseconds(kPeriodMs), {}});

@@ -3,12 +3,12 @@
 // Every case opens its connection the same way, with SQLiteCpp and the flags of
 // quota::Engine::open (read-write, create, no mutex), then for a file `PRAGMA journal_mode =
 // WAL` and `PRAGMA synchronous = NORMAL` or `FULL`, as Engine::open does; the engine cases
-// then build `quota::Engine{db}` on that connection, the baselines use its sqlite3 handle
-// with statements prepared once (sqlite3_prepare_v3, SQLITE_PREPARE_PERSISTENT, as the
-// engine prepares its own). Page size, cache size and every other setting are SQLite's
-// defaults for all of them, unless --page-size or --pragma set another (FileSettings), again
-// for all of them alike. open_database repeats what Engine::open sets on its connection:
-// a setting added there must be added here too, for the engine and the baselines alike.
+// then build an engine on that connection (`quota::sqlite::attach(db)`), the baselines use
+// its sqlite3 handle with statements prepared once (sqlite3_prepare_v3,
+// SQLITE_PREPARE_PERSISTENT, as the engine prepares its own). Page size, cache size and every other
+// setting are SQLite's defaults for all of them, unless --page-size or --pragma set another
+// (FileSettings), again for all of them alike. open_database repeats what Engine::open sets on its
+// connection: a setting added there must be added here too, for the engine and the baselines alike.
 //
 // Time is simulated: the engine's clock (Options::clock) advances 1 ms per operation, so
 // that runs are reproducible and every sliding_log event has a millisecond of its own (the
@@ -25,7 +25,7 @@
 #include <stdexcept>
 
 #include "bench.h"
-#include "quota/engine.h"
+#include "quota/sqlite.h"
 
 // The loop callgrind counts (bench/scripts/bench-instructions.sh:
 // --toggle-collect='quota_bench_run_ops*', with the star because GCC may clone it);
@@ -256,7 +256,7 @@ void build_engine(SQLite::Database& db, std::int64_t owners) {
   std::int64_t now = kStartMs;
   quota::Options options;
   options.clock = [&now] { return now; };
-  quota::Engine engine{db, options};
+  quota::Engine engine = quota::sqlite::attach(db, options);
   Owners names(owners, true, 0);
   db.exec("BEGIN");
   for (quota::Algorithm algorithm :
@@ -278,7 +278,7 @@ void build_log(SQLite::Database& db, std::int64_t limit) {
   std::int64_t now = kStartMs;
   quota::Options options;
   options.clock = [&now] { return now; };
-  quota::Engine engine{db, options};
+  quota::Engine engine = quota::sqlite::attach(db, options);
   const std::string name = limit_name(quota::Algorithm::sliding_log);
   engine.define({name,
                  quota::Algorithm::sliding_log,
@@ -487,11 +487,18 @@ void with_operation(const Case& c, const Templates& templates, int repetition,
     use(operation);
     return;
   }
+  // The block, on the same limit and state as the case without it; taken off again after,
+  // for a template used in place.
+  const auto set_block = [&](const char* block_ms) {
+    execute(db->getHandle(), fmt::format("UPDATE quota_limits SET block_ms = {} WHERE name = '{}'",
+                                         block_ms, limit_name(c.algorithm)));
+  };
+  if (c.block) set_block("60000");
   quota::Options options;
   // Atomic: a watch's thread reads the clock too.
   std::atomic<std::int64_t> tick{now};
   options.clock = [&tick] { return tick.fetch_add(1, std::memory_order_relaxed); };
-  quota::Engine engine{*db, options};
+  quota::Engine engine = quota::sqlite::attach(*db, options);
   EngineOperation operation{&engine, c.subject, limit_name(c.algorithm),
                             Owners(c.owners, log_at_capacity, populated)};
   quota::Watch watch;
@@ -501,6 +508,7 @@ void with_operation(const Case& c, const Templates& templates, int repetition,
                          [&calls](const quota::Usage&) { calls.fetch_add(1); });
   }
   use(operation);
+  if (c.block) set_block("NULL");
 }
 
 }  // namespace
@@ -542,7 +550,9 @@ Measurement run_case(const Case& c, const Templates& templates, const Budget& bu
   with_operation(c, templates, repetition, nullptr, [&](auto& operation) {
     const auto warm_until = std::chrono::steady_clock::now() + budget.warmup;
     while (std::chrono::steady_clock::now() < warm_until) operation();
+    const std::int64_t cpu_before = process_cpu_ns();
     measurement = measure(operation, budget);
+    measurement.cpu_ns = process_cpu_ns() - cpu_before;
   });
   return measurement;
 }
@@ -564,6 +574,7 @@ std::string Case::name() const {
   if (log_limit > 0) name += fmt::format("/limit_{}", log_limit);
   if (clients > 1) name += fmt::format("/{}_clients", clients);
   if (watched) name += "/watched";
+  if (block) name += "/block";
   return name;
 }
 

@@ -9,8 +9,10 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <stop_token>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "quota/engine.h"
 #include "quota/quota.h"
@@ -22,6 +24,10 @@ struct quota_engine {
 
 struct quota_watch {
   quota::Watch watch;
+};
+
+struct quota_cancel {
+  std::stop_source source;
 };
 
 namespace {
@@ -55,6 +61,8 @@ int status_of(ErrorCode code) noexcept {
       return QUOTA_ERROR_NOT_A_DATABASE;
     case ErrorCode::io:
       return QUOTA_ERROR_IO;
+    case ErrorCode::permission_denied:
+      return QUOTA_ERROR_PERMISSION_DENIED;
   }
   return QUOTA_ERROR_INTERNAL;
 }
@@ -73,6 +81,8 @@ int reason_of(quota::Reason reason) noexcept {
       return QUOTA_REASON_HOOK_DENIED;
     case quota::Reason::store_unavailable:
       return QUOTA_REASON_STORE_UNAVAILABLE;
+    case quota::Reason::blocked:
+      return QUOTA_REASON_BLOCKED;
   }
   return -1;
 }
@@ -185,6 +195,7 @@ quota::Options options_of(const quota_options* given) {
   result.failure_policy =
       options.fail_open != 0 ? quota::FailurePolicy::fail_open : quota::FailurePolicy::fail_closed;
   result.restart_checkpoint = options.restart_checkpoint != 0;
+  result.group_commit = options.group_commit != 0;
   if (options.on_error != nullptr) {
     result.on_error = [on_error = options.on_error,
                        context = options.on_error_context](const quota::Error& error) {
@@ -208,9 +219,49 @@ int operate(Operation operation, quota_engine* engine, const char* limit, std::s
   });
 }
 
+using BatchOperation =
+    std::vector<quota::Result> (quota::Engine::*)(const std::vector<quota::BatchRequest>&);
+
+int operate_many(BatchOperation operation, quota_engine* engine, const quota_request* requests,
+                 std::size_t count, quota_result* results) noexcept {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    if (count > 0 && requests == nullptr) {
+      throw Error(ErrorCode::invalid_argument, "requests is NULL with a count of " +
+                                                   std::to_string(count) +
+                                                   ": pass an array of `count` quota_request");
+    }
+    std::vector<quota::BatchRequest> batch;
+    batch.reserve(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      batch.push_back({text(requests[i].limit, requests[i].limit_length, "a request's limit name"),
+                       text(requests[i].owner, requests[i].owner_length, "a request's owner"),
+                       requests[i].cost});
+    }
+    const std::vector<quota::Result> answers = (target.*operation)(batch);
+    if (results == nullptr) return;
+    for (std::size_t i = 0; i < answers.size(); ++i) store(answers[i], &results[i]);
+  });
+}
+
 }  // namespace
 
 extern "C" {
+
+int quota_consume_many(quota_engine* engine, const quota_request* requests, size_t count,
+                       quota_result* results) {
+  return operate_many(&quota::Engine::consume_many, engine, requests, count, results);
+}
+
+int quota_check_many(quota_engine* engine, const quota_request* requests, size_t count,
+                     quota_result* results) {
+  return operate_many(&quota::Engine::check_many, engine, requests, count, results);
+}
+
+int quota_record_many(quota_engine* engine, const quota_request* requests, size_t count,
+                      quota_result* results) {
+  return operate_many(&quota::Engine::record_many, engine, requests, count, results);
+}
 
 const char* quota_version(void) { return QUOTA_VERSION_STRING; }
 
@@ -228,6 +279,7 @@ void quota_options_init_sized(quota_options* options, size_t size) {
   full.on_error = nullptr;
   full.on_error_context = nullptr;
   full.restart_checkpoint = defaults.restart_checkpoint ? 1 : 0;
+  full.group_commit = defaults.group_commit ? 1 : 0;
   // Only the caller's bytes: a caller built against an older, shorter struct has no more.
   full.size = std::min(size, sizeof(quota_options));
   std::memcpy(options, &full, full.size);
@@ -284,6 +336,42 @@ int quota_consume(quota_engine* engine, const char* limit, size_t limit_length, 
                   size_t owner_length, int64_t cost, quota_result* result) {
   return operate(&quota::Engine::consume, engine, limit, limit_length, owner, owner_length, cost,
                  result);
+}
+
+int quota_cancel_new(quota_cancel** cancel) {
+  if (cancel != nullptr) *cancel = nullptr;
+  return guarded([&] {
+    if (cancel == nullptr) {
+      throw Error(ErrorCode::invalid_argument,
+                  "cancel is NULL: pass where to store the new cancellation");
+    }
+    *cancel = new quota_cancel();
+  });
+}
+
+int quota_cancel_request(quota_cancel* cancel) {
+  return guarded([&] {
+    if (cancel == nullptr) {
+      throw Error(ErrorCode::invalid_argument,
+                  "cancel is NULL: pass the handle that quota_cancel_new stored");
+    }
+    cancel->source.request_stop();
+  });
+}
+
+void quota_cancel_free(quota_cancel* cancel) { delete cancel; }
+
+int quota_acquire(quota_engine* engine, const char* limit, size_t limit_length, const char* owner,
+                  size_t owner_length, int64_t cost, int64_t max_wait_ms, quota_cancel* cancel,
+                  quota_result* result) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    store(target.acquire(text(limit, limit_length, "the limit name"),
+                         text(owner, owner_length, "the owner"), cost,
+                         std::chrono::milliseconds(max_wait_ms),
+                         cancel != nullptr ? cancel->source.get_token() : std::stop_token()),
+          result);
+  });
 }
 
 int quota_record(quota_engine* engine, const char* limit, size_t limit_length, const char* owner,
@@ -346,10 +434,17 @@ int quota_watch_usage(quota_engine* engine, const char* limit, size_t limit_leng
                   "callback is NULL: pass the function to call with the owner's usage");
     }
     const auto deliver = [callback, context](const quota::Usage& usage) {
-      const quota_usage view{usage.limit.data(), usage.limit.size(), usage.owner.data(),
-                             usage.owner.size(), usage.used,         usage.remaining,
-                             usage.denied,       usage.reset_at_ms,  usage.shadow_denied,
-                             usage.capacity};
+      const quota_usage view{usage.limit.data(),
+                             usage.limit.size(),
+                             usage.owner.data(),
+                             usage.owner.size(),
+                             usage.used,
+                             usage.remaining,
+                             usage.denied,
+                             usage.reset_at_ms,
+                             usage.shadow_denied,
+                             usage.capacity,
+                             usage.blocked_until_ms.value_or(0)};
       callback(context, &view);
     };
     const std::string_view name = text(limit, limit_length, "the limit name");
@@ -389,6 +484,8 @@ const char* quota_status_name(int status) {
       return "out_of_memory";
     case QUOTA_ERROR_INTERNAL:
       return "internal";
+    case QUOTA_ERROR_PERMISSION_DENIED:
+      return "permission_denied";
     default:
       return "?";
   }
@@ -408,6 +505,8 @@ const char* quota_reason_name(int reason) {
       return "hook_denied";
     case QUOTA_REASON_STORE_UNAVAILABLE:
       return "store_unavailable";
+    case QUOTA_REASON_BLOCKED:
+      return "blocked";
     default:
       return "?";
   }

@@ -4,13 +4,21 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <tuple>
+#include <type_traits>
 
 #include "gc.h"
 #include "migrations.h"
 #include "postgresql/postgresql_store.h"
+#include "quota/postgresql.h"
+#include "quota/sqlite.h"
 #include "sqlite/sqlite_store.h"
 #include "statements.h"
 #include "store.h"
@@ -66,11 +74,12 @@ Limit read_limit(const Row& row) {
   limit.period = std::chrono::milliseconds(integer_of(row.at(3)));
   if (!detail::is_null(row.at(4))) limit.burst = integer_of(row.at(4));
   limit.shadow = integer_of(row.at(5)) != 0;
+  if (!detail::is_null(row.at(6))) limit.block = std::chrono::milliseconds(integer_of(row.at(6)));
   return limit;
 }
 
 constexpr const char* kSelectLimits =
-    "SELECT name, algorithm, maximum, period_ms, burst, shadow FROM quota_limits";
+    "SELECT name, algorithm, maximum, period_ms, burst, shadow, block_ms FROM quota_limits";
 
 // The owners of `limit` with a row of state: only the table of the limit's algorithm holds
 // its owners (a change of algorithm discards the others' rows).
@@ -117,6 +126,21 @@ class OperationSavepoint {
   detail::Store& store_;
   bool open_ = true;
 };
+
+// Every request of a batch call, validated before any runs; the message names the bad one.
+void validate_batch(const std::vector<BatchRequest>& requests) {
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    try {
+      validate_limit_name(requests[i].limit);
+      validate_owner(requests[i].owner);
+      validate_cost(requests[i].cost);
+    } catch (const Error& error) {
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("request {} of the batch (counting from 0): {}; nothing was run", i,
+                              error.what()));
+    }
+  }
+}
 
 // Whether `a` decides a consume_all over `b`: a denial over an allowance, a longer wait
 // over a shorter one (-1, never, is the longest), fewer units left among allowances.
@@ -183,32 +207,188 @@ struct Engine::Impl {
 
   // Runs one of the operations that answer whether a request may proceed (consume, check,
   // record) under Options::failure_policy: the one place where a failure of the database
-  // may become an answer.
-  Result decide(Operation operation, std::string_view limit, std::string_view owner,
-                std::int64_t cost) {
+  // may become an answer. `run` is called without the lock and takes it itself.
+  template <typename Answer, typename Function>
+  Answer decide(Function&& run, std::size_t requests) {
     std::optional<Error> failure;
-    {
-      std::unique_lock lock(mutex);
-      try {
-        Result result = run_with_hooks(operation, limit, owner, cost);
-        lock.unlock();
-        if (operation != Operation::check) tell_watchers();
-        return result;
-      } catch (const detail::TransactionConflict&) {
-        throw;  // asks for the transaction to run again, not for a verdict
-      } catch (const Error& error) {
-        if (options.failure_policy == FailurePolicy::fail_closed ||
-            !is_store_failure(error.code())) {
-          throw;
-        }
-        failure = error;
+    try {
+      return run();
+    } catch (const detail::TransactionConflict&) {
+      throw;  // asks for the transaction to run again, not for a verdict
+    } catch (const Error& error) {
+      if (options.failure_policy == FailurePolicy::fail_closed || !is_store_failure(error.code())) {
+        throw;
       }
+      failure = error;
     }
     if (options.on_error) options.on_error(*failure);
     Result answer;
     answer.reason = Reason::store_unavailable;
     answer.reset_at_ms = options.clock();
-    return answer;
+    if constexpr (std::is_same_v<Answer, Result>) {
+      return answer;
+    } else {
+      return Answer(requests, answer);
+    }
+  }
+
+  Result decide(Operation operation, std::string_view limit, std::string_view owner,
+                std::int64_t cost) {
+    Result result = decide<Result>(
+        [&] {
+          if (grouping) return grouped(operation, limit, owner, cost);
+          std::lock_guard lock(mutex);
+          return run_with_hooks(operation, limit, owner, cost);
+        },
+        1);
+    // The watches look again after a write, with the lock released.
+    if (operation != Operation::check) tell_watchers();
+    return result;
+  }
+
+  // ---------------------------------------------------------------------------------------
+  // Group commit (Options::group_commit). A request that arrives while another thread leads
+  // a batch waits in `queue`; when no batch runs, the oldest waiting thread leads the next:
+  // it takes up to kGroupCount requests, runs them in one transaction and commits, then
+  // marks them done and wakes their threads. Each request's answer (or error) is read by its
+  // own thread after that commit.
+
+  struct Pending {
+    Operation operation;
+    std::string_view limit;
+    std::string_view owner;
+    std::int64_t cost;
+    std::optional<Result> result;
+    std::exception_ptr error;
+    bool done = false;
+  };
+
+  static constexpr std::size_t kGroupCount = 32;
+  // SQLite's write lock excludes every other writer for the whole batch, so a batch there
+  // takes no more requests once it has run for kGroupTime. PostgreSQL's row locks exclude
+  // only the writers of the batch's own rows: the count bounds a batch there.
+  static constexpr std::chrono::microseconds kGroupTime{1000};
+
+  bool grouping = false;
+  std::mutex queue_mutex;
+  std::condition_variable queue_changed;
+  std::deque<Pending*> queue;
+  bool leading = false;
+
+  Result grouped(Operation operation, std::string_view limit, std::string_view owner,
+                 std::int64_t cost) {
+    Pending mine{operation, limit, owner, cost, std::nullopt, nullptr, false};
+    std::unique_lock queue_lock(queue_mutex);
+    queue.push_back(&mine);
+    for (;;) {
+      queue_changed.wait(queue_lock, [&] { return mine.done || !leading; });
+      if (mine.done) break;
+      leading = true;
+      const auto count = static_cast<std::ptrdiff_t>(std::min(queue.size(), kGroupCount));
+      std::vector<Pending*> batch(queue.begin(), queue.begin() + count);
+      queue.erase(queue.begin(), queue.begin() + count);
+      queue_lock.unlock();
+      std::size_t ran = 0;
+      {
+        std::lock_guard lock(mutex);
+        ran = run_group(batch);
+      }
+      queue_lock.lock();
+      for (std::size_t i = 0; i < ran; ++i) batch[i]->done = true;
+      // What the time bound left over goes back first, in its order.
+      queue.insert(queue.begin(), batch.begin() + static_cast<std::ptrdiff_t>(ran), batch.end());
+      leading = false;
+      queue_changed.notify_all();
+    }
+    queue_lock.unlock();
+    if (mine.error) std::rethrow_exception(mine.error);
+    return *mine.result;
+  }
+
+  // Runs `batch` (at least one request) and answers the first requests of it that it ran,
+  // returning how many (at least one). One request runs alone, as without group commit.
+  // Several run in one transaction, each in a savepoint of its own where its statement is
+  // not atomic by itself (a limit with hooks, or PostgreSQL, where a failed statement
+  // aborts the whole transaction): a request that fails undoes only itself. The batch takes
+  // no more requests once it has run for kGroupTime; a failed commit fails every request.
+  std::size_t run_group(std::vector<Pending*>& batch) noexcept {
+    const auto settle = [](Pending& pending, auto&& function) {
+      try {
+        pending.result = function();
+      } catch (...) {
+        pending.error = std::current_exception();
+      }
+    };
+    const auto fail_all = [&](std::size_t count, const std::exception_ptr& error) {
+      for (std::size_t i = 0; i < count; ++i) {
+        batch[i]->result.reset();
+        batch[i]->error = error;
+      }
+    };
+    if (batch.size() == 1) {
+      Pending& pending = *batch.front();
+      settle(pending, [&] {
+        return run_with_hooks(pending.operation, pending.limit, pending.owner, pending.cost);
+      });
+      return 1;
+    }
+    const auto started = std::chrono::steady_clock::now();
+    // The batch's rows in one order, whatever the order of arrival (a request's only
+    // neighbours in time are requests of other threads): two batches of different processes
+    // then lock PostgreSQL's rows in the same order and never deadlock; requests for the
+    // same owner of the same limit keep their order.
+    std::stable_sort(batch.begin(), batch.end(), [](const Pending* a, const Pending* b) {
+      return std::tie(a->limit, a->owner) < std::tie(b->limit, b->owner);
+    });
+    const bool sqlite = store->dialect().name == detail::kSqlite.name;
+    try {
+      store->begin_exclusive(detail::Exclusive::requests);
+    } catch (...) {
+      fail_all(batch.size(), std::current_exception());
+      return batch.size();
+    }
+    // SQLite undoes a failed statement alone (its statement journal) and keeps the
+    // transaction; PostgreSQL aborts the whole transaction, short of a savepoint.
+    const bool atomic_statements = sqlite;
+    std::size_t ran = 0;
+    for (; ran < batch.size(); ++ran) {
+      if (sqlite && ran > 0 && std::chrono::steady_clock::now() - started > kGroupTime) break;
+      Pending& pending = *batch[ran];
+      settle(pending, [&] {
+        if (atomic_statements) {
+          return run_with_hooks(pending.operation, pending.limit, pending.owner, pending.cost);
+        }
+        // A limit redefined with another algorithm by another connection: the statement
+        // of the old one failed, which PostgreSQL undoes only back to the savepoint.
+        OperationSavepoint savepoint(*store);
+        for (int attempt = 0;; ++attempt) {
+          try {
+            const Result result =
+                run_with_hooks(pending.operation, pending.limit, pending.owner, pending.cost);
+            savepoint.release();
+            return result;
+          } catch (const Error& error) {
+            if (attempt > 0 || error.code() != ErrorCode::unknown_limit) throw;
+            savepoint.roll_back();
+            forget_algorithm(pending.limit);
+          }
+        }
+      });
+      if (pending.error && !store->in_transaction()) {
+        // The database ended the transaction itself (SQLite does on a full disk or an I/O
+        // error): the requests before this one were rolled back with it.
+        fail_all(ran + 1, pending.error);
+        return ran + 1;
+      }
+    }
+    try {
+      store->commit();
+    } catch (...) {
+      const std::exception_ptr error = std::current_exception();
+      store->rollback();
+      fail_all(ran, error);
+    }
+    return ran;
   }
 
   void start() {
@@ -232,6 +412,11 @@ struct Engine::Impl {
     store->prepare_for_writing();
     std::vector<int> applied;
     if (!status.pending.empty()) detail::apply_pending(*store, options.clock(), applied);
+  }
+
+  void forget_algorithm(std::string_view name) {
+    if (const auto found = algorithms.find(name); found != algorithms.end())
+      algorithms.erase(found);
   }
 
   // The limit's algorithm, from the cache or the database; nullopt when there is no limit.
@@ -299,10 +484,11 @@ struct Engine::Impl {
         store->run(Operation::check, algorithm, {limit, owner, cost, now});
     if (!row) return std::nullopt;
     const Result result = read_result(*row);
-    return std::pair{
-        Usage{std::string(limit), std::string(owner), integer_of(row->at(7)), result.remaining,
-              result.denied, result.reset_at_ms, integer_of(row->at(8)), integer_of(row->at(9))},
-        result};
+    Usage usage{std::string(limit),     std::string(owner),    integer_of(row->at(7)),
+                result.remaining,       result.denied,         result.reset_at_ms,
+                integer_of(row->at(8)), integer_of(row->at(9))};
+    if (!detail::is_null(row->at(10))) usage.blocked_until_ms = integer_of(row->at(10));
+    return std::pair{std::move(usage), result};
   }
 
   std::optional<Usage> usage_at(Algorithm algorithm, std::string_view limit, std::string_view owner,
@@ -345,13 +531,16 @@ struct Engine::Impl {
   // consume and record with the limit's hooks (if any); the other operations have none. A
   // limit without hooks runs its statement alone; with hooks, the before hook (which may
   // refuse a consume), the statement and the after hooks share one savepoint.
+  // `at`: the batch's time (consume_many), or none: now.
   Result run_with_hooks(Operation operation, std::string_view limit, std::string_view owner,
-                        std::int64_t cost) {
+                        std::int64_t cost, std::optional<std::int64_t> at = std::nullopt) {
     const bool consuming = operation == Operation::consume;
     const Hooks* limit_hooks =
         consuming || operation == Operation::record ? hooks_of(limit) : nullptr;
-    if (!limit_hooks) return run(operation, limit, owner, cost);
-    const Request request{limit, owner, cost, now()};
+    if (!limit_hooks) {
+      return at ? run_at(operation, limit, owner, cost, at) : run(operation, limit, owner, cost);
+    }
+    const Request request{limit, owner, cost, at ? *at : now()};
     OperationSavepoint savepoint(*store);
     bool refused = false;
     if (consuming) {
@@ -365,6 +554,81 @@ struct Engine::Impl {
                    request, result);
     savepoint.release();
     return result;
+  }
+
+  // consume_many, check_many, record_many (validated): in one transaction, every request
+  // or none, run in the order of (limit, owner) (requests of one owner of one limit in the
+  // order given), so that batches of different connections lock PostgreSQL's rows in one
+  // order and never deadlock; answers in the order given. Without hooks the store runs them
+  // all at once (PostgreSQL: one round trip); a limit redefined with another algorithm
+  // meanwhile sends them through run_at, which notices it.
+  std::vector<Result> run_many(Operation operation, const std::vector<BatchRequest>& requests) {
+    std::vector<std::size_t> order(requests.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return std::tie(requests[a].limit, requests[a].owner) <
+             std::tie(requests[b].limit, requests[b].owner);
+    });
+    // On the server's clock each statement reads the time itself, as a lone one does.
+    const std::optional<std::int64_t> at =
+        options.server_clock ? std::nullopt : std::optional<std::int64_t>(now());
+    if (requests.size() == 1) {
+      // One statement is a transaction of its own (with hooks, run_with_hooks makes the
+      // savepoint): nothing to begin or commit around it.
+      return {
+          run_with_hooks(operation, requests[0].limit, requests[0].owner, requests[0].cost, at)};
+    }
+    bool plain = true;
+    std::vector<detail::Step> steps;
+    steps.reserve(requests.size());
+    for (const std::size_t i : order) {
+      const BatchRequest& request = requests[i];
+      const auto algorithm = algorithm_of(request.limit, false);
+      if (!algorithm) throw unknown_limit(request.limit);
+      if (operation != Operation::check && hooks_of(request.limit)) plain = false;
+      steps.push_back({operation, *algorithm, {request.limit, request.owner, request.cost, at}});
+    }
+    std::vector<Result> results(requests.size());
+    if (plain) {
+      try {
+        const std::vector<std::optional<Row>> rows = store->run_all(steps);
+        std::size_t answered = 0;
+        for (; answered < rows.size() && rows[answered]; ++answered) {
+          results[order[answered]] = read_result(*rows[answered]);
+        }
+        if (answered == rows.size()) return results;
+      } catch (const Error& error) {
+        if (error.code() != ErrorCode::unknown_limit) throw;
+      }
+      // Looked up afresh by run_at below: PostgreSQL cannot run a statement again in the
+      // transaction where it failed.
+      for (const BatchRequest& request : requests) forget_algorithm(request.limit);
+    }
+    store->begin_exclusive(detail::Exclusive::requests);
+    try {
+      for (const std::size_t i : order) {
+        const BatchRequest& request = requests[i];
+        results[i] = run_with_hooks(operation, request.limit, request.owner, request.cost, at);
+      }
+      store->commit();
+    } catch (...) {
+      store->rollback();
+      throw;
+    }
+    return results;
+  }
+
+  std::vector<Result> decide_many(Operation operation, const std::vector<BatchRequest>& requests) {
+    validate_batch(requests);
+    if (requests.empty()) return {};
+    std::vector<Result> results = decide<std::vector<Result>>(
+        [&] {
+          std::lock_guard lock(mutex);
+          return run_many(operation, requests);
+        },
+        requests.size());
+    if (operation != Operation::check) tell_watchers();
+    return results;
   }
 
   // consume_all: every limit's before_consume first, then every consume in one savepoint;
@@ -475,6 +739,19 @@ Engine::Engine(Engine&&) noexcept = default;
 Engine& Engine::operator=(Engine&&) noexcept = default;
 Engine::~Engine() = default;
 
+struct detail::EngineAccess {
+  // `own_connection`: the engine opened the connection itself (Engine::open). Only then may it
+  // group threads' requests into its own transactions; on the application's connection the
+  // application owns the transactions.
+  static Engine make(std::unique_ptr<detail::Store> store, Options options,
+                     bool own_connection = false) {
+    auto impl = std::make_unique<Engine::Impl>(std::move(store), std::move(options));
+    impl->start();
+    impl->grouping = own_connection && impl->options.group_commit;
+    return Engine(std::move(impl));
+  }
+};
+
 Engine Engine::open(const std::string& path, Options options) {
   if (path.empty()) {
     throw Error(ErrorCode::invalid_argument,
@@ -501,24 +778,20 @@ Engine Engine::open(const std::string& path, Options options) {
     settings.file = !in_memory;
     store = detail::open_sqlite(path, options.create, settings);
   }
-  auto impl = std::make_unique<Impl>(std::move(store), std::move(options));
-  impl->start();
-  return Engine(std::move(impl));
+  return detail::EngineAccess::make(std::move(store), std::move(options), true);
 }
 
-Engine::Engine(SQLite::Database& database, Options options) {
+Engine sqlite::attach(SQLite::Database& database, Options options) {
   detail::SqliteSettings settings;
   settings.busy_timeout = options.busy_timeout;
   settings.restart_checkpoint = options.restart_checkpoint;
-  impl_ =
-      std::make_unique<Impl>(detail::sqlite_on_connection(database, settings), std::move(options));
-  impl_->start();
+  return detail::EngineAccess::make(detail::sqlite_on_connection(database, settings),
+                                    std::move(options));
 }
 
-Engine::Engine(pg_conn* connection, Options options) {
-  impl_ = std::make_unique<Impl>(
+Engine postgresql::attach(pg_conn* connection, Options options) {
+  return detail::EngineAccess::make(
       detail::postgresql_on_connection(connection, {options.busy_timeout}), std::move(options));
-  impl_->start();
 }
 
 void Engine::define(const Limit& limit) {
@@ -528,15 +801,17 @@ void Engine::define(const Limit& limit) {
     // next operation on (a window row written under another period counts in the window
     // that holds its seen_ms). Another algorithm: quota_limits' trigger discards the state.
     impl_->store->execute(
-        "INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst, shadow) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6 <> 0) ON CONFLICT (name) DO UPDATE SET "
+        "INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst, shadow, block_ms) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6 <> 0, ?7) ON CONFLICT (name) DO UPDATE SET "
         "algorithm = excluded.algorithm, maximum = excluded.maximum, "
-        "period_ms = excluded.period_ms, burst = excluded.burst, shadow = excluded.shadow",
+        "period_ms = excluded.period_ms, burst = excluded.burst, shadow = excluded.shadow, "
+        "block_ms = excluded.block_ms",
         {Value(limit.name), Value(std::string(to_string(limit.algorithm))),
          Value(std::int64_t{limit.maximum}), Value(std::int64_t{limit.period.count()}),
          limit.algorithm == Algorithm::token_bucket ? Value(std::int64_t{limit.capacity()})
                                                     : Value(),
-         Value(std::int64_t{limit.shadow ? 1 : 0})});
+         Value(std::int64_t{limit.shadow ? 1 : 0}),
+         limit.block ? Value(std::int64_t{limit.block->count()}) : Value()});
     impl_->algorithms[limit.name] = limit.algorithm;
   });
 }
@@ -586,6 +861,18 @@ Result Engine::record(std::string_view limit, std::string_view owner, std::int64
   return impl_->decide(Operation::record, limit, owner, cost);
 }
 
+std::vector<Result> Engine::consume_many(const std::vector<BatchRequest>& requests) {
+  return impl_->decide_many(Operation::consume, requests);
+}
+
+std::vector<Result> Engine::check_many(const std::vector<BatchRequest>& requests) {
+  return impl_->decide_many(Operation::check, requests);
+}
+
+std::vector<Result> Engine::record_many(const std::vector<BatchRequest>& requests) {
+  return impl_->decide_many(Operation::record, requests);
+}
+
 Result Engine::reset(std::string_view limit, std::string_view owner) {
   validate_limit_name(limit);
   validate_owner(owner);
@@ -597,6 +884,38 @@ Result Engine::refund(std::string_view limit, std::string_view owner, std::int64
   validate_owner(owner);
   validate_cost(cost);
   return impl_->writing([&] { return impl_->run(Operation::refund, limit, owner, cost); });
+}
+
+namespace {
+
+// Sleeps for `duration` unless `stop` is requested first (or was already); false when
+// stopped.
+bool sleep_unless_stopped(std::chrono::milliseconds duration, const std::stop_token& stop) {
+  std::mutex mutex;
+  std::condition_variable_any wake;
+  std::unique_lock lock(mutex);
+  // The predicate is never true: only the time or a stop request ends the wait.
+  wake.wait_for(lock, stop, duration, [] { return false; });
+  return !stop.stop_requested();
+}
+
+}  // namespace
+
+Result Engine::acquire(std::string_view limit, std::string_view owner, std::int64_t cost,
+                       std::chrono::milliseconds max_wait, std::stop_token stop) {
+  if (max_wait.count() < 0) {
+    throw Error(
+        ErrorCode::invalid_argument,
+        fmt::format("invalid max_wait {} ms: give 0 (do not wait) or more", max_wait.count()));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + max_wait;
+  for (;;) {
+    const Result result = consume(limit, owner, cost);
+    if (result.allowed || result.retry_after_ms < 0 || stop.stop_requested()) return result;
+    const std::chrono::milliseconds wait(result.retry_after_ms);
+    if (std::chrono::steady_clock::now() + wait > deadline) return result;
+    if (!sleep_unless_stopped(wait, stop)) return result;
+  }
 }
 
 Decision Engine::consume_all(const std::vector<std::string_view>& limits, std::string_view owner,
@@ -719,11 +1038,15 @@ std::vector<Usage> Engine::usage(std::string_view limit, std::size_t top, UsageO
     std::vector<Usage> rows;
     for (const std::string& owner : names) {
       const std::optional<Usage> row = impl_->usage_at(*algorithm, limit, owner, now);
-      if (row && (row->used > 0 || row->denied > 0 || row->shadow_denied > 0)) {
+      if (row && (row->used > 0 || row->denied > 0 || row->shadow_denied > 0) &&
+          (order != UsageOrder::blocked || row->blocked_until_ms)) {
         rows.push_back(*row);
       }
     }
     std::stable_sort(rows.begin(), rows.end(), [order](const Usage& a, const Usage& b) {
+      if (order == UsageOrder::blocked && a.blocked_until_ms != b.blocked_until_ms) {
+        return a.blocked_until_ms > b.blocked_until_ms;
+      }
       if (order == UsageOrder::denied && a.denied != b.denied) return a.denied > b.denied;
       if (order == UsageOrder::shadow_denied && a.shadow_denied != b.shadow_denied) {
         return a.shadow_denied > b.shadow_denied;
@@ -744,6 +1067,34 @@ Usage Engine::owner_usage(std::string_view limit, std::string_view owner) {
     const std::optional<Usage> row = impl_->usage_at(*algorithm, limit, owner, impl_->now());
     if (!row) throw unknown_limit(limit);
     return *row;
+  });
+}
+
+std::vector<Usage> Engine::owner_usage(std::string_view owner) {
+  validate_owner(owner);
+  return impl_->guarded([&] {
+    // The limits where the owner has state or an override, each read by the owner's key; a
+    // '*' override covers every limit.
+    const std::vector<Row> found = impl_->store->query(
+        "SELECT l.name, l.algorithm FROM quota_limits AS l WHERE EXISTS ("
+        "SELECT 1 FROM quota_overrides AS o WHERE o.owner = ?1 "
+        "AND (o.limit_name = l.name OR o.limit_name = '*')) "
+        "OR l.name IN (SELECT limit_name FROM quota_windows WHERE owner = ?1 "
+        "UNION ALL SELECT limit_name FROM quota_log_owners WHERE owner = ?1 "
+        "UNION ALL SELECT limit_name FROM quota_buckets WHERE owner = ?1) "
+        "ORDER BY l.name",
+        {Value(std::string(owner))});
+    const std::int64_t now = impl_->now();
+    std::vector<Usage> rows;
+    for (const Row& row : found) {
+      const std::string limit = text_of(row.at(0));
+      const auto algorithm = parse_algorithm(text_of(row.at(1)));
+      if (!algorithm) continue;
+      if (std::optional<Usage> usage = impl_->usage_at(*algorithm, limit, owner, now)) {
+        rows.push_back(std::move(*usage));
+      }
+    }
+    return rows;
   });
 }
 

@@ -20,6 +20,8 @@ std::string_view to_string(ErrorCode code) {
       return "not_a_database";
     case ErrorCode::io:
       return "io";
+    case ErrorCode::permission_denied:
+      return "permission_denied";
   }
   return "?";
 }

@@ -48,6 +48,8 @@
 //     numbers only.
 //   Every rule above also requires shadow_denied = 0 (migration 0003): shadow-mode
 //     would-be denials are shown like denials.
+//   A block (blocked_until_ms, migration 0007) only ever starts with a denial, and only a
+//     reset clears the denial, so the rules above never delete an owner's block.
 //
 // Examples (limits "log": sliding_log, "win": fixed_window, both maximum 5 per 1000 ms;
 // gc at now = 10500):

@@ -21,13 +21,14 @@ constexpr std::array<std::pair<Algorithm, std::string_view>, 4> kAlgorithms{{
     {Algorithm::token_bucket, "token_bucket"},
 }};
 
-constexpr std::array<std::pair<Reason, std::string_view>, 6> kReasons{{
+constexpr std::array<std::pair<Reason, std::string_view>, 7> kReasons{{
     {Reason::ok, "ok"},
     {Reason::rate_limited, "rate_limited"},
     {Reason::cost_exceeds_capacity, "cost_exceeds_capacity"},
     {Reason::owner_denied, "owner_denied"},
     {Reason::hook_denied, "hook_denied"},
     {Reason::store_unavailable, "store_unavailable"},
+    {Reason::blocked, "blocked"},
 }};
 
 constexpr std::array<std::pair<Policy, std::string_view>, 3> kPolicies{{
@@ -232,6 +233,10 @@ void validate_limit(const Limit& limit) {
       invalid(fmt::format("invalid burst {} for limit '{}': use a whole number from 1 to {}",
                           *limit.burst, limit.name, kMaximumBound));
     }
+  }
+  if (limit.block && (limit.block->count() < 1 || *limit.block > kPeriodBound)) {
+    invalid(fmt::format("invalid block {} ms for limit '{}': use 1 ms to 366 days ({} ms)",
+                        limit.block->count(), limit.name, kPeriodBound.count()));
   }
   validate_products(limit);
 }

@@ -77,28 +77,62 @@ std::string finish(std::string_view text, const Dialect& dialect) {
 
 // What each operation records and counts, given the decision's `allowed` (the verdict as if
 // enforcing), the owner's override `policy` and the limit's `shadow` flag.
+// Each may name {blocked}, whether a block holds (kBlocked).
 struct OperationParts {
-  const char* recorded;  // does this operation record the cost?
-  const char* denied;    // does it add one to the owner's denied counter?
-  const char* granted;   // the answer's allowed
-  const char* request;   // the inputs' request columns: cost (and refund)
+  const char* recorded;       // does this operation record the cost?
+  const char* denied;         // does it add one to the owner's denied counter?
+  const char* granted;        // the answer's allowed
+  const char* request;        // the inputs' request columns: cost (and refund)
+  const char* blocked_until;  // the end of the owner's block after it (NULL: none)
+  const char* started;        // a WHEN of the answer's wait, for a denial that starts a block
 };
 
 constexpr const char* kRequest = "excluded.cost AS cost";
 
+// A block (Limit::block) holds while t is before its end, on a limit that has a block and is
+// not in shadow mode, for an owner that is not exempt. `allowed` stays the algorithm's (and
+// the override's) verdict, so that a blocked answer's wait is the longer of the block's and
+// the algorithm's own: the exact smallest wait, as always. A consume denied as rate_limited
+// starts a block (never in shadow mode) and answers a wait of at least the block; a blocked
+// operation keeps the end it found; any other write clears an end that has passed.
+constexpr const char* kBlocked =
+    "coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow "
+    "AND policy IS DISTINCT FROM 'exempt', FALSE)";
+constexpr const char* kBlockKept = "CASE WHEN {blocked} THEN s_blocked_until END";
+constexpr const char* kBlockStarted =
+    "CASE WHEN {blocked} THEN s_blocked_until "
+    "WHEN reason = 'rate_limited' AND NOT shadow THEN t + block_ms END";
+
+// `text` with {blocked} written out.
+std::string with_block(std::string_view text) {
+  return expand(text, fmt::arg("blocked", kBlocked));
+}
+
 OperationParts parts_of(Operation operation) {
   switch (operation) {
     case Operation::check:
-      return {"FALSE", "FALSE", "allowed", ""};
+      return {"FALSE", "FALSE", "allowed AND NOT {blocked}", "", kBlockKept, ""};
     case Operation::consume:
       // Shadow mode: never denied, and a would-be denial is counted in shadow_denied.
-      return {"allowed AND policy IS DISTINCT FROM 'exempt'", "NOT allowed AND NOT shadow",
-              "allowed OR shadow", kRequest};
+      return {"allowed AND NOT {blocked} AND policy IS DISTINCT FROM 'exempt'",
+              "(NOT allowed OR {blocked}) AND NOT shadow",
+              "(allowed AND NOT {blocked}) OR shadow",
+              kRequest,
+              kBlockStarted,
+              "WHEN reason = 'rate_limited' AND NOT shadow "
+              "THEN {max}(retry_after_ms, coalesce(block_ms, 0)) "};
     case Operation::record:
-      return {"policy IS DISTINCT FROM 'exempt'", "FALSE", "allowed", kRequest};
+      return {"policy IS DISTINCT FROM 'exempt'",
+              "FALSE",
+              "allowed AND NOT {blocked}",
+              kRequest,
+              kBlockKept,
+              ""};
     case Operation::refund:
       // The refund itself is the decision's {take}; the answer is a check of cost 1.
-      return {"FALSE", "FALSE", "allowed", "1 AS cost, excluded.cost AS refund"};
+      return {
+          "FALSE",    "FALSE", "allowed AND NOT {blocked}", "1 AS cost, excluded.cost AS refund",
+          kBlockKept, ""};
     case Operation::reset:
       break;
   }
@@ -146,17 +180,26 @@ std::string burst_for_owner() {
 
 // The verdict as if enforcing, the same for every algorithm: an exempt owner is always
 // allowed, a denied one never, any other when the cost fits the capacity and {fits}, the
-// family's test of whether `cost` may be taken now.
+// family's test of whether `cost` may be taken now. A block (kBlocked) comes on top.
 constexpr const char* kAllowed =
     "CASE policy WHEN 'exempt' THEN TRUE WHEN 'deny' THEN FALSE ELSE cost <= capacity AND {fits} "
     "END";
 
-// The answer's remaining and retry_after_ms under the owner's policy: an exempt owner has the
-// whole capacity, a denied one nothing and never a retry.
+// The answer's remaining and retry_after_ms under the owner's policy and block: an exempt
+// owner has the whole capacity, a denied one nothing and never a retry, a blocked one nothing
+// until its block ends.
 constexpr const char* kAnswerRemaining =
-    "CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE remaining END";
+    "CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 "
+    "ELSE CASE reason WHEN 'blocked' THEN 0 ELSE remaining END END";
 constexpr const char* kAnswerRetry =
-    "CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 ELSE retry_after_ms END";
+    "CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 "
+    "WHEN reason = 'blocked' AND retry_after_ms >= 0 "
+    "THEN {max}(s_blocked_until - t, retry_after_ms) {started}ELSE retry_after_ms END";
+
+// kAnswerRetry for `parts`' operation.
+std::string answer_retry(const OperationParts& parts) {
+  return expand(kAnswerRetry, fmt::arg("started", parts.started));
+}
 
 // ---------------------------------------------------------------------------------------
 // fixed_window and sliding_window, on quota_windows.
@@ -264,6 +307,7 @@ constexpr const char* kWindowCheckInputs = R"(
       SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
              {request_cost} AS cost, {request_now} AS now,
              {policy} AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
+             l.block_ms AS block_ms, s.blocked_until_ms AS s_blocked_until,
              s.window_key AS s_window_key, s.period_ms AS s_period, s.used AS s_used,
              s.previous_used AS s_previous, s.denied AS s_denied, s.seen_ms AS s_seen
       FROM quota_limits AS l
@@ -273,6 +317,7 @@ constexpr const char* kWindowCheckInputs = R"(
 constexpr const char* kWindowUpdateInputs = R"(
       SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
              {request}, excluded.seen_ms AS now, {policy} AS policy, l.shadow AS shadow,
+             l.block_ms AS block_ms, quota_windows.blocked_until_ms AS s_blocked_until,
              quota_windows.window_key AS s_window_key, quota_windows.period_ms AS s_period,
              quota_windows.used AS s_used, quota_windows.previous_used AS s_previous,
              quota_windows.denied AS s_denied, quota_windows.seen_ms AS s_seen
@@ -346,6 +391,7 @@ constexpr const char* kBucketCheckInputs = R"(
       SELECT {maximum} AS maximum, {capacity} AS capacity, l.period_ms AS period_ms,
              {request_cost} AS cost, {request_now} AS now,
              {policy} AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
+             l.block_ms AS block_ms, s.blocked_until_ms AS s_blocked_until,
              s.level AS s_level, s.period_ms AS s_period, s.denied AS s_denied,
              s.seen_ms AS s_seen
       FROM quota_limits AS l
@@ -355,6 +401,7 @@ constexpr const char* kBucketCheckInputs = R"(
 constexpr const char* kBucketUpdateInputs = R"(
       SELECT {maximum} AS maximum, {capacity} AS capacity, l.period_ms AS period_ms,
              {request}, excluded.seen_ms AS now, {policy} AS policy, l.shadow AS shadow,
+             l.block_ms AS block_ms, quota_buckets.blocked_until_ms AS s_blocked_until,
              CASE WHEN quota_buckets.seen_ms IS NOT NULL THEN quota_buckets.level END AS s_level,
              quota_buckets.period_ms AS s_period,
              quota_buckets.denied AS s_denied, quota_buckets.seen_ms AS s_seen
@@ -414,6 +461,7 @@ constexpr const char* kLogCheckInputs = R"(
       SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
              {request_cost} AS cost, {request_now} AS now,
              {policy} AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
+             l.block_ms AS block_ms, s.blocked_until_ms AS s_blocked_until,
              l.name AS key_limit, {owner} AS key_owner,
              s.total AS s_total, s.newest_at_ms AS s_newest_at, s.denied AS s_denied,
              s.seen_ms AS s_seen
@@ -424,6 +472,7 @@ constexpr const char* kLogCheckInputs = R"(
 constexpr const char* kLogUpdateInputs = R"(
       SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
              {request}, excluded.seen_ms AS now, {policy} AS policy, l.shadow AS shadow,
+             l.block_ms AS block_ms, quota_log_owners.blocked_until_ms AS s_blocked_until,
              excluded.limit_name AS key_limit,
              excluded.owner AS key_owner, quota_log_owners.total AS s_total,
              quota_log_owners.newest_at_ms AS s_newest_at,
@@ -486,14 +535,16 @@ constexpr const char* kProposedRequestRow =
     "(SELECT {limit} AS limit_name, {owner} AS owner, {request_cost} AS cost,"
     " {request_now} AS seen_ms) AS excluded LEFT JOIN {table} ON FALSE";
 
-constexpr const char* kCheck = R"(SELECT allowed, reason, {remaining} AS remaining,
+constexpr const char* kCheck = R"(SELECT {granted} AS allowed, reason, {remaining} AS remaining,
   {retry} AS retry_after_ms, reset_at_ms, denied, FALSE AS shadow_denied, shown_used AS used,
-  coalesce(s_shadow_denied, 0) AS shadow_denials, capacity
+  coalesce(s_shadow_denied, 0) AS shadow_denials, capacity,
+  CASE WHEN {blocked} THEN s_blocked_until END AS blocked_until_ms
 FROM ({decision}) AS decision)";
 
 // The answer's reason, the same for every algorithm.
 constexpr const char* kReason =
-    "CASE WHEN allowed THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' "
+    "CASE WHEN allowed AND NOT {blocked} THEN 'ok' "
+    "WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN {blocked} THEN 'blocked' "
     "WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END";
 
 // reset: a request row whose trigger deletes the owner's state for the limit, then itself.
@@ -597,13 +648,13 @@ std::string decision_of(Operation operation, Algorithm algorithm, const Family& 
              : std::string(kBucketRefill);
   // What the window layers, which pass on only the columns later layers use, carry for the
   // policies: the owner's policy and the shadow flag, the refund, check's shadow count.
-  const std::string carry = std::string(", policy, shadow") + (refund ? ", refund" : "") +
-                            (check ? ", s_shadow_denied" : "");
+  const std::string carry = std::string(", policy, shadow, block_ms, s_blocked_until") +
+                            (refund ? ", refund" : "") + (check ? ", s_shadow_denied" : "");
   const WindowExpressions none{};
   const WindowExpressions& window = family.window ? *family.window : none;
   return expand(
-      family.decision, fmt::arg("inputs", inputs), fmt::arg("recorded", parts.recorded),
-      fmt::arg("denied", parts.denied), fmt::arg("reason", kReason),
+      family.decision, fmt::arg("inputs", inputs), fmt::arg("recorded", with_block(parts.recorded)),
+      fmt::arg("denied", with_block(parts.denied)), fmt::arg("reason", with_block(kReason)),
       fmt::arg("allowed", expand(kAllowed, fmt::arg("fits", family.fits))),
       fmt::arg("remaining", window.remaining ? window.remaining : ""),
       fmt::arg("retry", window.retry ? window.retry : ""),
@@ -632,14 +683,17 @@ Assignments assignments_of(Operation operation, const Family& family, bool propo
   const MoreColumns more = more_columns(operation, family, proposed);
   return {expand("{columns}, seen_ms, cost, maximum, period_ms,\n"
                  "   last_allowed, last_reason, last_remaining, last_retry_after_ms, "
-                 "last_reset_at_ms{more}",
+                 "last_reset_at_ms, blocked_until_ms{more}",
                  fmt::arg("columns", family.columns), fmt::arg("more", more.columns)),
           expand("{values}, t, {cost_kept}, maximum, period_ms,\n"
-                 "          {granted}, reason, {remaining}, {retry}, reset_at_ms{more_values}",
+                 "          {granted}, reason, {remaining}, {retry}, reset_at_ms,\n"
+                 "          {blocked_until}{more_values}",
                  fmt::arg("values", family.values),
                  fmt::arg("cost_kept", proposed ? "{request_cost}" : "cost"),
-                 fmt::arg("granted", parts.granted), fmt::arg("remaining", kAnswerRemaining),
-                 fmt::arg("retry", kAnswerRetry), fmt::arg("more_values", more.values))};
+                 fmt::arg("granted", with_block(parts.granted)),
+                 fmt::arg("remaining", kAnswerRemaining), fmt::arg("retry", answer_retry(parts)),
+                 fmt::arg("blocked_until", with_block(parts.blocked_until)),
+                 fmt::arg("more_values", more.values))};
 }
 
 std::string build(Operation operation, Algorithm algorithm, const Dialect& dialect) {
@@ -648,7 +702,9 @@ std::string build(Operation operation, Algorithm algorithm, const Dialect& diale
   if (operation == Operation::check) {
     return expand(
         kCheck, fmt::arg("decision", decision_of(operation, algorithm, family, kUpdateRequestRow)),
-        fmt::arg("remaining", kAnswerRemaining), fmt::arg("retry", kAnswerRetry));
+        fmt::arg("granted", with_block(parts_of(operation).granted)),
+        fmt::arg("remaining", kAnswerRemaining),
+        fmt::arg("retry", answer_retry(parts_of(operation))), fmt::arg("blocked", kBlocked));
   }
   const Assignments update = assignments_of(operation, family, false);
   std::string proposed;

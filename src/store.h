@@ -55,6 +55,17 @@ class TransactionConflict : public Error {
 enum class Exclusive {
   migration,  // migrating (and, on SQLite, any write)
   state,      // writing the state tables (gc's batches)
+  // nothing beyond what the requests' own statements lock (a batch of requests: group
+  // commit, consume_many); SQLite still takes the write lock at once (BEGIN IMMEDIATE), so
+  // that a batch that reads before it writes never meets a stale snapshot
+  requests,
+};
+
+// One request statement of a batch (Store::run_all).
+struct Step {
+  Operation operation;
+  Algorithm algorithm;
+  Request4 request;
 };
 
 class Store {
@@ -69,6 +80,12 @@ class Store {
   // "unknown limit") is ErrorCode::unknown_limit.
   virtual std::optional<Row> run(Operation operation, Algorithm algorithm,
                                  const Request4& request) = 0;
+
+  // Runs every step's statement in order, in one transaction of its own (a savepoint of the
+  // transaction already open), and returns each one's first row as run does; a failure of
+  // any rolls all of them back and throws. PostgreSQL sends them in one round trip (pipeline
+  // mode); SQLite runs them one after the other.
+  virtual std::vector<std::optional<Row>> run_all(const std::vector<Step>& steps) = 0;
 
   // Runs any other statement with `parameters` for ?1, ?2, ... and returns every row.
   virtual std::vector<Row> query(const std::string& sql, const std::vector<Value>& parameters) = 0;

@@ -7,7 +7,8 @@
 #include <tuple>
 #include <utility>
 
-namespace quota::detail {
+namespace quota {
+namespace detail {
 
 namespace {
 
@@ -98,25 +99,38 @@ class LookCache final : public WatchReader {
 // the end of a block) is one more candidate: the earliest of them is the answer.
 std::optional<std::int64_t> next_change(Algorithm algorithm, const Usage& usage, std::int64_t now,
                                         const Probe& probe) {
+  std::optional<std::int64_t> at;
   switch (algorithm) {
     case Algorithm::fixed_window:
-      return next_window_end(usage, now);
+      at = next_window_end(usage, now);
+      break;
     case Algorithm::sliding_log:     // the oldest live event expires (at + P)
     case Algorithm::sliding_window:  // the weighted count falls past a whole unit
     case Algorithm::token_bucket:    // the bucket regains a whole token
-      return next_freed_unit(usage, now, probe);
+      at = next_freed_unit(usage, now, probe);
+      break;
   }
-  return std::nullopt;
+  // The end of a block (Limit::block) lifts `remaining` from 0.
+  if (usage.blocked_until_ms && *usage.blocked_until_ms > now &&
+      (!at || *usage.blocked_until_ms < *at)) {
+    at = *usage.blocked_until_ms;
+  }
+  return at;
 }
+
+}  // namespace detail
 
 bool usage_differs(const Usage& a, const Usage& b) {
   if (a.used != b.used || a.remaining != b.remaining || a.denied != b.denied ||
-      a.shadow_denied != b.shadow_denied || a.capacity != b.capacity) {
+      a.shadow_denied != b.shadow_denied || a.capacity != b.capacity ||
+      a.blocked_until_ms != b.blocked_until_ms) {
     return true;
   }
   // With nothing used, reset_at_ms is the time of the reading.
   return a.used > 0 && a.reset_at_ms != b.reset_at_ms;
 }
+
+namespace detail {
 
 // ---------------------------------------------------------------------------------------
 // Subscription
@@ -358,4 +372,5 @@ void WatchHub::refresh_one(WatchReader& reader, Subscription& watch, std::int64_
   }
 }
 
-}  // namespace quota::detail
+}  // namespace detail
+}  // namespace quota

@@ -58,9 +58,6 @@ using Probe = std::function<std::pair<Usage, Result>(std::int64_t cost, std::int
 std::optional<std::int64_t> next_change(Algorithm algorithm, const Usage& usage, std::int64_t now,
                                         const Probe& probe);
 
-// Whether two readings of an owner's usage differ (Engine::watch's "changes").
-bool usage_differs(const Usage& a, const Usage& b);
-
 // One watch: its callback and what the hub last delivered to it.
 struct Subscription {
   std::string limit;

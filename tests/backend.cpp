@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <random>
+#include <thread>
 
 namespace quota::test {
 
@@ -44,6 +45,10 @@ void run_on_server(const std::string& uri, const std::string& sql) {
 }
 
 }  // namespace
+
+Backend each_backend() {
+  return GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
+}
 
 TestDatabase::TestDatabase(Backend backend) : backend_(backend) {
   if (backend == Backend::sqlite) {
@@ -205,6 +210,37 @@ Result PlainClient::run(detail::Operation operation, Algorithm algorithm, const 
   PQclear(answer);
   REQUIRE(one_row);
   return result;
+}
+
+std::vector<Outcome> queue_behind_a_slow_request(Engine& engine,
+                                                 const std::vector<BatchRequest>& requests,
+                                                 std::chrono::milliseconds hold) {
+  Hooks slow;
+  slow.before_consume = [hold](const Request&) {
+    std::this_thread::sleep_for(hold);
+    return true;
+  };
+  engine.set_hooks("slow", slow);
+  std::vector<Outcome> outcomes(requests.size());
+  std::thread holder([&] { engine.consume("slow", "holder"); });
+  std::this_thread::sleep_for(hold / 6);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    threads.emplace_back([&, i] {
+      outcomes[i].caller = std::this_thread::get_id();
+      try {
+        outcomes[i].result = engine.consume(requests[i].limit, requests[i].owner, requests[i].cost);
+      } catch (const std::exception& error) {
+        outcomes[i].error = error.what();
+      }
+    });
+    // In order: the first request is first in the queue.
+    std::this_thread::sleep_for(hold / 60);
+  }
+  holder.join();
+  for (std::thread& thread : threads) thread.join();
+  engine.set_hooks("slow", {});
+  return outcomes;
 }
 
 }  // namespace quota::test

@@ -7,14 +7,20 @@
 // PostgreSQL test fails, saying how to start one.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "quota/engine.h"
 #include "statements.h"
 #include "support.h"
+
+struct pg_conn;  // libpq's PGconn
 
 namespace quota::test {
 
@@ -23,6 +29,10 @@ enum class Backend { sqlite, postgresql };
 inline constexpr Backend kAllBackends[] = {Backend::sqlite, Backend::postgresql};
 
 const char* to_string(Backend backend);
+
+// In a test case: runs it once per backend (Catch's GENERATE over kAllBackends) and returns
+// this run's. Call it once per test case, and CAPTURE what it returns.
+Backend each_backend();
 
 class TestDatabase {
  public:
@@ -93,5 +103,35 @@ struct EngineOn {
   Engine engine;
   PlainClient raw;
 };
+
+// Every state row's key, "table|limit|owner[|at_ms]", to compare sets of rows: of a
+// TestDatabase, or of a RawDb.
+template <typename Database>
+std::set<std::string> state_keys(Database& db) {
+  std::set<std::string> keys;
+  for (const auto& row : db.rows("SELECT limit_name, owner, at_ms FROM quota_log")) {
+    keys.insert("quota_log|" + row[0] + "|" + row[1] + "|" + row[2]);
+  }
+  for (const char* table : {"quota_log_owners", "quota_windows", "quota_buckets"}) {
+    for (const auto& row : db.rows(std::string("SELECT limit_name, owner FROM ") + table)) {
+      keys.insert(std::string(table) + "|" + row[0] + "|" + row[1]);
+    }
+  }
+  return keys;
+}
+
+// The scene of the group commit tests: a thread holds `engine` for `hold` inside a
+// before_consume hook of limit "slow" (which must exist) while each of `requests` arrives, in
+// order, from a thread of its own, and queues; the next thread to get the connection runs
+// them as one batch (Options::group_commit). Returns each request's answer or error, and
+// the thread that asked.
+struct Outcome {
+  std::optional<Result> result;
+  std::string error;
+  std::thread::id caller;
+};
+std::vector<Outcome> queue_behind_a_slow_request(Engine& engine,
+                                                 const std::vector<BatchRequest>& requests,
+                                                 std::chrono::milliseconds hold);
 
 }  // namespace quota::test

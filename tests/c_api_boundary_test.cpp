@@ -29,6 +29,9 @@ TEST_CASE("c_api: status numbers and names mirror quota::ErrorCode", "[c_api]") 
     ++status;
   }
   CHECK(status == QUOTA_ERROR_OUT_OF_MEMORY);
+  // The code added after the C API's own two.
+  CHECK(quota_status_name(QUOTA_ERROR_PERMISSION_DENIED) ==
+        quota::to_string(ErrorCode::permission_denied));
 }
 
 TEST_CASE("c_api: reason and algorithm names mirror the C++ names", "[c_api]") {

@@ -60,6 +60,7 @@ static void test_names_and_defaults(void) {
   CHECK(options.size == sizeof(quota_options));
   CHECK(options.create == 1 && options.migrate == 1 && options.synchronous_full == 0);
   CHECK(options.busy_timeout_ms == 5000);
+  CHECK(options.group_commit == 1);
   CHECK(options.clock == NULL && options.clock_context == NULL);
   CHECK(strcmp(quota_status_name(QUOTA_OK), "ok") == 0);
   CHECK(strcmp(quota_status_name(QUOTA_ERROR_UNKNOWN_LIMIT), "unknown_limit") == 0);
@@ -67,6 +68,7 @@ static void test_names_and_defaults(void) {
   CHECK(strcmp(quota_status_name(99), "?") == 0);
   CHECK(strcmp(quota_reason_name(QUOTA_REASON_COST_EXCEEDS_CAPACITY), "cost_exceeds_capacity") ==
         0);
+  CHECK(strcmp(quota_reason_name(QUOTA_REASON_BLOCKED), "blocked") == 0);
   CHECK(strcmp(quota_algorithm_name(QUOTA_TOKEN_BUCKET), "token_bucket") == 0);
   CHECK(strcmp(quota_algorithm_name(-1), "?") == 0);
 }
@@ -171,6 +173,60 @@ static void test_refund_and_consume_all(void) {
   CHECK(quota_consume_all(engine, NULL, NULL, 0, TEXT("u"), 1, &r, NULL) ==
         QUOTA_ERROR_INVALID_ARGUMENT);
   CHECK(quota_refund(engine, TEXT("nope"), TEXT("u"), 1, &r) == QUOTA_ERROR_UNKNOWN_LIMIT);
+
+  /* acquire on the fixed clock: a wait past the deadline, or a cancelled one, returns the
+   * denial at once. */
+  CHECK(quota_consume(engine, TEXT("minute"), TEXT("u"), 1, &r) == QUOTA_OK && r.allowed == 1);
+  CHECK(quota_acquire(engine, TEXT("minute"), TEXT("u"), 1, 0, NULL, &r) == QUOTA_OK);
+  CHECK(r.allowed == 0 && r.reason == QUOTA_REASON_RATE_LIMITED && r.retry_after_ms > 0);
+  quota_cancel* cancel = NULL;
+  CHECK(quota_cancel_new(&cancel) == QUOTA_OK && cancel != NULL);
+  CHECK(quota_cancel_request(cancel) == QUOTA_OK);
+  CHECK(quota_acquire(engine, TEXT("minute"), TEXT("u"), 1, 3600000, cancel, &r) == QUOTA_OK);
+  CHECK(r.allowed == 0 && r.retry_after_ms > 0);
+  quota_cancel_free(cancel);
+  quota_cancel_free(NULL);
+  CHECK(quota_cancel_new(NULL) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_cancel_request(NULL) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_acquire(engine, TEXT("minute"), TEXT("u"), 1, -1, NULL, &r) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  quota_close(engine);
+}
+
+static void test_batch_calls(void) {
+  quota_engine* engine = open_engine("batch.db");
+  quota_result results[4];
+  CHECK(quota_define(engine, TEXT("minute"), QUOTA_FIXED_WINDOW, 2, 60000, QUOTA_NO_BURST) ==
+        QUOTA_OK);
+  const quota_request requests[] = {{TEXT("minute"), TEXT("u"), 1},
+                                    {TEXT("minute"), TEXT("v"), 2},
+                                    {TEXT("minute"), TEXT("u"), 1},
+                                    {TEXT("minute"), TEXT("u"), 1}};
+  CHECK(quota_consume_many(engine, requests, 4, results) == QUOTA_OK);
+  CHECK(results[0].allowed == 1 && results[0].remaining == 1);
+  CHECK(results[1].allowed == 1 && results[1].remaining == 0);
+  CHECK(results[2].allowed == 1 && results[2].remaining == 0);
+  CHECK(results[3].allowed == 0 && results[3].denied == 1);
+  CHECK(quota_check_many(engine, requests, 2, results) == QUOTA_OK);
+  CHECK(results[0].allowed == 0 && results[1].allowed == 0);
+  CHECK(quota_record_many(engine, requests + 1, 1, NULL) == QUOTA_OK);
+  CHECK(quota_check(engine, TEXT("minute"), TEXT("v"), 1, &results[0]) == QUOTA_OK);
+  CHECK(results[0].remaining == 0 && results[0].allowed == 0);
+  CHECK(quota_consume_many(engine, NULL, 0, NULL) == QUOTA_OK);
+  /* Bad input: refused before anything runs, the results untouched. */
+  results[0].remaining = 77;
+  CHECK(quota_consume_many(engine, NULL, 2, results) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(quota_last_error(), "NULL") != NULL);
+  const quota_request bad[] = {{TEXT("minute"), TEXT("w"), 1}, {TEXT("minute"), TEXT("w"), 0}};
+  CHECK(quota_consume_many(engine, bad, 2, results) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(quota_last_error(), "request 1") != NULL);
+  const quota_request null_owner[] = {{TEXT("minute"), NULL, 3, 1}};
+  CHECK(quota_consume_many(engine, null_owner, 1, results) == QUOTA_ERROR_INVALID_ARGUMENT);
+  const quota_request unknown[] = {{TEXT("minute"), TEXT("w"), 1}, {TEXT("nope"), TEXT("w"), 1}};
+  CHECK(quota_consume_many(engine, unknown, 2, results) == QUOTA_ERROR_UNKNOWN_LIMIT);
+  CHECK(results[0].remaining == 77);
+  CHECK(quota_check(engine, TEXT("minute"), TEXT("w"), 1, &results[0]) == QUOTA_OK);
+  CHECK(results[0].remaining == 2); /* nothing of the failed calls was kept */
   quota_close(engine);
 }
 
@@ -358,14 +414,16 @@ int main(int argc, char** argv) {
   test_names_and_defaults();
   test_operations();
   test_refund_and_consume_all();
+  test_batch_calls();
   test_errors();
   test_threads();
   test_watch();
 
   static const char* const files[] = {
       "operations.db", "operations.db-wal", "operations.db-shm", "errors.db",       "errors.db-wal",
-      "errors.db-shm", "policies.db",       "policies.db-wal",   "policies.db-shm", "watch.db",
-      "watch.db-wal",  "watch.db-shm",      "not-a-database.txt"};
+      "errors.db-shm", "policies.db",       "policies.db-wal",   "policies.db-shm", "batch.db",
+      "batch.db-wal",  "batch.db-shm",      "watch.db",          "watch.db-wal",      "watch.db-shm",
+      "not-a-database.txt"};
   for (size_t i = 0; i < sizeof files / sizeof files[0]; ++i) unlink(path_in_scratch(files[i]));
   CHECK(rmdir(scratch) == 0);
   if (failures) fprintf(stderr, "%d check(s) failed\n", failures);

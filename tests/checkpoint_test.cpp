@@ -19,6 +19,7 @@
 
 #include "busy.h"
 #include "quota/quota.h"
+#include "quota/sqlite.h"
 #include "support.h"
 
 namespace quota::test {
@@ -63,7 +64,7 @@ TEST_CASE("with restart_checkpoint off the engine leaves SQLite's automatic chec
   AppConnection app(path, 50);
   Options options = options_with(ManualClock());
   options.restart_checkpoint = false;
-  Engine engine(app.db, options);
+  Engine engine = quota::sqlite::attach(app.db, options);
   CHECK(app.db.execAndGet("PRAGMA wal_autocheckpoint").getInt() == 50);
   CHECK(engine.consume("counter", "u").allowed);
 }
@@ -121,7 +122,7 @@ TEST_CASE("with restart_checkpoint the WAL stays bounded while two processes kee
       path, kContendedConsumes,
       [&] {
         auto app = std::make_unique<AppConnection>(path, kThreshold);
-        auto engine = std::make_unique<Engine>(app->db, restarting());
+        auto engine = std::make_unique<Engine>(quota::sqlite::attach(app->db, restarting()));
         return std::make_pair(std::move(app), std::move(engine));
       },
       [](auto& opened) { return opened.second->consume("counter", "shared").allowed; });
@@ -166,7 +167,7 @@ TEST_CASE("a connection whose automatic checkpoint is off keeps it off", "[check
   const std::string path = dir.file("quota.db");
   define_counter(path);
   AppConnection app(path, 0);
-  Engine engine(app.db, restarting());
+  Engine engine = quota::sqlite::attach(app.db, restarting());
   CHECK(app.db.execAndGet("PRAGMA wal_autocheckpoint").getInt() == 0);
   for (int i = 0; i < 1'200; ++i) REQUIRE(engine.consume("counter", "u").allowed);
   // Never checkpointed: the WAL holds every commit, past SQLite's default 1000 pages.
@@ -180,7 +181,7 @@ TEST_CASE("by default the engine's checkpoint starts the WAL over at the connect
   const std::string path = dir.file("quota.db");
   define_counter(path);
   AppConnection app(path, 50);
-  Engine engine(app.db, options_with(ManualClock()));
+  Engine engine = quota::sqlite::attach(app.db, options_with(ManualClock()));
   // The engine's hook replaced SQLite's, which is what the pragma reports; setting it again
   // would put SQLite's own back.
   CHECK(app.db.execAndGet("PRAGMA wal_autocheckpoint").getInt() == 0);
@@ -195,7 +196,7 @@ TEST_CASE("a reader that pins the WAL delays the restart but fails no consume", 
   AppConnection app(path, 50);
   Options options = restarting();
   options.busy_timeout = std::chrono::milliseconds(100);
-  Engine engine(app.db, options);
+  Engine engine = quota::sqlite::attach(app.db, options);
   RawDb reader(path);
   reader.exec("BEGIN");
   CHECK(reader.integer("SELECT count(*) FROM quota_limits") == 1);  // a snapshot, held

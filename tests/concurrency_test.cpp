@@ -1,8 +1,9 @@
-// Guarantees under contention: processes and threads consuming on one WAL file admit exactly what
-// each algorithm allows and lose no update; a held lock is waited out promptly, up to the busy
-// timeout, then a clear busy error; a consume inside the application's transaction commits or
-// rolls back with it, and a deferred transaction whose snapshot went stale is refused with
-// what to do.
+// Guarantees under contention on SQLite: processes and threads consuming on one WAL file admit
+// exactly what each algorithm allows and lose no update (on PostgreSQL:
+// tests/common/backends_test.cpp); a held lock is waited out promptly, up to the busy timeout,
+// then a clear busy error; a consume inside the application's transaction commits or rolls
+// back with it, and a deferred transaction whose snapshot went stale is refused with what to
+// do.
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Transaction.h>
 #include <sqlite3.h>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "busy.h"
+#include "quota/sqlite.h"
 #include "support.h"
 
 namespace quota::test {
@@ -153,8 +155,8 @@ void require_exact(const std::string& path, const Tally& total, int owners,
   }
 }
 
-TEST_CASE("4 processes of 3 threads on one file admit exactly the maximum, one owner",
-          "[concurrency]") {
+TEST_CASE("4 processes of 3 threads on one SQLite file admit exactly the maximum, one owner",
+          "[concurrency][sqlite]") {
   TempDir dir;
   const std::string path = dir.file("quota.db");
   define_all(path);
@@ -164,8 +166,8 @@ TEST_CASE("4 processes of 3 threads on one file admit exactly the maximum, one o
   require_exact(path, total, 1, per_owner, per_owner);
 }
 
-TEST_CASE("4 processes of 3 threads on one file admit exactly the maximum, many owners",
-          "[concurrency]") {
+TEST_CASE("4 processes of 3 threads on one SQLite file admit exactly the maximum, many owners",
+          "[concurrency][sqlite]") {
   TempDir dir;
   const std::string path = dir.file("quota.db");
   define_all(path);
@@ -178,7 +180,7 @@ TEST_CASE("4 processes of 3 threads on one file admit exactly the maximum, many 
 // --- busy -------------------------------------------------------------------------------------
 
 TEST_CASE("the busy handler yields first, then backs off to at most 128 us a pause",
-          "[concurrency][busy]") {
+          "[concurrency][sqlite][busy]") {
   using detail::BusyHandler;
   for (int attempt = 0; attempt < BusyHandler::kYields; ++attempt) {
     CHECK(BusyHandler::pause(attempt).count() == 0);
@@ -197,7 +199,7 @@ TEST_CASE("the busy handler yields first, then backs off to at most 128 us a pau
 TEST_CASE(
     "a lock held past the busy timeout is a busy error that says what to do, and "
     "changes nothing",
-    "[concurrency][busy]") {
+    "[concurrency][sqlite][busy]") {
   TempDir dir;
   const std::string path = dir.file("quota.db");
   define_all(path);
@@ -233,7 +235,7 @@ TEST_CASE(
 }
 
 TEST_CASE("the busy handler outlives its Engine on the application's connection",
-          "[concurrency][busy]") {
+          "[concurrency][sqlite][busy]") {
   // Regression: the handler pointed into the Engine, so a connection that outlived its
   // Engine called into freed memory at its next wait (AddressSanitizer: heap-use-after-free).
   TempDir dir;
@@ -243,7 +245,7 @@ TEST_CASE("the busy handler outlives its Engine on the application's connection"
   {
     Options options;
     options.busy_timeout = std::chrono::milliseconds(50);
-    Engine engine(db, options);
+    Engine engine = quota::sqlite::attach(db, options);
   }
   RawDb holder(path);
   holder.exec("BEGIN IMMEDIATE");
@@ -256,7 +258,7 @@ TEST_CASE("the busy handler outlives its Engine on the application's connection"
   holder.exec("ROLLBACK");
 }
 
-TEST_CASE("a lock released within the busy timeout is waited out", "[concurrency][busy]") {
+TEST_CASE("a lock released within the busy timeout is waited out", "[concurrency][sqlite][busy]") {
   TempDir dir;
   const std::string path = dir.file("quota.db");
   define_all(path);
@@ -283,14 +285,14 @@ TEST_CASE("a lock released within the busy timeout is waited out", "[concurrency
 TEST_CASE(
     "a consume in a deferred transaction whose snapshot went stale is refused with what "
     "to do, and a retry succeeds",
-    "[concurrency][transactions]") {
+    "[concurrency][sqlite][transactions]") {
   TempDir dir;
   const std::string path = dir.file("app.db");
   define_all(path);  // WAL mode
   ManualClock clock;
   clock.set(T);
   SQLite::Database db(path, SQLite::OPEN_READWRITE);
-  Engine engine(db, options_with(clock));
+  Engine engine = quota::sqlite::attach(db, options_with(clock));
   Engine other = Engine::open(path, options_with(clock));
   const Algorithm algorithm = GENERATE(Algorithm::sliding_log, Algorithm::fixed_window,
                                        Algorithm::sliding_window, Algorithm::token_bucket);
@@ -299,7 +301,7 @@ TEST_CASE(
   for (const FailurePolicy policy : {FailurePolicy::fail_closed, FailurePolicy::fail_open}) {
     Options options = options_with(clock);
     options.failure_policy = policy;
-    Engine on_app(db, options);
+    Engine on_app = quota::sqlite::attach(db, options);
     {
       SQLite::Transaction transaction(db);       // BEGIN (deferred)
       CHECK(on_app.check(limit, "u").allowed);   // the transaction reads: its snapshot begins
@@ -329,9 +331,9 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "a consume in the application's transaction on a file commits or rolls back with it, "
+    "a consume in the application's transaction on a SQLite file commits or rolls back with it, "
     "as other connections see",
-    "[concurrency][transactions]") {
+    "[concurrency][sqlite][transactions]") {
   TempDir dir;
   const std::string path = dir.file("app.db");
   define_all(path);
@@ -339,7 +341,7 @@ TEST_CASE(
   clock.set(T);
   SQLite::Database db(path, SQLite::OPEN_READWRITE);
   db.exec("CREATE TABLE messages (id INTEGER PRIMARY KEY, body TEXT)");
-  Engine engine(db, options_with(clock));
+  Engine engine = quota::sqlite::attach(db, options_with(clock));
   Engine other = Engine::open(path, options_with(clock));
   for (const Algorithm algorithm : kAlgorithms) {
     const std::string limit = limit_of(algorithm);

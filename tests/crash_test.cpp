@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "migrations.h"
+#include "quota/sqlite.h"
 #include "support.h"
 
 namespace quota::test {
@@ -72,7 +73,7 @@ TEST_CASE("SIGKILL at random moments: the file stays intact and every reported c
     }
   }
   std::mt19937 random(20240601);
-  std::array<std::int64_t, 4> reported{};
+  std::vector<std::int64_t> reported(kAlgorithms.size());
   constexpr int kRounds = 12;
   for (int round = 0; round < kRounds; ++round) {
     CAPTURE(round);
@@ -91,14 +92,9 @@ TEST_CASE("SIGKILL at random moments: the file stays intact and every reported c
       REQUIRE(read(ends[0], &index, 1) == 1);
       ++reported[static_cast<std::size_t>(index)];
     }
-    std::this_thread::sleep_for(
-        std::chrono::microseconds(std::uniform_int_distribution<int>(0, 20'000)(random)));
-    REQUIRE(kill(pid, SIGKILL) == 0);
-    CHECK(wait_child(pid) == 128 + SIGKILL);  // killed, never failed by itself
-    for (ssize_t size; (size = read(ends[0], &index, 1)) == 1;) {
-      ++reported[static_cast<std::size_t>(index)];
-    }
-    close(ends[0]);
+    const std::chrono::microseconds pause(std::uniform_int_distribution<int>(0, 20'000)(random));
+    // Killed, never failed by itself.
+    CHECK(kill_and_count_reports(pid, pause, ends[0], reported) == 128 + SIGKILL);
 
     REQUIRE(intact(path));
     // Every consume the child reported is in the file, and at most one more in all (its
@@ -143,7 +139,7 @@ int migrate_counting_checks(const std::string& path, int kill_at, bool wal) {
       &checks);
   Options options;
   options.clock = [] { return T; };
-  { Engine engine(db, options); }
+  { Engine engine = quota::sqlite::attach(db, options); }
   sqlite3_progress_handler(db.getHandle(), 0, nullptr, nullptr);
   return checks.seen;
 }

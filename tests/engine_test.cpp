@@ -17,6 +17,7 @@
 
 #include "backend.h"
 #include "model.h"
+#include "quota/sqlite.h"
 #include "statements.h"
 #include "support.h"
 
@@ -693,7 +694,7 @@ struct AppEngine {
   TempDir dir;
   ManualClock clock;
   SQLite::Database db{dir.file("app.db"), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE};
-  Engine engine{db, options_with(clock)};
+  Engine engine = quota::sqlite::attach(db, options_with(clock));
 };
 
 TEST_CASE("a consume, check, record or reset is one statement", "[engine]") {
@@ -772,7 +773,7 @@ TEST_CASE("a consume inside the application's transaction commits or rolls back 
   ManualClock clock;
   SQLite::Database db(dir.file("app.db"), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
   db.exec("CREATE TABLE messages (id INTEGER PRIMARY KEY, body TEXT)");
-  Engine engine(db, options_with(clock));
+  Engine engine = quota::sqlite::attach(db, options_with(clock));
   const auto algorithm = GENERATE(Algorithm::sliding_log, Algorithm::fixed_window,
                                   Algorithm::sliding_window, Algorithm::token_bucket);
   CAPTURE(to_string(algorithm));

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "quota/sqlite.h"
 #include "support.h"
 
 namespace quota::test {
@@ -155,7 +156,7 @@ TEST_CASE("a database migrated by a newer build is refused and left alone", "[mi
   {
     SQLite::Database db(path, SQLite::OPEN_READWRITE);
     try {
-      Engine engine(db);
+      Engine engine = quota::sqlite::attach(db);
       FAIL("an Engine on the application's connection accepted it");
     } catch (const Error& error) {
       CHECK(error.code() == ErrorCode::schema_too_new);
@@ -196,7 +197,7 @@ TEST_CASE("an application's database keeps its own tables and rows", "[migration
   }
   SECTION("on the application's own connection, whose journal mode stays") {
     SQLite::Database db(path, SQLite::OPEN_READWRITE);
-    Engine engine(db);
+    Engine engine = quota::sqlite::attach(db);
     CHECK(engine.schema_version() == detail::latest_version());
     CHECK(journal_mode(path) == "delete");
   }
@@ -305,7 +306,16 @@ TEST_CASE("a database at version 3 is upgraded to tables keyed by owner, every r
     CHECK(engine.schema_version() == detail::latest_version());
   }
   RawDb raw(path);
-  CHECK(dump(raw) == before);
+  // Later migrations add columns at the end, NULL in these rows: the rest is as it was.
+  std::vector<std::vector<std::string>> after = dump(raw);
+  REQUIRE(after.size() == before.size());
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    for (std::size_t column = before[i].size(); column < after[i].size(); ++column) {
+      CHECK(after[i][column] == "NULL");
+    }
+    after[i].resize(before[i].size());
+  }
+  CHECK(after == before);
   CHECK(raw.rows("PRAGMA integrity_check")[0][0] == "ok");
   for (const std::string table : {"quota_windows", "quota_log_owners", "quota_buckets"}) {
     CAPTURE(table);

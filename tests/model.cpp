@@ -290,10 +290,19 @@ Model::Rule Model::rule_for(const std::string& limit, const std::string& owner) 
   return rule;
 }
 
-bool Model::verdict(const Rule& rule, const Counter& counter, std::int64_t t, std::int64_t cost) {
+bool Model::verdict(const Rule& rule, const OwnerState& state, std::int64_t t, std::int64_t cost) {
   if (rule.policy == Policy::exempt) return true;
   if (rule.policy == Policy::deny) return false;
-  return fits(rule.limit, counter, t, cost);
+  return fits(rule.limit, *state.counter, t, cost);
+}
+
+std::optional<std::int64_t> Model::block_at(const Rule& rule, const OwnerState& state,
+                                            std::int64_t t) {
+  if (!rule.limit.block || rule.limit.shadow || rule.policy == Policy::exempt) {
+    return std::nullopt;
+  }
+  if (!state.blocked_until || *state.blocked_until <= t) return std::nullopt;
+  return state.blocked_until;
 }
 
 void Model::set_override(const Override& override) {
@@ -319,22 +328,30 @@ std::int64_t Model::wait(const Limit& limit, const Counter& counter, std::int64_
 }
 
 Result Model::answer(const Rule& rule, const OwnerState& state, std::int64_t t, std::int64_t cost,
-                     bool allowed) const {
+                     bool allowed, std::optional<std::int64_t> block) const {
   const Limit& limit = rule.limit;
   const Counter& counter = *state.counter;
   Result result;
-  result.allowed = allowed;
+  result.allowed = allowed && !block;
   result.denied = state.denied;
   result.remaining = std::max<std::int64_t>(limit.capacity() - counter.used(limit, t), 0);
   if (rule.policy == Policy::exempt) result.remaining = limit.capacity();
   if (rule.policy == Policy::deny) result.remaining = 0;
   result.reset_at_ms = counter.reset_at(limit, t);
-  if (allowed) {
+  if (result.allowed) {
     result.reason = Reason::ok;
     result.retry_after_ms = 0;
   } else if (rule.policy == Policy::deny) {
     result.reason = Reason::owner_denied;
     result.retry_after_ms = -1;
+  } else if (block) {
+    // The longer of the block's wait and the algorithm's own (never: never).
+    result.reason = Reason::blocked;
+    result.remaining = 0;
+    const std::int64_t own = allowed                   ? 0
+                             : cost > limit.capacity() ? -1
+                                                       : wait(limit, counter, t, cost);
+    result.retry_after_ms = own < 0 ? -1 : std::max(*block - t, own);
   } else if (cost > limit.capacity()) {
     result.reason = Reason::cost_exceeds_capacity;
     result.retry_after_ms = -1;
@@ -350,10 +367,13 @@ Result Model::check(const std::string& limit, const std::string& owner, std::int
   const Rule rule = rule_for(limit, owner);
   const OwnerState* existing = find(limit, owner);
   const std::int64_t t = time_of(existing, now);
-  if (existing) return answer(rule, *existing, t, cost, verdict(rule, *existing->counter, t, cost));
+  if (existing) {
+    return answer(rule, *existing, t, cost, verdict(rule, *existing, t, cost),
+                  block_at(rule, *existing, t));
+  }
   OwnerState fresh;
   fresh.counter = new_counter(rule.limit.algorithm);
-  return answer(rule, fresh, t, cost, verdict(rule, *fresh.counter, t, cost));
+  return answer(rule, fresh, t, cost, verdict(rule, fresh, t, cost), std::nullopt);
 }
 
 Result Model::consume(const std::string& limit, const std::string& owner, std::int64_t cost,
@@ -361,16 +381,32 @@ Result Model::consume(const std::string& limit, const std::string& owner, std::i
   const Rule rule = rule_for(limit, owner);
   OwnerState& owner_state = state(limit, owner);
   const std::int64_t t = time_of(&owner_state, now);
-  const bool allowed = verdict(rule, *owner_state.counter, t, cost);
+  const std::optional<std::int64_t> block = block_at(rule, owner_state, t);
+  const bool allowed = verdict(rule, owner_state, t, cost);  // the algorithm's, without the block
   owner_state.counter->touch(rule.limit, t);
-  if (allowed && rule.policy != Policy::exempt) {
+  if (allowed && !block && rule.policy != Policy::exempt) {
     owner_state.counter->add(rule.limit, t, cost);
-  } else if (!allowed) {
+  } else if (!allowed || block) {
     ++(rule.limit.shadow ? owner_state.shadow_denied : owner_state.denied);
   }
   owner_state.remembered = t;
-  Result result = answer(rule, owner_state, t, cost, allowed);
-  if (!allowed && rule.limit.shadow) {
+  // A denial as rate_limited starts a block; a blocked consume leaves the block as it was.
+  const bool rate_limited =
+      !allowed && !block && rule.policy != Policy::deny && cost <= rule.limit.capacity();
+  const bool starts_block = rate_limited && rule.limit.block && !rule.limit.shadow;
+  if (block) {
+    owner_state.blocked_until = block;
+  } else if (starts_block) {
+    owner_state.blocked_until = t + rule.limit.block->count();
+  } else {
+    owner_state.blocked_until.reset();
+  }
+  Result result = answer(rule, owner_state, t, cost, allowed, block);
+  // The denial that starts a block waits for it too.
+  if (starts_block) {
+    result.retry_after_ms = std::max(result.retry_after_ms, rule.limit.block->count());
+  }
+  if (!result.allowed && rule.limit.shadow) {
     result.allowed = true;
     result.shadow_denied = true;
   }
@@ -382,11 +418,13 @@ Result Model::record(const std::string& limit, const std::string& owner, std::in
   const Rule rule = rule_for(limit, owner);
   OwnerState& owner_state = state(limit, owner);
   const std::int64_t t = time_of(&owner_state, now);
-  const bool allowed = verdict(rule, *owner_state.counter, t, cost);
+  const std::optional<std::int64_t> block = block_at(rule, owner_state, t);
+  const bool allowed = verdict(rule, owner_state, t, cost);
   owner_state.counter->touch(rule.limit, t);
   if (rule.policy != Policy::exempt) owner_state.counter->add(rule.limit, t, cost);
   owner_state.remembered = t;
-  return answer(rule, owner_state, t, cost, allowed);
+  owner_state.blocked_until = block;  // a record never starts a block
+  return answer(rule, owner_state, t, cost, allowed, block);
 }
 
 Result Model::refund(const std::string& limit, const std::string& owner, std::int64_t cost,
@@ -394,10 +432,12 @@ Result Model::refund(const std::string& limit, const std::string& owner, std::in
   const Rule rule = rule_for(limit, owner);
   OwnerState& owner_state = state(limit, owner);
   const std::int64_t t = time_of(&owner_state, now);
+  const std::optional<std::int64_t> block = block_at(rule, owner_state, t);
   owner_state.counter->touch(rule.limit, t);
   owner_state.counter->take(rule.limit, t, cost);
   owner_state.remembered = t;
-  return answer(rule, owner_state, t, 1, verdict(rule, *owner_state.counter, t, 1));
+  owner_state.blocked_until = block;  // a refund leaves a block as it is
+  return answer(rule, owner_state, t, 1, verdict(rule, owner_state, t, 1), block);
 }
 
 Result Model::reset(const std::string& limit, const std::string& owner, std::int64_t now) {
@@ -424,9 +464,11 @@ std::vector<Usage> Model::usage(const std::string& limit, std::int64_t now) cons
     std::int64_t remaining = std::max<std::int64_t>(rule.limit.capacity() - used, 0);
     if (rule.policy == Policy::exempt) remaining = rule.limit.capacity();
     if (rule.policy == Policy::deny) remaining = 0;
+    const std::optional<std::int64_t> block = block_at(rule, owner_state, t);
+    if (block && rule.policy != Policy::exempt) remaining = 0;
     rows.push_back({limit, key.second, used, remaining, owner_state.denied,
                     owner_state.counter->reset_at(rule.limit, t), owner_state.shadow_denied,
-                    rule.limit.capacity()});
+                    rule.limit.capacity(), block});
   }
   std::stable_sort(rows.begin(), rows.end(), [](const Usage& a, const Usage& b) {
     return a.used != b.used ? a.used > b.used : a.owner < b.owner;
@@ -452,7 +494,8 @@ bool same_usage(const std::vector<Usage>& actual, const std::vector<Usage>& expe
     if (actual[i].owner != expected[i].owner || actual[i].used != expected[i].used ||
         actual[i].remaining != expected[i].remaining || actual[i].denied != expected[i].denied ||
         actual[i].reset_at_ms != expected[i].reset_at_ms ||
-        actual[i].capacity != expected[i].capacity) {
+        actual[i].capacity != expected[i].capacity ||
+        actual[i].blocked_until_ms != expected[i].blocked_until_ms) {
       return false;
     }
   }

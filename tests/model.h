@@ -173,6 +173,7 @@ class Model {
     std::int64_t denied = 0;
     std::int64_t shadow_denied = 0;
     std::unique_ptr<Counter> counter;
+    std::optional<std::int64_t> blocked_until;  // the end of the latest block, if any
   };
 
   // The limit as `owner` sees it (an override's numbers, bounded as the SQL bounds them)
@@ -182,17 +183,22 @@ class Model {
     std::optional<Policy> policy;
   };
   Rule rule_for(const std::string& limit, const std::string& owner) const;
-  // Is a request of `cost` allowed at t, as if enforcing?
-  static bool verdict(const Rule& rule, const Counter& counter, std::int64_t t,
-                      std::int64_t cost);
+  // Is a request of `cost` allowed at t, as if enforcing, by the override and the algorithm
+  // (a block, block_at, comes on top)?
+  static bool verdict(const Rule& rule, const OwnerState& state, std::int64_t t, std::int64_t cost);
+  // The end of the owner's block if one holds at t (Limit::block: never in shadow mode, never
+  // on a limit without a block), whatever the owner's policy.
+  static std::optional<std::int64_t> block_at(const Rule& rule, const OwnerState& state,
+                                              std::int64_t t);
 
   static std::unique_ptr<Counter> new_counter(Algorithm algorithm);
   const OwnerState* find(const std::string& limit, const std::string& owner) const;
   OwnerState& state(const std::string& limit, const std::string& owner);
   std::int64_t time_of(const OwnerState* state, std::int64_t now) const;
-  // The Result for `state` at t, once the operation has written what it writes.
+  // The Result for `state` at t, once the operation has written what it writes; `allowed` is
+  // verdict() before it, `block` the block that held when it began.
   Result answer(const Rule& rule, const OwnerState& state, std::int64_t t, std::int64_t cost,
-                bool allowed) const;
+                bool allowed, std::optional<std::int64_t> block) const;
   static bool fits(const Limit& limit, const Counter& counter, std::int64_t t, std::int64_t cost);
   // The smallest d >= 1 at which a request of `cost` (which does not fit at t) fits at t + d.
   static std::int64_t wait(const Limit& limit, const Counter& counter, std::int64_t t,

@@ -14,6 +14,7 @@
 
 #include "backend.h"
 #include "model.h"
+#include "quota/sqlite.h"
 #include "statements.h"
 #include "support.h"
 
@@ -466,7 +467,7 @@ TEST_CASE("a throwing hook inside the application's transaction leaves it usable
   SQLite::Database db(path, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
   db.exec("CREATE TABLE notes (text TEXT)");
   ManualClock clock;
-  Engine engine(db, options_with(clock));
+  Engine engine = quota::sqlite::attach(db, options_with(clock));
   engine.define(make_limit("post", Algorithm::fixed_window, 5, 60'000));
   Hooks hooks;
   hooks.after_consume = [](const Request& request, const Result&) {
@@ -504,6 +505,7 @@ TEST_CASE("policies against the reference model", "[policy][property]") {
   for (const Algorithm algorithm : kAlgorithms) {
     Limit limit = limit_of(algorithm, 4, 50);
     if (algorithm == Algorithm::token_bucket) limit.burst = 5;
+    limit.block = std::chrono::milliseconds(25);  // lockouts, switched off and on below
     limits.push_back(limit);
     f.engine.define(limit);
     model.define(limit);
@@ -540,6 +542,13 @@ TEST_CASE("policies against the reference model", "[policy][property]") {
     }
     if (what < 11) {
       limit.shadow = !limit.shadow;
+      f.engine.define(limit);
+      model.define(limit);
+      continue;
+    }
+    if (what < 13) {
+      limit.block =
+          limit.block ? std::nullopt : std::optional<std::chrono::milliseconds>(between(1, 40));
       f.engine.define(limit);
       model.define(limit);
       continue;
@@ -590,6 +599,7 @@ TEST_CASE("policies against the reference model", "[policy][property]") {
         CHECK(engine_usage[i].denied == model_usage[i].denied);
         CHECK(engine_usage[i].shadow_denied == model_usage[i].shadow_denied);
         CHECK(engine_usage[i].reset_at_ms == model_usage[i].reset_at_ms);
+        CHECK(engine_usage[i].blocked_until_ms == model_usage[i].blocked_until_ms);
       }
     }
   }

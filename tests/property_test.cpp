@@ -99,6 +99,11 @@ Limit random_limit(Random& random, Scale scale, const std::string& name, Algorit
   if (algorithm == Algorithm::token_bucket) {
     limit.burst = random_burst(random, scale, limit.maximum, limit.period.count());
   }
+  // A third of the limits lock an owner out after a denial (Limit::block).
+  if (between(random, 0, 2) == 0) {
+    limit.block = std::chrono::milliseconds(
+        scale == Scale::small ? between(random, 1, 80) : any_size(random, kPeriodBound.count()));
+  }
   return limit;
 }
 
@@ -107,6 +112,7 @@ std::string describe(const Limit& limit) {
   out << limit.name << " " << to_string(limit.algorithm) << " maximum=" << limit.maximum
       << " period_ms=" << limit.period.count();
   if (limit.burst) out << " burst=" << *limit.burst;
+  if (limit.block) out << " block_ms=" << limit.block->count();
   return out.str();
 }
 

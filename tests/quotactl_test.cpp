@@ -272,7 +272,8 @@ TEST_CASE("quotactl limit set/get/list/rm", "[quotactl]") {
   CHECK(created["period_ms"] == 60000);
   CHECK(created["burst"].is_null());
   CHECK(created["shadow"] == false);
-  CHECK(created.size() == 6);
+  CHECK(created["block_ms"].is_null());
+  CHECK(created.size() == 7);
 
   SECTION("set is idempotent") {
     const std::string before = dump(f.db);
@@ -530,7 +531,8 @@ TEST_CASE("quotactl usage lists owners most used first", "[quotactl]") {
                        {"denied", 1},
                        {"reset_at_ms", kStart + 60'000},
                        {"shadow_denied", 0},
-                       {"capacity", 4}});
+                       {"capacity", 4},
+                       {"blocked_until_ms", nullptr}});
   CHECK(all[1]["owner"] == "middle");
   CHECK(all[1]["used"] == 2);
   CHECK(all[2]["owner"] == "light");
@@ -580,8 +582,9 @@ json run_raw(RawDb& db, const std::string& sql, const std::string& limit, const 
       row[name] = reinterpret_cast<const char*>(sqlite3_column_text(statement, i));
     } else if (name == "allowed" || name == "shadow_denied") {
       row[name] = sqlite3_column_int64(statement, i) != 0;
-    } else if (name != "used" && name != "shadow_denials" && name != "capacity") {
-      // (those three are check's, for Engine::usage and owner_usage)
+    } else if (name != "used" && name != "shadow_denials" && name != "capacity" &&
+               name != "blocked_until_ms") {
+      // (those four are check's, for Engine::usage and owner_usage)
       row[name] = sqlite3_column_int64(statement, i);
     }
   }
@@ -1440,8 +1443,8 @@ TEST_CASE("quotactl suggests the command, option or value a typo most likely mea
       {{"limit", "set", "x", "--max", "3", "--per", "1m", "--shaddow"},
        "limit set: unknown option '--shaddow' (did you mean '--shadow'?)"},
       {{"usage", "send", "--by", "denid"},
-       "unknown order 'denid' for --by (did you mean 'denied'?): use used, denied or "
-       "shadow_denied"},
+       "unknown order 'denid' for --by (did you mean 'denied'?): use used, denied, "
+       "shadow_denied or blocked"},
       {{"usage", "send", "--by", "shadow-denied"},
        "unknown order 'shadow-denied' for --by (did you mean 'shadow_denied'?)"},
       {{"sql", "consme"}, "unknown operation 'consme' (did you mean 'consume'?)"},

@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace quota::test {
 
@@ -170,6 +171,17 @@ int wait_child(int pid) {
     if (errno != EINTR) throw std::runtime_error("waitpid failed");
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int kill_and_count_reports(int pid, std::chrono::microseconds pause, int reports,
+                           std::vector<std::int64_t>& reported) {
+  std::this_thread::sleep_for(pause);
+  if (kill(pid, SIGKILL) != 0) throw std::runtime_error("kill failed");
+  const int status = wait_child(pid);
+  char index = 0;
+  while (read(reports, &index, 1) == 1) ++reported.at(static_cast<std::size_t>(index));
+  close(reports);
+  return status;
 }
 
 LockHolder::LockHolder(const std::string& path, const std::string& inside) {

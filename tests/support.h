@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -138,5 +139,11 @@ struct TerminalRun {
 TerminalRun run_on_terminal(std::vector<std::string> words, std::vector<std::string> environment,
                             const std::function<void(int, const std::string&)>& interact = {},
                             std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+// The crash tests' kill: after `pause`, kills the child `pid` with SIGKILL and waits for it
+// (returning what wait_child returns), then reads every byte the child still wrote down
+// `reports` (each an index into `reported`, whose count it adds one to) and closes it.
+int kill_and_count_reports(int pid, std::chrono::microseconds pause, int reports,
+                           std::vector<std::int64_t>& reported);
 
 }  // namespace quota::test

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Bad input to the tools that take it: bench/scripts/with-sqlite.sh and tools/schema.sh. Each
-# exits with status 2 and a message that says what to do, and changes nothing. tools/schema.sh
+# Bad input to the tools that take it: bench/scripts/with-sqlite.sh, tools/schema.sh and
+# bench/scripts/peers.sh. Each exits with status 2 and a message that says what to do, and
+# changes nothing (peers.sh installs, builds and starts nothing). bench/scripts/peers-report.py
+# runs on a made-up run: its ratios and targets, and --update between the markers. tools/schema.sh
 # also runs here with a stand-in quotactl, on a copy of the repository's schema/ folder: what it
 # writes, that --check fails on a file that is out of date, and a quotactl whose migrate fails.
 set -uo pipefail
@@ -137,5 +139,94 @@ fi
 if bash "$schema_sh" --help | grep -q -- "--check"; then :; else
   fail "schema.sh --help does not show the usage"
 fi
+# --- bench/scripts/peers.sh: bad input is refused before anything is installed, built or
+# started. Stand-ins for the commands it would run first leave a marker if it got that far.
+stubs="$work/stubs"
+mkdir -p "$stubs"
+for command in apt-get npm cmake redis-server; do
+  printf '#!/usr/bin/env bash\ntouch "%s"\nexit 1\n' "$marker" >"$stubs/$command"
+  chmod +x "$stubs/$command"
+done
+tool="$root/bench/scripts/peers.sh"
+expect_peers_refusal() {  # expect_peers_refusal TEXT ARGS...
+  local text=$1
+  shift
+  local stderr status
+  stderr=$(PATH="$stubs:$PATH" bash "$tool" "$@" 2>&1 >/dev/null)
+  status=$?
+  if [ "$status" -ne 2 ] || [[ "$stderr" != *"$text"* ]] || [ -e "$marker" ]; then
+    fail "peers.sh $* -> status $status, stderr: $stderr (wanted 2 and '$text')"
+  fi
+  rm -f "$marker"
+}
+expect_peers_refusal "--rounds takes a number from 1 to 99, not '0'" --rounds 0
+expect_peers_refusal "--rounds takes a number from 1 to 99, not 'three'" --rounds three
+expect_peers_refusal "--rounds takes a whole number, not '2.5'" --rounds 2.5
+expect_peers_refusal "--rounds needs a number" --rounds
+expect_peers_refusal "--duration takes a number from 0.01 to 60, not '0'" --duration 0
+expect_peers_refusal "--duration needs a number of seconds" --no-install --duration
+expect_peers_refusal "--npm-dir must be outside the repository" --npm-dir "$root/node_modules"
+expect_peers_refusal "--keep needs a folder" --keep
+expect_peers_refusal "give one" --docs --docs-only
+expect_peers_refusal "unknown argument '--fast'" --fast
+if bash "$tool" --help | grep -q -- "--rounds N"; then :; else
+  fail "peers.sh --help does not show the usage"
+fi
+
+# --- bench/scripts/peers-report.py on a made-up run of two rounds: the ratios are of ops/s,
+# each the median of the rounds' ratios, and each target is judged on every algorithm.
+run="$work/peers-run"
+python3 - "$run" <<'EOF'
+import json, os, sys
+run = sys.argv[1]
+algorithms = ["sliding_log", "fixed_window", "sliding_window", "token_bucket"]
+os.makedirs(run)
+json.dump({"date": "2026-01-01 00:00 UTC", "rounds": 2, "duration_s": 1.0, "owners": 1000,
+           "load_before": "1.00 1.00 1.00", "load_after": "2.00 2.00 2.00",
+           "orders": ["quota redis rlf raw", "raw rlf redis quota"]},
+          open(os.path.join(run, "meta.json"), "w"))
+def figures(ops, cpu=10.0):
+    return {"ops_per_s": ops, "p50_us": 10.0, "p99_us": 20.0, "p999_us": 30.0, "max_us": 40.0,
+            "allowed_share": 1.0, "operations": int(ops), "cpu_us_per_op": cpu}
+for number, scale in ((1, 1.0), (2, 2.0)):
+    where = os.path.join(run, f"round-{number}")
+    os.makedirs(where)
+    cases = [dict(name=f"consume/{a}/wal_normal/1000", **figures(scale * 1000 * (i + 1)))
+             for i, a in enumerate(algorithms)]
+    cases += [dict(name=f"upsert_{k}/wal_normal/1000", **figures(scale * 9000)) for k in ("int", "text")]
+    machine = {"cpu": "A CPU", "cores": 2, "kernel": "Linux 1", "sqlite": "3.40.1", "compiler": "g++"}
+    json.dump({"machine": machine, "cases": cases}, open(os.path.join(where, "quota.json"), "w"))
+    # Redis at 1,000/s in round 1 and 4,000/s in round 2: fixed_window's ratios 2.00 and 1.00.
+    # CPU per operation: quota 10 µs, Redis 30, the store 50, the bare upsert 5.
+    for key, ops, cpu in (("redis", 1000 * scale * scale, 30.0), ("rlf", 500 * scale, 50.0),
+                          ("raw", 4000 * scale, 5.0)):
+        json.dump(dict(server=f"{key} 1", **figures(ops, cpu)),
+                  open(os.path.join(where, f"{key}.json"), "w"))
+EOF
+report=$(python3 "$root/bench/scripts/peers-report.py" "$run" --save "$work/peers.json" 2>&1)
+status=$?
+for want in "every algorithm | ≥ 1.3× | sliding_log 0.75×, fixed_window 1.50×, sliding_window 2.25×, token_bucket 3.00× | MISSED |" \
+  "every algorithm | ≥ 2.5× | sliding_log 2.00×, fixed_window 4.00×, sliding_window 6.00×, token_bucket 8.00× | MISSED |" \
+  "| fixed_window | 1.50× | 1.00–2.00 | 4.00× | 4.00–4.00 | 0.50× | 0.50–0.50 |" \
+  "| consume, CPU per decision | ÷ Redis Lua |" \
+  "| fixed_window | 3.00× | 3.00–3.00 | 5.00× | 5.00–5.00 | 0.50× | 0.50–0.50 |" \
+  "Load average 1.00 1.00 1.00 before, 2.00 2.00 2.00 after"; do
+  if [ "$status" -ne 0 ] || [[ "$report" != *"$want"* ]]; then
+    fail "peers-report.py -> status $status, no '$want' in: $report"
+  fi
+done
+doc="$work/doc.md"
+printf 'before\n<!-- bench-peers:begin -->\nold\n<!-- bench-peers:end -->\nafter\n' >"$doc"
+python3 "$root/bench/scripts/peers-report.py" "$work/peers.json" --update "$doc" >/dev/null 2>&1
+if [ "$(sed -n 2p "$doc")" != "<!-- bench-peers:begin -->" ] || grep -q '^old$' "$doc" ||
+   ! grep -q 'fixed_window 1.50×' "$doc" || [ "$(tail -n 1 "$doc")" != "after" ]; then
+  fail "peers-report.py --update did not replace what is between the markers: $(cat "$doc")"
+fi
+printf 'no markers\n' >"$doc"
+if python3 "$root/bench/scripts/peers-report.py" "$work/peers.json" --update "$doc" >/dev/null 2>&1 ||
+   [ "$(cat "$doc")" != "no markers" ]; then
+  fail "peers-report.py --update on a file without markers did not fail, or changed it"
+fi
+
 if ((failures)); then exit 1; fi
-echo "with-sqlite.sh and schema.sh: every bad input refused; schema.sh writes and checks"
+echo "with-sqlite.sh, schema.sh and peers.sh: every bad input refused; schema.sh writes and checks; peers-report.py computes its ratios"

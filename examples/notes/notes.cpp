@@ -6,7 +6,7 @@
 // It plays a short scripted session and prints what happens:
 //
 //   - the app opens its database (SQLite::Database) and lets quota use that same connection,
-//     quota::Engine{db}, which adds the quota_* tables beside the app's `notes`;
+//     quota::sqlite::attach(db), which adds the quota_* tables beside the app's `notes`;
 //   - saving a note is one transaction: consume, then INSERT, then commit. Three saves go
 //     through; the fourth is refused, and the app commits anyway, so that quota's `denied`
 //     counter keeps the attempt (rolling back would forget it);
@@ -17,7 +17,7 @@
 #include <SQLiteCpp/Database.h>
 #include <SQLiteCpp/Statement.h>
 #include <SQLiteCpp/Transaction.h>
-#include <quota/engine.h>
+#include <quota/sqlite.h>
 
 #include <cstdint>
 #include <iostream>
@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
         "CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, author TEXT NOT NULL, "
         "body TEXT NOT NULL CHECK (length(body) > 0))");
 
-    quota::Engine engine{db};  // migrates the quota_* tables into the same file
+    quota::Engine engine =
+        quota::sqlite::attach(db);  // migrates the quota_* tables into the same file
     engine.define({kSaveLimit, quota::Algorithm::sliding_log, /*maximum*/ 3, std::chrono::hours(1),
                    /*burst*/ std::nullopt});
 

@@ -26,7 +26,7 @@ SLIDING_LOG, FIXED_WINDOW, SLIDING_WINDOW, TOKEN_BUCKET = 0, 1, 2, 3
 NO_BURST = 0
 # QUOTA_REASON_*: why an operation answered as it did.
 (REASON_OK, REASON_RATE_LIMITED, REASON_COST_EXCEEDS_CAPACITY, REASON_OWNER_DENIED,
- REASON_HOOK_DENIED, REASON_STORE_UNAVAILABLE) = range(6)
+ REASON_HOOK_DENIED, REASON_STORE_UNAVAILABLE, REASON_BLOCKED) = range(7)
 
 _CLOCK = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
 _ON_ERROR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
@@ -45,6 +45,7 @@ class _Options(ctypes.Structure):
         ("on_error", _ON_ERROR),
         ("on_error_context", ctypes.c_void_p),
         ("restart_checkpoint", ctypes.c_int),
+        ("group_commit", ctypes.c_int),
     ]
 
 
@@ -180,7 +181,7 @@ class Engine:
 
     def __init__(self, path, clock=None, create=True, migrate=True, busy_timeout_ms=5000,
                  synchronous_full=False, fail_open=False, on_error=None,
-                 restart_checkpoint=True):
+                 restart_checkpoint=True, group_commit=True):
         lib = load()
         options = _Options()
         # The size of this module's copy of the struct: the library writes no byte past it.
@@ -191,6 +192,7 @@ class Engine:
         options.synchronous_full = int(synchronous_full)
         options.fail_open = int(fail_open)
         options.restart_checkpoint = int(restart_checkpoint)
+        options.group_commit = int(group_commit)
         # ctypes must keep the callbacks alive as long as the engine uses them.
         if clock is not None:
             self._clock = _CLOCK(lambda _context: clock())

@@ -6,8 +6,12 @@
 //   if (!r.allowed) reject(r.retry_after());
 //
 // Thread safety: one Engine may be shared by any number of threads (operations are
-// serialized on its connection). Several Engines and processes may share one file; SQLite's
-// locking and the single-statement design keep every answer exact.
+// serialized on its connection). Several Engines and processes may share one database; the
+// database's locking and the single-statement design keep every answer exact.
+//
+// An Engine on the application's own connection, so that its operations take part in the
+// application's transactions: quota/sqlite.h (a SQLite::Database of SQLiteCpp) and
+// quota/postgresql.h (a libpq connection). This header needs neither.
 #pragma once
 
 #include <chrono>
@@ -16,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -27,16 +32,12 @@
 #include "quota/policy.h"
 #include "quota/result.h"
 
-namespace SQLite {
-class Database;
-}
-struct pg_conn;  // libpq's PGconn
-
 namespace quota {
 
 namespace detail {
 struct Subscription;
-}
+struct EngineAccess;  // how quota/sqlite.h and quota/postgresql.h make an Engine
+}  // namespace detail
 
 // Unix time in milliseconds.
 using Clock = std::function<std::int64_t()>;
@@ -74,29 +75,22 @@ struct Options {
   // the database's clock is this machine's. Default: off (the caller's clock, with the clock
   // rule of docs/concepts.md keeping a host whose clock is behind from granting more).
   bool server_clock = false;
-  // Engine::open on a file: PRAGMA synchronous. NORMAL (default) keeps a WAL database
-  // consistent after any crash and durable after a process crash; FULL also survives a power
-  // loss, at the cost of an fsync per consume.
+  // A SQLite file's durability: PRAGMA synchronous FULL instead of NORMAL (Engine::open on a
+  // file). See quota/sqlite.h. Default: off.
   bool synchronous_full = false;
-  // Replace SQLite's automatic WAL checkpoint on the connection (PASSIVE, at
-  // `PRAGMA wal_autocheckpoint` pages, 1000 by default) with the engine's, from half that
-  // threshold: a PASSIVE copy, then a RESTART that copies what was committed meanwhile and
-  // starts the WAL over even while other processes keep writing. With SQLite's own, two
-  // processes that never pause keep the WAL from ever being started over: it grows without
-  // limit and every commit past the threshold pays a checkpoint's fsyncs. With the engine's,
-  // the WAL stays within the threshold and a contended consume's p99 falls about fivefold
-  // (figures: docs/performance-notes.md, "Figures behind the code's choices"); other
-  // writers wait for the RESTART step (about 1 ms, once per half threshold). A connection whose
-  // automatic checkpoint is off is left alone. See docs/embedding.md. Default: on.
+  // A SQLite connection's WAL checkpoint: the engine's instead of SQLite's automatic one
+  // (Engine::open on a file and quota::sqlite::attach). See quota/sqlite.h. Default: on.
   bool restart_checkpoint = true;
   // What consume, check and record answer when the database fails: an I/O error, a full
   // disk, a corrupt file, or a lock held past busy_timeout (ErrorCode io, not_a_database,
   // busy). Bad input (invalid_argument, unknown_limit) is an error under either policy, and
-  // so is the one busy error that asks for a retry rather than a verdict: a write refused to
-  // a snapshot that another connection has moved past (docs/embedding.md). The other
-  // operations (define, get, list, remove, reset, usage, gc, opening) always fail closed.
-  // A fail-open answer is allowed, reason store_unavailable, remaining 0, retry_after_ms 0,
-  // denied 0, reset_at_ms the clock's now; nothing was recorded. Default: fail_closed.
+  // so is a privilege the database refuses the connection's role (permission_denied: a
+  // configuration error, not an outage), and the one busy error that asks for a retry rather
+  // than a verdict: a write refused to a snapshot that another connection has moved past
+  // (docs/embedding.md). The other operations (define, get, list, remove, reset, usage, gc,
+  // opening) always fail closed. A fail-open answer is allowed, reason store_unavailable,
+  // remaining 0, retry_after_ms 0, denied 0, reset_at_ms the clock's now; nothing was
+  // recorded. Default: fail_closed.
   FailurePolicy failure_policy = FailurePolicy::fail_closed;
   // Called with the error that a fail_open answer replaced (never under fail_closed, where the
   // caller gets it), on the calling thread with no lock held, so it may log or use the Engine.
@@ -108,6 +102,17 @@ struct Options {
   // Engine, and a change that time alone makes, do not wait for it. Default: 25 ms, so that
   // another process's change is shown well within 100 ms.
   std::chrono::milliseconds watch_interval{25};
+  // Group commit: when threads sharing this Engine call consume, check or record while
+  // another of its operations runs, the next thread to get the connection runs every waiting
+  // request in one transaction (each decided on its own, in the order of (limit, owner) and
+  // for one owner of one limit in arrival order, in a savepoint of its own where it needs
+  // one) and commits once; each caller gets its own answer after that commit, never before.
+  // A batch holds at most 32 requests, and on SQLite stops taking more after 1 ms, so that
+  // other processes get the write lock promptly. A lone request runs as without it. A hook of
+  // a grouped request runs on the thread that leads the batch. Only on a connection the
+  // engine opened (Engine::open): an Engine on the application's connection never groups,
+  // since the application owns its transactions. Default: on (figures: docs/performance.md).
+  bool group_commit = true;
 };
 
 // The current configuration and state of an owner for a limit.
@@ -121,7 +126,16 @@ struct Usage {
   std::int64_t shadow_denied = 0;  // would-be denials in shadow mode since created or reset
   // The owner's capacity: the limit's maximum (a token bucket's burst), or its override's.
   std::int64_t capacity = 0;
+  // While the owner is locked out (Limit::block): when the block ends (Unix ms). Empty when
+  // it is not blocked now (never blocked, the block is over, or the limit has no block or is
+  // in shadow mode).
+  std::optional<std::int64_t> blocked_until_ms = std::nullopt;
 };
+
+// Whether two readings of an owner's usage show something different: what Engine::watch
+// calls back on. reset_at_ms counts only while something is used (with nothing used it is
+// the time of the reading).
+QUOTA_API bool usage_differs(const Usage& a, const Usage& b);
 
 // How far Engine::gc has got, reported after each batch.
 struct GcProgress {
@@ -166,25 +180,13 @@ class QUOTA_API Watch {
 
 class QUOTA_API Engine {
  public:
-  // Opens (and by default creates and migrates) the database file at `path`, in WAL mode.
-  // ":memory:" gives a private in-memory database. Throws Error.
+  // Opens (and by default creates and migrates) the database at `path`: a SQLite file, in WAL
+  // mode (":memory:" gives a private in-memory database), or a PostgreSQL server named by a
+  // postgresql:// or postgres:// URI (docs/sharing-limits-across-hosts.md). Throws Error.
   static Engine open(const std::string& path, Options options = {});
 
-  // Uses the application's own connection (which must be open read-write and must outlive
-  // the Engine). Operations then take part in the application's transactions: a consume
-  // inside an open transaction commits or rolls back with it. The journal mode is left as
-  // the application set it. Like Engine::open, it installs on the connection the engine's
-  // busy handler and, with Options::restart_checkpoint, its automatic WAL checkpoint; both
-  // stay after the Engine is gone. Throws Error.
-  explicit Engine(SQLite::Database& database, Options options = {});
-
-  // Uses the application's own PostgreSQL connection (libpq's PGconn, open, and outliving the
-  // Engine): operations take part in the application's transaction there too — a consume
-  // inside its open transaction commits or rolls back with it (operations that need a
-  // savepoint make one inside it). The connection's session settings are left as they are:
-  // lock waits end at its own lock_timeout, not at Options::busy_timeout. Opening checks the
-  // schema (and migrates it, with Options::migrate) on that connection. Throws Error.
-  explicit Engine(pg_conn* connection, Options options = {});
+  // The application's own connection: quota::sqlite::attach (quota/sqlite.h) and
+  // quota::postgresql::attach (quota/postgresql.h).
 
   Engine(Engine&&) noexcept;
   Engine& operator=(Engine&&) noexcept;
@@ -214,6 +216,20 @@ class QUOTA_API Engine {
   // like a check of cost 1 afterwards. Writes the owner's remembered time like a consume.
   Result refund(std::string_view limit, std::string_view owner, std::int64_t cost = 1);
 
+  // Waits for its turn: consumes, and while denied with a finite retry_after_ms that ends
+  // within `max_wait` of the call, sleeps exactly retry_after_ms and consumes again. Returns
+  // the first allowed answer, or the last denial at once when its wait would end past the
+  // deadline, when it can never be allowed (retry_after_ms -1), or when `stop` is requested
+  // (before or during a sleep; the sleep ends at once). One sleep per attempt, no polling;
+  // the Engine is not locked while a thread sleeps, so any number of threads may wait on one
+  // Engine while others use it. Cancel from another thread with the std::stop_source whose
+  // token was passed (a std::jthread's own token works too). The deadline is measured on
+  // std::chrono::steady_clock, the waits come from Options::clock: use a real clock (a fixed
+  // clock never moves, so the retries keep being denied until the deadline). Throws as consume
+  // does, and Error (invalid_argument) for a negative max_wait.
+  Result acquire(std::string_view limit, std::string_view owner, std::int64_t cost,
+                 std::chrono::milliseconds max_wait, std::stop_token stop = {});
+
   // Consumes `cost` from every limit at once, in one savepoint (inside the caller's
   // transaction, on the application's connection): allowed only if every limit allows.
   // If one denies, no limit's state changes except that the deciding limit counts the
@@ -228,13 +244,32 @@ class QUOTA_API Engine {
   // once. Throws Error (invalid_argument) for an empty list, a limit named twice or a bad owner.
   Decision consume_all(const std::vector<Charge>& charges, std::int64_t cost = 1);
 
+  // Batch calls: each request decided on its own (as consume, check or record would decide
+  // it, in order, at one clock reading), all in one transaction (a savepoint of the
+  // application's open transaction, on its connection), answers in the order of `requests`.
+  // A denial is an answer, not an error. Every request is validated first: a bad one throws
+  // Error (invalid_argument, naming its index) and nothing runs. An error while they run (an
+  // unknown limit, a hook that throws, a failure of the database) rolls every request of
+  // the call back and reaches the caller; under FailurePolicy::fail_open a failure of the
+  // database answers every request as a lone call would. An empty list answers an empty
+  // list. On PostgreSQL, requests whose limits have no hooks go in one round trip (pipeline).
+  std::vector<Result> consume_many(const std::vector<BatchRequest>& requests);
+  std::vector<Result> check_many(const std::vector<BatchRequest>& requests);
+  std::vector<Result> record_many(const std::vector<BatchRequest>& requests);
+
   // Owners of `limit` with usage, denials or shadow denials, most used first (or as `order`
-  // says), at most `top` (0 = all).
+  // says; UsageOrder::blocked lists only the owners locked out now), at most `top` (0 = all).
   std::vector<Usage> usage(std::string_view limit, std::size_t top = 0,
                            UsageOrder order = UsageOrder::used);
   // One owner's usage of `limit` now, as a check sees it (all zero but `remaining`,
   // `capacity` and `reset_at_ms` for an owner without state). Changes nothing.
   Usage owner_usage(std::string_view limit, std::string_view owner);
+  // One owner on every limit where it has state (even all zero: an owner written by a
+  // refund, or whose usage has expired) or an override (its own or a '*' one, which covers
+  // every limit), by limit name; the limits where it has neither are left out, since they
+  // would show only the limit's capacity. The first thing to look at when a customer says "I
+  // am being rate limited". Changes nothing.
+  std::vector<Usage> owner_usage(std::string_view owner);
 
   // Creates or replaces the override of (override.limit, override.owner). The limit must
   // exist unless it is kEveryLimit. Throws Error: invalid_argument for a bad name, owner or
@@ -305,6 +340,7 @@ class QUOTA_API Engine {
 
  private:
   struct Impl;
+  friend struct detail::EngineAccess;
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -19,6 +19,11 @@ enum class ErrorCode {
   checksum_mismatch,  // an applied migration's text differs from the one built in
   not_a_database,     // the file is not a SQLite database
   io,                 // the file cannot be opened, read or written
+  // The database refused the connection's role a privilege it needs (PostgreSQL's
+  // insufficient_privilege): a configuration error, not an outage, so the failure policy
+  // never answers it (FailurePolicy::fail_open fails closed on it too). Grant what
+  // docs/postgresql-roles.sql grants, or run what changes limits and migrates as the owner.
+  permission_denied,
 };
 
 QUOTA_API std::string_view to_string(ErrorCode code);

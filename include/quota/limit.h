@@ -41,6 +41,14 @@ struct Limit {
   // and records usage only when enforcing would have allowed it. check answers as if
   // enforcing.
   bool shadow = false;
+  // Lockout: a consume denied as rate_limited blocks the owner for this long (1 ms to 366
+  // days), and waits at least that long. While blocked, consume and check answer
+  // Reason::blocked with retry_after_ms up to the block's end (or the algorithm's own wait,
+  // if longer); a blocked consume records nothing, counts as denied and does not extend the
+  // block; record still records (and answers blocked); reset lifts the block. A limit in
+  // shadow mode never blocks, nor is an exempt owner blocked; a limit without a block ignores
+  // blocks that it set before. Empty (the default): no lockout.
+  std::optional<std::chrono::milliseconds> block = std::nullopt;
 
   // The most units one request can ever be granted: burst for a token bucket, else maximum.
   std::int64_t capacity() const { return burst.value_or(maximum); }

@@ -78,8 +78,7 @@ struct Hooks {
   std::function<void(const Request&, const Result&)> on_exceeded;
 
   bool empty() const {
-    return !before_consume && !after_consume && !before_record && !after_record &&
-           !on_exceeded;
+    return !before_consume && !after_consume && !before_record && !after_record && !on_exceeded;
   }
 };
 
@@ -87,6 +86,13 @@ struct Hooks {
 struct Charge {
   std::string_view limit;
   std::string_view owner;
+};
+
+// One request of Engine::consume_many, check_many and record_many.
+struct BatchRequest {
+  std::string_view limit;
+  std::string_view owner;
+  std::int64_t cost = 1;
 };
 
 // The answer of Engine::consume_all: the limit that decided and its Result.
@@ -104,6 +110,7 @@ enum class UsageOrder {
   used,           // most used first
   denied,         // most denied first: abusive owners stand out
   shadow_denied,  // most would-be denials first: whom shadow mode would have stopped
+  blocked,        // only the owners locked out now (Limit::block), the latest block end first
 };
 
 }  // namespace quota

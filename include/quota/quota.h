@@ -42,7 +42,8 @@
 extern "C" {
 #endif
 
-/* Status codes. 1..8 are quota::ErrorCode's values in order, plus one. */
+/* Status codes. 1..8 are quota::ErrorCode's first values in order, plus one; 11 is its
+ * permission_denied. */
 enum {
   QUOTA_OK = 0,
   QUOTA_ERROR_INVALID_ARGUMENT = 1,  /* a bad name, owner, cost, number or option; nothing
@@ -55,7 +56,9 @@ enum {
   QUOTA_ERROR_NOT_A_DATABASE = 7,    /* the file is not a SQLite database */
   QUOTA_ERROR_IO = 8,                /* the file cannot be opened, read or written */
   QUOTA_ERROR_OUT_OF_MEMORY = 9,     /* an allocation failed; nothing was changed */
-  QUOTA_ERROR_INTERNAL = 10          /* an unexpected failure inside the library (a bug) */
+  QUOTA_ERROR_INTERNAL = 10,         /* an unexpected failure inside the library (a bug) */
+  QUOTA_ERROR_PERMISSION_DENIED = 11 /* the database role lacks a privilege it needs; never
+                                      * answered by fail_open */
 };
 
 /* Why an operation answered as it did (quota::Reason). */
@@ -65,8 +68,9 @@ enum {
   QUOTA_REASON_COST_EXCEEDS_CAPACITY = 2, /* the cost can never fit; retry_after_ms is -1 */
   QUOTA_REASON_OWNER_DENIED = 3,          /* an override denies this owner */
   QUOTA_REASON_HOOK_DENIED = 4,           /* a before_consume hook said no */
-  QUOTA_REASON_STORE_UNAVAILABLE = 5      /* allowed undecided: the database failed and
+  QUOTA_REASON_STORE_UNAVAILABLE = 5,     /* allowed undecided: the database failed and
                                            * options.fail_open is 1 */
+  QUOTA_REASON_BLOCKED = 6 /* locked out after a denial (a limit's block) until retry_after_ms */
 };
 
 /* How usage is counted (quota::Algorithm). */
@@ -126,6 +130,10 @@ typedef struct quota_options {
    * bounded while other processes keep writing, at the cost of making them wait for the
    * RESTART step (quota::Options::restart_checkpoint; docs/embedding.md). 0: SQLite's own. */
   int restart_checkpoint;
+  /* 1 (default): group commit, for threads sharing one engine: requests that arrive while
+   * another runs wait and commit together, each answered after that commit
+   * (quota::Options::group_commit; docs/embedding.md). 0: one transaction per request. */
+  int group_commit;
 } quota_options;
 
 /* What an operation decided (quota::Result). */
@@ -222,12 +230,13 @@ typedef struct quota_usage {
   size_t limit_length;
   const char* owner;
   size_t owner_length;
-  int64_t used;          /* per the algorithm (docs/concepts.md) */
-  int64_t remaining;     /* capacity - used, >= 0 */
-  int64_t denied;        /* denied consumes since created or reset */
-  int64_t reset_at_ms;   /* when usage is back to zero if nothing else happens */
-  int64_t shadow_denied; /* would-be denials in shadow mode */
-  int64_t capacity;      /* the owner's capacity: the limit's, or its override's */
+  int64_t used;             /* per the algorithm (docs/concepts.md) */
+  int64_t remaining;        /* capacity - used, >= 0 */
+  int64_t denied;           /* denied consumes since created or reset */
+  int64_t reset_at_ms;      /* when usage is back to zero if nothing else happens */
+  int64_t shadow_denied;    /* would-be denials in shadow mode */
+  int64_t capacity;         /* the owner's capacity: the limit's, or its override's */
+  int64_t blocked_until_ms; /* the end of the owner's lockout (a limit's block), 0 if none */
 } quota_usage;
 
 /* Receives an owner's usage: first when the watch begins, then whenever it changes. Called
@@ -253,6 +262,47 @@ QUOTA_API int quota_watch_usage(quota_engine* engine, const char* limit, size_t 
  * running on another thread is waited for (from inside its own callback it returns at once).
  * NULL is allowed and does nothing. */
 QUOTA_API void quota_watch_end(quota_watch* watch);
+
+/* One request of quota_consume_many, quota_check_many and quota_record_many. */
+typedef struct quota_request {
+  const char* limit;
+  size_t limit_length;
+  const char* owner;
+  size_t owner_length;
+  int64_t cost;
+} quota_request;
+
+/* Batch calls: the `count` requests, each decided on its own as quota_consume (check,
+ * record) would, in order, in one transaction; results[i] receives the answer of
+ * requests[i] (`results` may be NULL when the answers are not wanted). Every request is
+ * validated first: a bad one fails the call with QUOTA_ERROR_INVALID_ARGUMENT (the message
+ * names its index) and nothing runs. Any other failure (an unknown limit, the database) rolls
+ * every request back; with fail_open, a failure of the database answers every request as a
+ * lone call would. A failed call leaves results unchanged. `count` 0 does nothing. */
+QUOTA_API int quota_consume_many(quota_engine* engine, const quota_request* requests, size_t count,
+                                 quota_result* results);
+QUOTA_API int quota_check_many(quota_engine* engine, const quota_request* requests, size_t count,
+                               quota_result* results);
+QUOTA_API int quota_record_many(quota_engine* engine, const quota_request* requests, size_t count,
+                                quota_result* results);
+
+/* A cancellation for quota_acquire: one thread waits with it, another cancels the wait.
+ * quota_cancel_new stores a new one in *cancel (NULL on failure); quota_cancel requests it
+ * (every waiter on it returns at once, and later quota_acquire calls with it wait no more);
+ * quota_cancel_free frees it (NULL does nothing) once no call uses it. */
+typedef struct quota_cancel quota_cancel;
+QUOTA_API int quota_cancel_new(quota_cancel** cancel);
+QUOTA_API int quota_cancel_request(quota_cancel* cancel);
+QUOTA_API void quota_cancel_free(quota_cancel* cancel);
+
+/* acquire: waits for its turn (quota::Engine::acquire). Consumes; while denied with a finite
+ * retry_after_ms that ends within max_wait_ms (>= 0) of the call, sleeps exactly that long and
+ * consumes again. *result is the first allowed answer, or the last denial: at once when its
+ * wait ends past the deadline, when it can never be allowed, or when `cancel` (may be NULL)
+ * is requested. The engine is not locked while a thread sleeps. */
+QUOTA_API int quota_acquire(quota_engine* engine, const char* limit, size_t limit_length,
+                            const char* owner, size_t owner_length, int64_t cost,
+                            int64_t max_wait_ms, quota_cancel* cancel, quota_result* result);
 
 /* The message of the last call on this thread that failed, as NUL-terminated UTF-8; "" after
  * a call that returned QUOTA_OK. Valid until the next quota_* call on this thread. */

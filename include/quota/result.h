@@ -19,6 +19,8 @@ enum class Reason {
   hook_denied,            // a before_consume hook returned false
   store_unavailable,      // allowed without a decision: the database failed and
                           // Options::failure_policy is fail_open
+  blocked,                // locked out (Limit::block) after a rate_limited denial, until
+                          // retry_after_ms from now
 };
 
 QUOTA_API std::string_view to_string(Reason reason);

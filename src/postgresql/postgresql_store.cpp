@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <map>
@@ -110,6 +111,25 @@ std::string without_newline(const char* message) {
   return text;
 }
 
+// The four parameters of a request statement in text form, as libpq takes them (:now NULL
+// when the request has none).
+struct Parameters {
+  explicit Parameters(const Request4& request)
+      : limit(request.limit),
+        owner(request.owner),
+        cost(std::to_string(request.cost)),
+        now(request.now ? std::to_string(*request.now) : std::string()),
+        values{limit.c_str(), owner.c_str(), cost.c_str(), request.now ? now.c_str() : nullptr},
+        lengths{static_cast<int>(limit.size()), static_cast<int>(owner.size()), 0, 0} {}
+  Parameters(const Parameters&) = delete;
+  Parameters& operator=(const Parameters&) = delete;
+
+  const std::string limit, owner, cost, now;
+  const std::array<const char*, 4> values;
+  const std::array<int, 4> lengths;
+  const std::array<int, 4> formats = {0, 0, 0, 0};
+};
+
 class PostgresqlStore final : public Store {
  public:
   PostgresqlStore(PGconn* connection, bool owned, PostgresqlSettings settings)
@@ -126,21 +146,110 @@ class PostgresqlStore final : public Store {
                          const Request4& request) override {
     reconnect_if_lost();
     const std::string& name = prepared_request(operation, algorithm);
-    const std::string cost = std::to_string(request.cost);
-    const std::string now = request.now ? std::to_string(*request.now) : std::string();
-    const std::string limit(request.limit);
-    const std::string owner(request.owner);
-    const std::array<const char*, 4> values = {limit.c_str(), owner.c_str(), cost.c_str(),
-                                               request.now ? now.c_str() : nullptr};
-    const std::array<int, 4> lengths = {static_cast<int>(limit.size()),
-                                        static_cast<int>(owner.size()), 0, 0};
-    const std::array<int, 4> formats = {0, 0, 0, 0};
-    Result result(PQexecPrepared(connection_, name.c_str(), 4, values.data(), lengths.data(),
-                                 formats.data(), 0));
+    const Parameters parameters(request);
+    Result result(PQexecPrepared(connection_, name.c_str(), 4, parameters.values.data(),
+                                 parameters.lengths.data(), parameters.formats.data(), 0));
     check(result.get());
     std::vector<Row> rows = rows_of(result.get());
     if (rows.empty()) return std::nullopt;
     return std::move(rows.front());
+  }
+
+  // Pipeline mode: the transaction's beginning, every request statement and its commit go
+  // out together and their results come back together, one round trip for the whole batch.
+  // The server sends nothing before a sync or a flush request, so the results of every
+  // kPipelineChunk statements are read before more are sent: a long batch never fills both
+  // directions of the connection at once (one round trip more per chunk).
+  std::vector<std::optional<Row>> run_all(const std::vector<Step>& steps) override {
+    reconnect_if_lost();
+    std::vector<const std::string*> names;
+    names.reserve(steps.size());
+    for (const Step& step : steps)
+      names.push_back(&prepared_request(step.operation, step.algorithm));
+    const bool nested = in_transaction();
+    if (PQenterPipelineMode(connection_) != 1) {
+      throw translate("", without_newline(PQerrorMessage(connection_)));
+    }
+    std::vector<std::optional<Row>> rows;
+    rows.reserve(steps.size());
+    std::optional<Error> failure;
+    // Reads the result of one statement sent: the first failure is kept, and what the server
+    // skipped after it (PGRES_PIPELINE_ABORTED) is passed over.
+    const auto receive = [&](std::vector<std::optional<Row>>* into) {
+      Result result(PQgetResult(connection_));
+      const ExecStatusType status = result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
+      if (status == PGRES_PIPELINE_ABORTED) {
+        if (!failure) failure = translate("", "the batch was abandoned by the server");
+      } else if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+        if (!failure) {
+          try {
+            check(result.get());
+          } catch (const Error& error) {
+            failure = error;
+          }
+        }
+      } else if (into) {
+        std::vector<Row> found = rows_of(result.get());
+        into->push_back(found.empty() ? std::nullopt
+                                      : std::optional<Row>(std::move(found.front())));
+      }
+      // Each statement's results end with a null result.
+      while (result) result.reset(PQgetResult(connection_));
+    };
+    const auto send = [&](const char* sql) {
+      if (PQsendQueryParams(connection_, sql, 0, nullptr, nullptr, nullptr, nullptr, 0) != 1 &&
+          !failure) {
+        failure = translate("", without_newline(PQerrorMessage(connection_)));
+      }
+    };
+    send(nested ? "SAVEPOINT quota_batch" : "BEGIN");
+    std::size_t sent = 0;
+    std::size_t received = 0;
+    bool opening_read = false;
+    while (sent < steps.size() && !failure) {
+      const std::size_t end = std::min(steps.size(), sent + kPipelineChunk);
+      for (; sent < end; ++sent) {
+        const Parameters parameters(steps[sent].request);
+        if (PQsendQueryPrepared(connection_, names[sent]->c_str(), 4, parameters.values.data(),
+                                parameters.lengths.data(), parameters.formats.data(), 0) != 1) {
+          failure = translate("", without_newline(PQerrorMessage(connection_)));
+          break;
+        }
+      }
+      if (sent < steps.size() && !failure) {
+        // A chunk ends before the batch does: have the server send what it has, and read it.
+        if (PQsendFlushRequest(connection_) != 1 || PQflush(connection_) != 0) {
+          failure = translate("", without_newline(PQerrorMessage(connection_)));
+          break;
+        }
+        if (!opening_read) {
+          receive(nullptr);
+          opening_read = true;
+        }
+        for (; received < sent; ++received) receive(&rows);
+      }
+    }
+    const std::size_t queued = sent;
+    if (!failure) send(nested ? "RELEASE SAVEPOINT quota_batch" : "COMMIT");
+    const bool ending_sent = !failure;
+    if (PQpipelineSync(connection_) != 1 && !failure) {
+      failure = translate("", without_newline(PQerrorMessage(connection_)));
+    }
+    if (!opening_read) receive(nullptr);
+    for (; received < queued; ++received) receive(&rows);
+    if (ending_sent) receive(nullptr);
+    // The sync's own result, then out of pipeline mode.
+    for (Result result(PQgetResult(connection_)); result; result.reset(PQgetResult(connection_))) {
+      if (PQresultStatus(result.get()) == PGRES_PIPELINE_SYNC) break;
+    }
+    PQexitPipelineMode(connection_);
+    if (failure) {
+      PQclear(PQexec(connection_, nested ? "ROLLBACK TO SAVEPOINT quota_batch; RELEASE SAVEPOINT "
+                                           "quota_batch"
+                                         : "ROLLBACK"));
+      throw *failure;
+    }
+    return rows;
   }
 
   std::vector<Row> query(const std::string& sql, const std::vector<Value>& parameters) override {
@@ -244,6 +353,7 @@ class PostgresqlStore final : public Store {
       return;
     }
     simple(nested_exclusive_ ? "SAVEPOINT quota_exclusive" : "BEGIN");
+    if (what == Exclusive::requests) return;
     // No request writes state while a gc batch decides what is dead and deletes it; the
     // batch's reads take their snapshot after the lock, so they see every committed write.
     simple(
@@ -267,6 +377,7 @@ class PostgresqlStore final : public Store {
 
  private:
   static constexpr long long kMigrationLock = 1903520865;
+  static constexpr std::size_t kPipelineChunk = 256;
 
   // Releases the session's migration lock, if it holds one (never throws: a connection that
   // is lost has lost its locks with it).
@@ -433,8 +544,9 @@ class PostgresqlStore final : public Store {
     if (state == "42501") {
       // A least-privilege role (docs/postgresql-roles.sql) meets this for what it is not
       // meant to do (define, change or remove limits and overrides, migrate), and a role
-      // whose grants are incomplete for what it is meant to do.
-      return Error(ErrorCode::io,
+      // whose grants are incomplete for what it is meant to do: a configuration error that
+      // the failure policy never answers.
+      return Error(ErrorCode::permission_denied,
                    "the database role lacks a privilege (" + what +
                        "): changing limits or overrides and migrating need the owner of "
                        "quota's tables, so run that as the owner; a role that consumes needs "

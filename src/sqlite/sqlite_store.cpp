@@ -27,47 +27,67 @@ void throw_sqlite(const SQLite::Exception& error, std::chrono::milliseconds busy
   throw translate_sqlite(error, busy_timeout);
 }
 
-Error translate_sqlite(const SQLite::Exception& error, std::chrono::milliseconds busy_timeout) {
+Error translate_sqlite(const SQLite::Exception& error, std::chrono::milliseconds busy_timeout,
+                       const std::string& path) {
   const std::string what = error.what();
   if (what.find("unknown limit") != std::string::npos) {
     return Error(ErrorCode::unknown_limit, "unknown limit: " + what);
   }
+  // How the messages name the database: by its path when the caller knows it.
+  const auto named = [&](const char* otherwise) {
+    return path.empty() ? std::string(otherwise) : "'" + path + "'";
+  };
   switch (error.getErrorCode() & 0xFF) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
+      if (!path.empty()) {
+        return Error(ErrorCode::busy,
+                     fmt::format("{} stayed locked by another connection past the busy timeout "
+                                 "({} ms): retry when it is less busy, or raise the timeout",
+                                 named(""), busy_timeout.count()));
+      }
       return Error(ErrorCode::busy,
                    fmt::format("the database stayed locked by another connection for longer than "
                                "the busy timeout ({} ms): retry later or raise the timeout",
                                busy_timeout.count()));
     case SQLITE_NOTADB:
       return Error(ErrorCode::not_a_database,
-                   "the file is not a SQLite database (" + what +
+                   named("the file") + " is not a SQLite database (" + what +
                        "): point quota at a quota database or a new path");
     case SQLITE_CONSTRAINT:
       return Error(ErrorCode::invalid_argument,
                    "the database refused a value (" + what + "): check the arguments");
     case SQLITE_CORRUPT:
-      return Error(ErrorCode::io,
-                   "the database file is corrupt (" + what + "): restore it from a backup");
+      return Error(ErrorCode::io, named("the database file") + " is corrupt (" + what +
+                                      "): restore it from a backup");
     case SQLITE_READONLY:
       if (is_hot_journal(error)) {
-        return Error(ErrorCode::io, hot_journal_message("the database"));
+        return Error(ErrorCode::io, path.empty()
+                                        ? hot_journal_message("the database")
+                                        : hot_journal_message(named(""), path + "-journal"));
       }
       return Error(ErrorCode::io,
-                   "the database cannot be written (" + what +
+                   named("the database") + " cannot be written (" + what +
                        "): check the permissions of the file and of its folder (WAL mode keeps "
                        "-wal and -shm files beside it)");
     case SQLITE_FULL:
-      return Error(ErrorCode::io, "the disk is full (" + what + "): free space and retry");
+      return Error(ErrorCode::io, (path.empty() ? "the disk" : "the disk holding " + named("")) +
+                                      " is full (" + what + "): free space and retry");
     case SQLITE_CANTOPEN:
-      return Error(ErrorCode::io, "a file of the database cannot be opened (" + what +
+      return Error(ErrorCode::io, "a file of " + named("the database") + " cannot be opened (" +
+                                      what +
                                       "): check that the file and its folder exist and can be "
                                       "written (WAL mode keeps -wal and -shm files beside it)");
     case SQLITE_IOERR:
-      return Error(ErrorCode::io, "the disk failed to read or write the database (" + what +
-                                      "): check the disk and its free space, then retry");
+      return Error(ErrorCode::io, "the disk failed to read or write " + named("the database") +
+                                      " (" + what +
+                                      "): check the disk and its free space, then "
+                                      "retry");
     default:
-      return Error(ErrorCode::io, "database error: " + what);
+      return Error(ErrorCode::io, path.empty() ? "database error: " + what
+                                               : "cannot use " + named("") + " (" + what +
+                                                     "): check the path, its permissions and "
+                                                     "the disk");
   }
 }
 
@@ -171,6 +191,21 @@ class SqliteStore final : public Store {
       }
       return row;
     });
+  }
+
+  std::vector<std::optional<Row>> run_all(const std::vector<Step>& steps) override {
+    begin_exclusive(Exclusive::requests);
+    std::vector<std::optional<Row>> rows;
+    rows.reserve(steps.size());
+    try {
+      for (const Step& step : steps)
+        rows.push_back(run(step.operation, step.algorithm, step.request));
+      commit();
+    } catch (...) {
+      rollback();
+      throw;
+    }
+    return rows;
   }
 
   std::vector<Row> query(const std::string& sql, const std::vector<Value>& parameters) override {

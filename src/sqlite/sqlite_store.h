@@ -32,13 +32,15 @@ struct SqliteSettings {
 std::unique_ptr<Store> open_sqlite(const std::string& path, bool create, SqliteSettings settings);
 
 // A store on a connection the caller keeps open for as long as the store lives (the
-// application's, with Engine(SQLite::Database&), or quotactl's). `install` puts the busy
+// application's, with quota::sqlite::attach, or a borrowed one of quota::admin's). `install` puts the busy
 // handler (and the checkpoint, when settings ask for it) on it.
 std::unique_ptr<Store> sqlite_on_connection(SQLite::Database& database, SqliteSettings settings);
 
-// SQLite's failures as the library's one error type, with what to do about them; throw_sqlite
-// throws it, as TransactionConflict for a write refused to a stale snapshot.
-Error translate_sqlite(const SQLite::Exception& error, std::chrono::milliseconds busy_timeout);
+// SQLite's failures as the library's one error type, with what to do about them, naming the
+// database by `path` when one is given; throw_sqlite throws it, as TransactionConflict for a
+// write refused to a stale snapshot.
+Error translate_sqlite(const SQLite::Exception& error, std::chrono::milliseconds busy_timeout,
+                       const std::string& path = {});
 [[noreturn]] void throw_sqlite(const SQLite::Exception& error,
                                std::chrono::milliseconds busy_timeout);
 

@@ -8,6 +8,8 @@
   links     every relative link points at an existing file, and its #anchor at a heading of
             that file (GitHub's anchors)
   sessions  every test-shell and test-sqlite3 block prints exactly what it shows
+  postgresql every test-postgresql block prints exactly what it shows, run on the test server
+            ($QUOTA_TEST_POSTGRES; without it the step fails, saying how to start one)
   headline  the README's performance table is the one bench/results/baseline.json gives
 
 The markers (a line of its own right above the block's opening fence):
@@ -20,6 +22,13 @@ The markers (a line of its own right above the block's opening fence):
   <!-- test-sqlite3: FILE -->  a session of the sqlite3 shell on FILE, in that same folder:
                                 lines `sqlite> ` (and `   ...> `) are input, the others output.
                                 A block without prompts is SQL that must print nothing.
+  <!-- test-postgresql: URI --> a shell session as test-shell, on a PostgreSQL database: URI
+                                is the one the block shows. A page's blocks run in order, in one
+                                empty folder (with `docs` leading to docs/) and one fresh
+                                database of the test server, whose URI replaces URI in the
+                                commands; in the output, URI with its password masked stands for
+                                the fresh one, masked alike. `export NAME=VALUE` sets NAME for
+                                the page's later commands.
   <!-- test-commands: WHY -->  commands not run (WHY: too long, needs what the suite lacks);
                                 only their paths and options are checked.
 
@@ -33,9 +42,11 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 
 FENCE = re.compile(r"^```")
-MARKER = re.compile(r"^<!-- (test-file|test-shell|test-sqlite3|test-commands)(?:: (.*?))? -->$")
+MARKER = re.compile(
+    r"^<!-- (test-file|test-shell|test-sqlite3|test-postgresql|test-commands)(?:: (.*?))? -->$")
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 PROMPT = re.compile(r"^(sqlite> |   \.\.\.> )")
 
@@ -171,6 +182,11 @@ def step_markers(source):
                 problems += check_commands(source, page, line, body)
             elif kind == "test-sqlite3" and not argument:
                 problems.append(f"{page}:{line}: test-sqlite3 without a database file")
+            elif kind == "test-postgresql":
+                if not argument:
+                    problems.append(f"{page}:{line}: test-postgresql without the URI it shows")
+                problems += check_commands(source, page, line, "\n".join(
+                    text[2:] for text in body.split("\n") if text.startswith("$ ")))
     for name in sorted(set(files) - set(package_test.USED_FILES)):
         problems.append(f"{files[name]}: test-file {name} is used by no package_test.py step")
     for name in sorted(set(package_test.USED_FILES) - set(files)):
@@ -190,15 +206,7 @@ def compare(page, line, what, shown, printed):
 
 
 def run_shell(page, line, body, folder, env):
-    commands = []  # (command, shown output)
-    for text in body.rstrip("\n").split("\n"):
-        if text.startswith("$ "):
-            commands.append([text[2:], ""])
-        elif not commands:
-            raise Failure(f"{page}:{line}: a test-shell block must start with `$ `")
-        else:
-            commands[-1][1] += text + "\n"
-    for command, shown in commands:
+    for command, shown in session_commands(page, line, body):
         completed = subprocess.run(command, shell=True, cwd=folder, env=env, text=True,
                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, timeout=60)
@@ -216,6 +224,82 @@ def run_sqlite3(page, line, database, body, folder, env):
     completed = subprocess.run(command, cwd=folder, env=env, input=stdin, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
     compare(page, line, f"sqlite3 {database}", shown, completed.stdout)
+
+
+def session_commands(page, line, body):
+    """The (command, shown output) pairs of a session block."""
+    commands = []
+    for text in body.rstrip("\n").split("\n"):
+        if text.startswith("$ "):
+            commands.append([text[2:], ""])
+        elif not commands:
+            raise Failure(f"{page}:{line}: a session block must start with `$ `")
+        else:
+            commands[-1][1] += text + "\n"
+    return commands
+
+
+def masked(uri):
+    """The URI as quota shows it: the password of user:PASSWORD@ and of password= as ***."""
+    uri = re.sub(r"^([a-z]+://[^:/@?]*):[^@/?]*@", r"\1:***@", uri)
+    return re.sub(r"(password=)[^&]*", r"\1***", uri)
+
+
+def psql(uri, sql):
+    completed = subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", uri, "-c", sql],
+                               text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=60)
+    if completed.returncode != 0:
+        raise Failure(f"psql on the test server failed ({sql}):\n{completed.stdout}")
+
+
+def with_database(uri, name):
+    """`uri` with its database name replaced by `name`."""
+    parts = urllib.parse.urlsplit(uri)
+    return urllib.parse.urlunsplit(parts._replace(path="/" + name))
+
+
+def step_postgresql(source, quotactl):
+    server = os.environ.get("QUOTA_TEST_POSTGRES")
+    if not server:
+        raise Failure("$QUOTA_TEST_POSTGRES is not set: the test-postgresql blocks need a "
+                      "PostgreSQL server; tools/test.sh starts one (docs/testing.md), or set it to "
+                      "the URI of a server where this user may create databases")
+    env = dict(os.environ, PATH=os.path.dirname(os.path.abspath(quotactl)) + os.pathsep +
+               os.environ.get("PATH", ""))
+    env.pop("QUOTA_DB", None)
+    env.pop("QUOTA_TEST_POSTGRES", None)
+    count = 0
+    for number, (page, text) in enumerate(pages(source)):
+        found = [block for block in blocks(text) if block[1] == "test-postgresql"]
+        if not found:
+            continue
+        name = f"quota_docs_{os.getpid()}_{number}"
+        fresh = with_database(server, name)
+        psql(server, f"CREATE DATABASE {name}")
+        try:
+            with tempfile.TemporaryDirectory() as folder:
+                os.symlink(os.path.abspath(os.path.join(source, "docs")),
+                           os.path.join(folder, "docs"))
+                page_env = dict(env)
+                for line, _, shown_uri, _, body in found:
+                    for command, shown in session_commands(page, line, body):
+                        command = command.replace(shown_uri, fresh)
+                        shown = shown.replace(masked(shown_uri), masked(fresh))
+                        assignment = re.match(r"^export (\w+)=(.*)$", command)
+                        if assignment:
+                            page_env[assignment.group(1)] = shlex.split(assignment.group(2))[0]
+                            printed = ""
+                        else:
+                            printed = subprocess.run(
+                                command, shell=True, cwd=folder, env=page_env, text=True,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, timeout=60).stdout
+                        compare(page, line, f"`{command}`", shown, printed)
+                    count += 1
+        finally:
+            psql(server, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    print(f"{count} PostgreSQL sessions of README.md and docs/*.md print what they show")
 
 
 def step_sessions(source, quotactl):
@@ -247,7 +331,7 @@ def step_headline(source):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=["markers", "links", "sessions", "headline"])
+    parser.add_argument("step", choices=["markers", "links", "sessions", "postgresql", "headline"])
     parser.add_argument("--source", required=True)
     parser.add_argument("--quotactl", help="the quotactl the sessions run (step sessions)")
     args = parser.parse_args()
@@ -260,6 +344,10 @@ def main():
             if not args.quotactl:
                 raise Failure("sessions needs --quotactl PROGRAM")
             step_sessions(args.source, args.quotactl)
+        elif args.step == "postgresql":
+            if not args.quotactl:
+                raise Failure("postgresql needs --quotactl PROGRAM")
+            step_postgresql(args.source, args.quotactl)
         else:
             step_headline(args.source)
     except Failure as failure:

@@ -7,6 +7,8 @@
 #include <string>
 
 #include "backend.h"
+#include "migrations.h"
+#include "quota/postgresql.h"
 #include "quota/quota.h"
 #include "support.h"
 
@@ -75,7 +77,7 @@ TEST_CASE("an engine on the application's libpq connection takes part in its tra
   TestDatabase database(Backend::postgresql);
   ManualClock clock;
   Connection application(database.location());
-  Engine engine(application.handle, options_with(clock));
+  Engine engine = quota::postgresql::attach(application.handle, options_with(clock));
   engine.define(make_limit("l", Algorithm::sliding_log, 3, 1000));
 
   application.exec("BEGIN");
@@ -97,24 +99,27 @@ TEST_CASE("an engine on the application's libpq connection takes part in its tra
 
   // A connection that is not open is refused.
   PGconn* closed = PQconnectdb("postgresql://nobody@/nothing?host=/nonexistent");
-  CHECK_THROWS_AS(Engine(closed, {}), Error);
+  CHECK_THROWS_AS(quota::postgresql::attach(closed, {}), Error);
   PQfinish(closed);
 }
 
 TEST_CASE("hosts opening a new PostgreSQL database at once apply each migration once",
           "[postgresql][migrations]") {
   TestDatabase database(Backend::postgresql);
+  const auto& migrations = detail::built_in_postgresql_migrations();
+  const int latest = migrations.back().version;
   constexpr int kOpeners = 6;
   std::vector<int> children;
   for (int i = 0; i < kOpeners; ++i) {
     children.push_back(fork_child([&] {
       Engine engine = Engine::open(database.location());
-      return engine.schema_version() == 6 ? 0 : 1;
+      return engine.schema_version() == latest ? 0 : 1;
     }));
   }
   for (int child : children) CHECK(wait_child(child) == 0);
-  CHECK(database.integer("SELECT count(*) FROM quota_migrations") == 1);
-  CHECK(database.integer("SELECT max(version) FROM quota_migrations") == 6);
+  CHECK(database.integer("SELECT count(*) FROM quota_migrations") ==
+        static_cast<std::int64_t>(migrations.size()));
+  CHECK(database.integer("SELECT max(version) FROM quota_migrations") == latest);
 }
 
 TEST_CASE("the C API opens a PostgreSQL URI like a file", "[postgresql][c_api]") {

@@ -204,7 +204,11 @@ TEST_CASE("quotactl migrate run by several processes at once applies each migrat
       CHECK(document["schema_version"] == detail::latest_version());
       if (!document["applied"].empty()) {
         ++applied_by;
-        CHECK(document["applied"] == json::array({detail::latest_version()}));
+        json every = json::array();
+        for (const auto& migration : detail::built_in_postgresql_migrations()) {
+          every.push_back(migration.version);
+        }
+        CHECK(document["applied"] == every);
       }
     }
     CHECK(applied_by == 1);

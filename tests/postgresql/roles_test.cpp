@@ -5,7 +5,9 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <sstream>
+#include <vector>
 
 #include "postgresql/private_server.h"
 #include "support.h"
@@ -125,7 +127,7 @@ TEST_CASE("the least-privilege role of docs/postgresql-roles.sql consumes and ca
   // Defining, overriding and removing fail with what to do, and change nothing.
   {
     const auto expect_refused = [](const Error& error, const std::string& table) {
-      CHECK(error.code() == ErrorCode::io);
+      CHECK(error.code() == ErrorCode::permission_denied);
       CHECK_THAT(error.what(), Catch::Contains("lacks a privilege") &&
                                    Catch::Contains("permission denied for table " + table) &&
                                    Catch::Contains("as the owner") &&
@@ -149,13 +151,39 @@ TEST_CASE("the least-privilege role of docs/postgresql-roles.sql consumes and ca
     CHECK(app.consume("sliding_log", "alice").allowed);  // the engine goes on working
   }
 
+  // A role whose grants are incomplete for consuming is a configuration error, not an
+  // outage: fail_open fails closed on it, and never calls on_error.
+  {
+    Options open_options = options;
+    open_options.failure_policy = FailurePolicy::fail_open;
+    int replaced = 0;
+    open_options.on_error = [&](const Error&) { ++replaced; };
+    Engine failing_open = Engine::open(server.uri("quota_app", "", shared_schema), open_options);
+    server.exec("REVOKE SELECT, INSERT, UPDATE ON quota_shared.quota_windows FROM quota_app");
+    for (const auto& operation : std::vector<std::function<Result()>>{
+             [&] { return failing_open.consume("fixed_window", "dave"); },
+             [&] { return failing_open.check("fixed_window", "dave"); },
+             [&] { return failing_open.record("fixed_window", "dave"); }}) {
+      const Error refused = failure_of(operation);
+      CHECK(refused.code() == ErrorCode::permission_denied);
+      CHECK_THAT(refused.what(), Catch::Contains("permission denied for table quota_windows") &&
+                                     Catch::Contains("docs/postgresql-roles.sql"));
+    }
+    CHECK(replaced == 0);
+    // The limits whose tables the role may still use answer as before.
+    CHECK(failing_open.consume("sliding_log", "dave").reason == Reason::ok);
+    run_roles_script(server, scratch);  // the grants again: the same engine consumes
+    CHECK(failing_open.consume("fixed_window", "dave").reason == Reason::ok);
+    CHECK(replaced == 0);
+  }
+
   // The role cannot migrate: a schema without the tables stays empty.
   {
     server.exec("CREATE SCHEMA quota_empty");
     server.exec("GRANT USAGE ON SCHEMA quota_empty TO quota_app");
     const std::string empty = server.uri("quota_app", "", "options=-csearch_path%3Dquota_empty");
     const Error refused = failure_of([&] { Engine::open(empty); });
-    CHECK(refused.code() == ErrorCode::io);
+    CHECK(refused.code() == ErrorCode::permission_denied);
     CHECK_THAT(refused.what(), Catch::Contains("lacks a privilege") &&
                                    Catch::Contains("permission denied for schema quota_empty"));
     const Error not_migrated = failure_of([&] { Engine::open(empty, options); });

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Checks migrations/postgresql/0006_initial.sql on a real PostgreSQL server:
+# Checks migrations/postgresql/ on a real PostgreSQL server:
 #
 #   tests/postgresql/schema_check.sh [URI]     (URI defaults to $QUOTA_TEST_POSTGRES)
 #
 # URI is a postgresql:// connection URI of a database on the server (tools/postgres.sh makes
-# one); the script creates a fresh database beside it, applies the migration in one
+# one); the script creates a fresh database beside it, applies each migration in one
 # transaction, runs schema_check.sql (tables, types, checks, triggers, reset, the views), then
 #   - two sessions bringing the same new owner at once: the second waits for the first and
 #     takes the DO UPDATE path; eight sessions consuming five new owners count every request;
@@ -43,7 +43,7 @@ fail() {
 }
 
 psql_admin -c "CREATE DATABASE $db"
-pg -1 -f "$root/migrations/postgresql/0006_initial.sql"
+for migration in "$root"/migrations/postgresql/0*.sql; do pg -1 -f "$migration"; done
 pg -f "$here/schema_helpers.sql"
 pg -o /dev/null -f "$here/schema_check.sql"
 
@@ -134,6 +134,14 @@ INSERT INTO quota_buckets (limit_name, owner, maximum, period_ms, burst, level, 
   ('tb', 'full', 3, 1000, 4, 4000, 0, 4102444800000, 0),
   ('tb', 'tier', 6, 1000, 8, 2000, 0, 4102444800000, 0),
   ('tb', 'scaled', 3, 500, 4, 700, 0, 4102444800000, 0);
+-- Lockouts: blocks that hold, one that has ended, one on a limit without a block (ignored),
+-- one on a limit in shadow mode (ignored).
+UPDATE quota_limits SET block_ms = 3600000 WHERE name IN ('fw', 'log', 'tb');
+UPDATE quota_windows SET blocked_until_ms = 4102444900000 WHERE owner IN ('a', 'bad', 'tier', 'vip');
+UPDATE quota_windows SET blocked_until_ms = 4102444830000 WHERE owner = 'old';
+UPDATE quota_log_owners SET blocked_until_ms = 4102444801001 WHERE owner = 'a';
+UPDATE quota_buckets SET blocked_until_ms = 4102444900000 WHERE owner IN ('debt', 'a');
+UPDATE quota_limits SET shadow = (name = 'tb');
 EOF
 query="SELECT * FROM quota_usage ORDER BY limit_name, owner;"
 cat "$root"/migrations/0*.sql >"$work/sqlite-schema.sql"

@@ -1,4 +1,4 @@
--- Checks of migrations/postgresql/0006_initial.sql on a freshly migrated database, with the
+-- Checks of migrations/postgresql/ on a freshly migrated database, with the
 -- statements of schema_helpers.sql. Run by tests/postgresql/schema_check.sh (psql with
 -- ON_ERROR_STOP): the first failing check stops it with "check failed: <what>".
 \set QUIET on
@@ -34,7 +34,8 @@ SELECT expect((SELECT data_type FROM information_schema.columns
               'quota_migrations.version is an integer');
 SELECT expect((SELECT string_agg(column_name, ',' ORDER BY ordinal_position)
                FROM information_schema.columns WHERE table_name = 'quota_usage') =
-              'limit_name,owner,used,remaining,denied,reset_at_ms,reset_at,shadow_denied',
+              'limit_name,owner,used,remaining,denied,reset_at_ms,reset_at,shadow_denied,'
+              'blocked_until_ms',
               'quota_usage has the columns of SQLite''s');
 
 -- The checks of the configuration tables.

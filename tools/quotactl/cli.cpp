@@ -74,12 +74,22 @@ void declare_limit_set(CLI::App& command, Arguments& arguments) {
       "shadow mode: never deny, count would-be denials (default: keep the limit's mode)");
   command.add_flag("--enforce", arguments.enforce, "leave shadow mode: deny again")
       ->excludes(shadow);
+  auto* block = command
+                    .add_option("--block", arguments.block,
+                                "lock an owner out this long after a denial (default: keep "
+                                "the limit's block)")
+                    ->type_name("DURATION");
+  command.add_flag("--no-block", arguments.no_block, "no lockout after a denial")->excludes(block);
 }
 
 void declare_consume(CLI::App& command, Arguments& arguments) {
   declare_request(command, arguments);
   command.get_option("NAME")->description(
       "the limit's name, or several joined by commas (a,b): all must allow");
+  command
+      .add_option("--wait", arguments.wait,
+                  "when denied, wait for the retry and try again, for at most this long")
+      ->type_name("DURATION");
 }
 
 void declare_override_owner(CLI::App& command, Arguments& arguments) {
@@ -116,14 +126,17 @@ void declare_override_list(CLI::App& command, Arguments& arguments) {
 }
 
 void declare_usage(CLI::App& command, Arguments& arguments) {
-  declare_name(command, arguments);
+  command
+      .add_option("NAME", arguments.limit,
+                  "the limit's name (without it, --owner shows that owner on every limit)")
+      ->type_name("");
   command.add_option("--owner", arguments.owner_filter, "show only this owner")->type_name("OWNER");
   command.add_option("--top", arguments.top, "show at most K owners")->type_name("K");
   command
       .add_option("--by", arguments.by,
                   "order by used (default), denied, or shadow_denied (whom shadow mode would "
-                  "have stopped)")
-      ->type_name("used|denied|shadow_denied");
+                  "have stopped); blocked: only the owners locked out now")
+      ->type_name("used|denied|shadow_denied|blocked");
 }
 
 void declare_watch(CLI::App& command, Arguments& arguments) {
@@ -424,6 +437,7 @@ Session make_session(const Parser& parser, std::ostream& out, std::ostream& err,
   session.fixed_now = globals.now.has_value();
   session.now =
       globals.now ? parse_whole(*globals.now, "--now", 0, kLatestTime) : quota::system_clock_ms();
+  session.fixed_now = globals.now.has_value();
   session.server_clock = globals.server_clock;
   if (globals.busy_timeout) {
     session.busy_timeout = parse_duration(*globals.busy_timeout, "--busy-timeout");

@@ -22,7 +22,9 @@ nlohmann::ordered_json to_json(const Limit& limit) {
           {"period_ms", limit.period.count()},
           {"burst",
            limit.burst ? nlohmann::ordered_json(*limit.burst) : nlohmann::ordered_json(nullptr)},
-          {"shadow", limit.shadow}};
+          {"shadow", limit.shadow},
+          {"block_ms", limit.block ? nlohmann::ordered_json(limit.block->count())
+                                   : nlohmann::ordered_json(nullptr)}};
 }
 
 Algorithm parse_algorithm_option(const std::string& text) {
@@ -78,6 +80,7 @@ Limit parse_limit(const Arguments& arguments, std::optional<Algorithm>& algorith
   if (arguments.burst) {
     limit.burst = parse_whole(*arguments.burst, "--burst", 1, quota::kMaximumBound);
   }
+  if (arguments.block) limit.block = parse_duration(*arguments.block, "--block");
   if (algorithm) {
     limit.algorithm = *algorithm;
     if (!limit.burst || limit.algorithm == Algorithm::token_bucket) {
@@ -108,6 +111,8 @@ int run_limit_set(Session& session, const Arguments& arguments) {
   }
   // Shadow mode stays as it was unless --shadow or --enforce says otherwise.
   limit.shadow = arguments.shadow || (!arguments.enforce && before && before->shadow);
+  // So does the block, unless --block or --no-block says otherwise.
+  if (!arguments.block && !arguments.no_block && before) limit.block = before->block;
   engine.define(limit);
   const Limit after = engine.get(limit.name).value_or(limit);
 
@@ -157,14 +162,14 @@ int run_limit_list(Session& session, const Arguments&) {
     return 0;
   }
   std::vector<std::vector<std::string>> rows{
-      {"NAME", "ALGORITHM", "MAXIMUM", "PER", "BURST", "MODE"}};
+      {"NAME", "ALGORITHM", "MAXIMUM", "PER", "BURST", "BLOCK", "MODE"}};
   for (const Limit& limit : limits) {
-    rows.push_back({limit.name, std::string(quota::to_string(limit.algorithm)),
-                    std::to_string(limit.maximum), format_period(limit.period),
-                    limit.burst ? std::to_string(*limit.burst) : "-",
-                    limit.shadow ? "shadow" : "enforce"});
+    rows.push_back(
+        {limit.name, std::string(quota::to_string(limit.algorithm)), std::to_string(limit.maximum),
+         format_period(limit.period), limit.burst ? std::to_string(*limit.burst) : "-",
+         limit.block ? format_period(*limit.block) : "-", limit.shadow ? "shadow" : "enforce"});
   }
-  session.out << format_table(rows, {false, false, true, false, true, false});
+  session.out << format_table(rows, {false, false, true, false, true, false, false});
   return 0;
 }
 

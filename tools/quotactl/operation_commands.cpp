@@ -6,13 +6,13 @@
 #include <stdexcept>
 
 #include "commands.h"
-#include "statements.h"
 #include "text.h"
 
 namespace quotactl {
 namespace {
 
-using quota::detail::Operation;
+// The operation a command performs.
+enum class Operation { check, consume, record, reset, refund };
 
 struct Request {
   std::string limit;
@@ -136,6 +136,10 @@ std::vector<std::string> split_limits(const std::string& text) {
 // consume a,b OWNER: every limit at once; the line and JSON name the deciding limit.
 int consume_all(Session& session, const Arguments& arguments) {
   const std::vector<std::string> limits = split_limits(arguments.limit);
+  if (arguments.wait) {
+    throw quota::Error(quota::ErrorCode::invalid_argument,
+                       "--wait takes one limit: consume each limit on its own to wait for it");
+  }
   Arguments first = arguments;
   first.limit = limits.front();
   Request request = parse_request(first);
@@ -157,10 +161,27 @@ int consume_all(Session& session, const Arguments& arguments) {
   return status;
 }
 
+// consume --wait: how long it may wait, checked before the database is opened.
+std::optional<std::chrono::milliseconds> parse_wait(const Session& session,
+                                                    const Arguments& arguments) {
+  if (!arguments.wait) return std::nullopt;
+  const std::chrono::milliseconds wait = parse_duration(*arguments.wait, "--wait");
+  if (session.fixed_now) {
+    throw quota::Error(quota::ErrorCode::invalid_argument,
+                       "--wait cannot wait on the fixed clock of --now: drop one of them");
+  }
+  return wait;
+}
+
 int operate(Session& session, const Arguments& arguments, Operation operation) {
   const Request request = parse_request(arguments);
-  quota::Engine engine = session.open_engine();
-  const quota::Result result = perform(engine, operation, request);
+  const std::optional<std::chrono::milliseconds> wait = parse_wait(session, arguments);
+  quota::Engine engine = wait ? session.open_engine(quota::system_clock_ms) : session.open_engine();
+  const quota::Result result =
+      wait ? engine.acquire(request.limit, request.owner, request.cost, *wait)
+           : perform(engine, operation, request);
+  // The human line's times are from the moment the answer came.
+  if (wait) session.now = quota::system_clock_ms();
   const int status = result.allowed || operation == Operation::refund ? 0 : 1;
   if (session.json) {
     session.emit(to_json(request, result));
@@ -176,15 +197,16 @@ quota::UsageOrder parse_order(const std::string& text) {
   static const std::vector<std::pair<std::string, quota::UsageOrder>> kOrders{
       {"used", quota::UsageOrder::used},
       {"denied", quota::UsageOrder::denied},
-      {"shadow_denied", quota::UsageOrder::shadow_denied}};
+      {"shadow_denied", quota::UsageOrder::shadow_denied},
+      {"blocked", quota::UsageOrder::blocked}};
   std::vector<std::string> names;
   for (const auto& [name, order] : kOrders) {
     if (text == name) return order;
     names.push_back(name);
   }
   throw quota::Error(quota::ErrorCode::invalid_argument,
-                     fmt::format("unknown order '{}' for --by{}: use used, denied or "
-                                 "shadow_denied",
+                     fmt::format("unknown order '{}' for --by{}: use used, denied, "
+                                 "shadow_denied or blocked",
                                  text, did_you_mean(text, names)));
 }
 
@@ -207,7 +229,74 @@ int run_refund(Session& session, const Arguments& arguments) {
   return operate(session, arguments, Operation::refund);
 }
 
+namespace {
+
+nlohmann::ordered_json optional_time(const std::optional<std::int64_t>& time) {
+  return time ? nlohmann::ordered_json(*time) : nlohmann::ordered_json(nullptr);
+}
+
+// "12.5s" while the owner is locked out, else "-".
+std::string blocked_for(const quota::Usage& row, std::int64_t now) {
+  return row.blocked_until_ms && *row.blocked_until_ms > now
+             ? format_duration(*row.blocked_until_ms - now)
+             : "-";
+}
+
+// usage --owner OWNER without NAME: the owner on every limit where it has state or an
+// override.
+int owner_on_every_limit(Session& session, const Arguments& arguments) {
+  const std::string& owner = *arguments.owner_filter;
+  quota::validate_owner(owner);
+  if (arguments.top || arguments.by) {
+    throw quota::Error(quota::ErrorCode::invalid_argument,
+                       "--top and --by order the owners of one limit: give the limit's NAME");
+  }
+  quota::Engine engine = session.open_engine();
+  const std::vector<quota::Usage> rows = engine.owner_usage(owner);
+  if (session.json) {
+    auto array = nlohmann::ordered_json::array();
+    for (const quota::Usage& row : rows) {
+      array.push_back({{"limit", row.limit},
+                       {"owner", row.owner},
+                       {"used", row.used},
+                       {"remaining", row.remaining},
+                       {"denied", row.denied},
+                       {"reset_at_ms", row.reset_at_ms},
+                       {"shadow_denied", row.shadow_denied},
+                       {"capacity", row.capacity},
+                       {"blocked_until_ms", optional_time(row.blocked_until_ms)}});
+    }
+    session.emit(array);
+    return 0;
+  }
+  session.out << fmt::format("{} at {}\n", printable(owner, 64), format_time(session.now));
+  if (rows.empty()) {
+    session.out << "no state and no override on any limit for that owner\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> table{
+      {"LIMIT", "USAGE", "USED", "DENIED", "BLOCKED FOR", "RESETS IN"}};
+  for (const quota::Usage& row : rows) {
+    table.push_back(
+        {row.limit, bar(row.used, row.capacity), fmt::format("{}/{}", row.used, row.capacity),
+         std::to_string(row.denied), blocked_for(row, session.now),
+         row.reset_at_ms > session.now ? format_duration(row.reset_at_ms - session.now) : "-"});
+  }
+  session.out << format_table(table, {false, false, true, true, false, false});
+  return 0;
+}
+
+}  // namespace
+
 int run_usage(Session& session, const Arguments& arguments) {
+  if (arguments.limit.empty()) {
+    if (!arguments.owner_filter) {
+      throw quota::Error(quota::ErrorCode::invalid_argument,
+                         "usage needs a limit NAME, or --owner OWNER to show that owner on "
+                         "every limit");
+    }
+    return owner_on_every_limit(session, arguments);
+  }
   quota::validate_limit_name(arguments.limit);
   if (arguments.owner_filter) quota::validate_owner(*arguments.owner_filter);
   const std::size_t top =
@@ -231,7 +320,9 @@ int run_usage(Session& session, const Arguments& arguments) {
   }
   session.out << usage_text(session, limit, rows, session.now,
                             arguments.owner_filter ? "no usage and no denials for that owner"
-                                                   : "no owner has usage or denials");
+                            : order == quota::UsageOrder::blocked
+                                ? "no owner is locked out now"
+                                : "no owner has usage or denials");
   return 0;
 }
 
@@ -244,7 +335,8 @@ nlohmann::ordered_json usage_json(const std::vector<quota::Usage>& rows) {
                      {"denied", row.denied},
                      {"reset_at_ms", row.reset_at_ms},
                      {"shadow_denied", row.shadow_denied},
-                     {"capacity", row.capacity}});
+                     {"capacity", row.capacity},
+                     {"blocked_until_ms", optional_time(row.blocked_until_ms)}});
   }
   return array;
 }
@@ -261,16 +353,21 @@ std::string usage_text(const Session& session, const quota::Limit& limit,
                       });
   std::vector<std::vector<std::string>> table{{"OWNER", "USAGE", "USED", "DENIED"}};
   if (shadow) table[0].push_back("SHADOW DENIED");
+  // The BLOCKED FOR column only for a limit that blocks.
+  const bool blocking = limit.block.has_value();
+  if (blocking) table[0].push_back("BLOCKED FOR");
   table[0].push_back("RESETS IN");
   for (const quota::Usage& row : rows) {
     // Out of the owner's own capacity: its override's, if it has one.
     table.push_back({printable(row.owner, 40), bar(row.used, row.capacity),
                      fmt::format("{}/{}", row.used, row.capacity), std::to_string(row.denied)});
     if (shadow) table.back().push_back(std::to_string(row.shadow_denied));
+    if (blocking) table.back().push_back(blocked_for(row, now));
     table.back().push_back(row.reset_at_ms > now ? format_duration(row.reset_at_ms - now) : "-");
   }
   std::vector<bool> right_aligned{false, false, true, true};
   if (shadow) right_aligned.push_back(true);
+  if (blocking) right_aligned.push_back(false);
   right_aligned.push_back(false);
   std::string lines = format_table(table, right_aligned);
   if (session.use_colour) {
@@ -293,12 +390,11 @@ std::string usage_text(const Session& session, const quota::Limit& limit,
 
 namespace {
 
-Operation parse_operation(const std::string& text) {
-  std::vector<std::string> names;
-  for (Operation operation : {Operation::consume, Operation::check, Operation::record,
-                              Operation::reset, Operation::refund}) {
-    if (text == quota::detail::operation_name(operation)) return operation;
-    names.emplace_back(quota::detail::operation_name(operation));
+// `text` when it names an operation that has a statement.
+const std::string& parse_operation(const std::string& text) {
+  static const std::vector<std::string> names = quota::admin::statement_operations();
+  for (const std::string& name : names) {
+    if (text == name) return name;
   }
   throw quota::Error(quota::ErrorCode::invalid_argument,
                      fmt::format("unknown operation '{}'{}: use consume, check, record, reset or "
@@ -307,7 +403,7 @@ Operation parse_operation(const std::string& text) {
 }
 
 // How to run the statement in the sqlite3 shell, as SQL comments.
-std::string shell_instructions(Operation operation, quota::Algorithm algorithm,
+std::string shell_instructions(const std::string& operation, quota::Algorithm algorithm,
                                const std::optional<std::string>& limit) {
   std::string text = fmt::format(
       "-- The statement quota runs for {} on {} limits. To run it in the sqlite3 shell,\n"
@@ -315,9 +411,8 @@ std::string shell_instructions(Operation operation, quota::Algorithm algorithm,
       "--   .parameter init\n"
       "--   .parameter set :limit '{}'\n"
       "--   .parameter set :owner 'u1'\n",
-      quota::detail::operation_name(operation), quota::to_string(algorithm),
-      limit.value_or("send"));
-  if (operation != Operation::reset) text += "--   .parameter set :cost 1\n";
+      operation, quota::to_string(algorithm), limit.value_or("send"));
+  if (operation != "reset") text += "--   .parameter set :cost 1\n";
   text +=
       "--   .parameter set :now NULL\n"
       "-- :cost NULL means 1; :now is Unix ms, NULL for the database's current time.\n"
@@ -328,9 +423,8 @@ std::string shell_instructions(Operation operation, quota::Algorithm algorithm,
 
 // The statement wrapped for psql: PREPARE, so that psql runs the text as is, and how to
 // EXECUTE it, as an SQL comment.
-std::string psql_text(Operation operation, quota::Algorithm algorithm,
+std::string psql_text(const std::string& name, quota::Algorithm algorithm,
                       const std::optional<std::string>& limit, const std::string& statement) {
-  const char* name = quota::detail::operation_name(operation);
   return fmt::format(
       "-- The statement quota runs for {0} on {1} limits, in PostgreSQL's dialect. psql runs\n"
       "-- this text as is: it prepares the statement as quota_{0} in the session, with the\n"
@@ -348,36 +442,27 @@ std::string psql_text(Operation operation, quota::Algorithm algorithm,
 }  // namespace
 
 int run_sql(Session& session, const Arguments& arguments) {
-  const Operation operation = parse_operation(arguments.operation);
+  const std::string& operation = parse_operation(arguments.operation);
   quota::Algorithm algorithm = quota::Algorithm::sliding_log;
   if (arguments.sql_limit) {
     quota::validate_limit_name(*arguments.sql_limit);
     quota::Engine engine = session.open_engine();
     algorithm = existing_limit(engine, *arguments.sql_limit).algorithm;
   }
-  const quota::detail::Dialect& dialect =
-      session.on_server() ? quota::detail::kPostgresql : quota::detail::kSqlite;
-  const std::string* statement = nullptr;
-  try {
-    statement = &quota::detail::statement(dialect, operation, algorithm);
-  } catch (const std::logic_error&) {
-    throw quota::Error(quota::ErrorCode::invalid_argument,
-                       fmt::format("this build has no statement for {} limits: use "
-                                   "sliding_log or fixed_window",
-                                   quota::to_string(algorithm)));
-  }
+  const quota::admin::Dialect dialect = quota::admin::dialect_of(session.db_path);
+  const std::string statement = quota::admin::statement(dialect, operation, algorithm);
   if (session.json) {
     // The parameters in order: SQLite's statement names them :limit, :owner, :cost and :now,
     // PostgreSQL's numbers them $1 to $4.
-    session.emit({{"operation", quota::detail::operation_name(operation)},
+    session.emit({{"operation", operation},
                   {"algorithm", quota::to_string(algorithm)},
-                  {"dialect", dialect.name},
+                  {"dialect", quota::admin::to_string(dialect)},
                   {"parameters", {"limit", "owner", "cost", "now"}},
-                  {"sql", *statement}});
+                  {"sql", statement}});
   } else if (session.on_server()) {
-    session.out << psql_text(operation, algorithm, arguments.sql_limit, *statement);
+    session.out << psql_text(operation, algorithm, arguments.sql_limit, statement);
   } else {
-    session.out << shell_instructions(operation, algorithm, arguments.sql_limit) << *statement
+    session.out << shell_instructions(operation, algorithm, arguments.sql_limit) << statement
                 << ";\n";
   }
   return 0;

@@ -2,8 +2,6 @@
 // reach the database without ever changing a file it must not change.
 #pragma once
 
-#include <SQLiteCpp/Database.h>
-
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -15,14 +13,11 @@
 #include <string_view>
 #include <vector>
 
+#include "quota/admin.h"
 #include "quota/engine.h"
 
 namespace CLI {
 class App;
-}
-
-namespace quota::detail {
-class Store;
 }
 
 namespace quotactl {
@@ -44,6 +39,9 @@ struct Arguments {
   std::optional<std::string> top;
   std::optional<std::string> batch;  // gc --batch
   std::optional<std::string> by;     // usage --by
+  std::optional<std::string> block;  // limit set --block
+  std::optional<std::string> wait;   // consume --wait
+  bool no_block = false;             // limit set --no-block
   bool dry_run = false;
   bool shadow = false;                        // limit set --shadow
   bool enforce = false;                       // limit set --enforce
@@ -83,42 +81,20 @@ struct Session {
   // password masked.
   std::string shown_db() const;
 
-  // Runs `read` on the database without writing to it: on a SQLite file through
-  // read_database (below), whose answer it returns; on a server on a connection of its own
-  // whose transactions are read-only (returns false). Throws quota::Error.
-  bool read_store(const std::function<void(quota::detail::Store&)>& read) const;
+  // Refuses a --db that names no database file: one that does not exist (naming
+  // `quotactl migrate`) or a directory. Throws quota::Error (io); a server passes.
+  void require_database() const;
 
-  // A connection to the server that --db names (on_server() only). Throws quota::Error (io)
-  // when it cannot be made; the message masks the password.
-  std::unique_ptr<quota::detail::Store> connect() const;
+  // The schema status of the database, read without writing (quota::admin::schema_status),
+  // refused (exit 3) when this build cannot use it.
+  quota::admin::SchemaStatus usable_status() const;
 
   // Opens the database for a command other than migrate and status: it must exist, be a
   // quota database (a SQLite file, or a server's schema), and be migrated to exactly this
   // build's schema. Throws quota::Error (exit 3) otherwise, having changed nothing. Its clock
-  // is `now`, or `clock` when given (watch: the time as it goes on).
+  // is `now`, or `clock` when given (watch and consume --wait: the time as it goes on).
   quota::Engine open_engine(quota::Clock clock = {}) const;
 };
-
-// `location` as output and messages name it: a path as is, a URI with its password masked.
-std::string shown_location(const std::string& location);
-
-// The store of a SQLite connection that quotactl holds (its own busy handler installed),
-// so that what reads a store reads a file the same way.
-std::unique_ptr<quota::detail::Store> borrowed_store(SQLite::Database& db,
-                                                     std::chrono::milliseconds busy_timeout);
-
-// Opens `path` read-only after checking that it is an existing file that SQLite recognises,
-// and runs `read` on it. Nothing is written (SQLite may create the -wal and -shm files of a
-// WAL database beside it), except that a transaction a killed process left unfinished (a hot
-// journal) is first rolled back, as any connection that can write would; returns whether one
-// was. Opening and `read` are run again while another connection's lock is in the way, until
-// `busy_timeout` has passed (BusyHandler::wait_out), so `read` must be safe to run again.
-// Throws quota::Error: io for a missing file or a directory, not_a_database, busy, ...
-bool read_database(const std::string& path, std::chrono::milliseconds busy_timeout,
-                   const std::function<void(SQLite::Database&)>& read);
-
-// quota::Error for a failure of SQLite itself, with what to do about it.
-quota::Error database_error(const SQLite::Exception& error, const std::string& path);
 
 // The error for a limit that does not exist (exit 2), saying how to list or define limits.
 quota::Error unknown_limit(std::string_view name);

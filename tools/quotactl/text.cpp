@@ -134,6 +134,8 @@ std::string describe_limit(const quota::Limit& limit) {
   std::string text = fmt::format("{} per {} ({}", limit.maximum, format_period(limit.period),
                                  quota::to_string(limit.algorithm));
   if (limit.burst) text += fmt::format(", burst {}", *limit.burst);
+  if (limit.block)
+    text += fmt::format(", blocks for {} after a denial", format_period(*limit.block));
   if (limit.shadow) text += ", shadow mode";
   return text + ")";
 }

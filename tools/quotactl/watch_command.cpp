@@ -16,7 +16,6 @@
 
 #include "commands.h"
 #include "text.h"
-#include "watch.h"
 
 namespace quotactl {
 namespace {
@@ -133,7 +132,7 @@ class Board {
   void put(const quota::Usage& usage) {
     std::lock_guard lock(mutex_);
     const auto found = usages_.find(usage.owner);
-    if (found != usages_.end() && !quota::detail::usage_differs(found->second, usage)) return;
+    if (found != usages_.end() && !quota::usage_differs(found->second, usage)) return;
     usages_.insert_or_assign(usage.owner, usage);
     changed_ = true;
   }

@@ -1,11 +1,12 @@
 INSERT INTO quota_log_owners (limit_name, owner, total, newest_at_ms, recorded, denied, seen_ms, cost, maximum, period_ms,
-   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms, refunded)
+   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms, blocked_until_ms, refunded)
 SELECT $1, $2, total, newest_at_ms, recorded, denied, t, CASE WHEN $3 IS NULL THEN 1 WHEN $3 BETWEEN 1 AND 1000000000000 THEN $3 ELSE quota_refuse('the cost must be a whole number from 1 to 1000000000000 (NULL: 1)') END, maximum, period_ms,
-          allowed, reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE remaining END, CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 ELSE retry_after_ms END, reset_at_ms, s_total - total
+          allowed AND NOT coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE), reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE CASE reason WHEN 'blocked' THEN 0 ELSE remaining END END, CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 WHEN reason = 'blocked' AND retry_after_ms >= 0 THEN greatest(s_blocked_until - t, retry_after_ms) ELSE retry_after_ms END, reset_at_ms,
+          CASE WHEN coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) THEN s_blocked_until END, s_total - total
 FROM (
   SELECT *,
     greatest(maximum - used_after, 0) AS remaining,
-    CASE WHEN allowed THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
+    CASE WHEN allowed AND NOT coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) THEN 'blocked' WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
     used_after AS shown_used,
     CASE WHEN allowed THEN 0
          WHEN cost > capacity THEN -1
@@ -34,6 +35,7 @@ FROM (
               FROM (
       SELECT CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END ELSE l.maximum END AS maximum, CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END ELSE l.maximum END AS capacity, l.period_ms AS period_ms,
              1 AS cost, excluded.cost AS refund, excluded.seen_ms AS now, coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow,
+             l.block_ms AS block_ms, quota_log_owners.blocked_until_ms AS s_blocked_until,
              excluded.limit_name AS key_limit,
              excluded.owner AS key_owner, quota_log_owners.total AS s_total,
              quota_log_owners.newest_at_ms AS s_newest_at,
@@ -51,13 +53,14 @@ FROM (
   ) AS summed) AS decision
 ON CONFLICT (limit_name, owner) DO UPDATE SET
   (total, newest_at_ms, recorded, denied, seen_ms, cost, maximum, period_ms,
-   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms, refunded) =
+   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms, blocked_until_ms, refunded) =
   (SELECT total, newest_at_ms, recorded, denied, t, cost, maximum, period_ms,
-          allowed, reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE remaining END, CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 ELSE retry_after_ms END, reset_at_ms, s_total - total
+          allowed AND NOT coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE), reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE CASE reason WHEN 'blocked' THEN 0 ELSE remaining END END, CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 WHEN reason = 'blocked' AND retry_after_ms >= 0 THEN greatest(s_blocked_until - t, retry_after_ms) ELSE retry_after_ms END, reset_at_ms,
+          CASE WHEN coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) THEN s_blocked_until END, s_total - total
    FROM (
   SELECT *,
     greatest(maximum - used_after, 0) AS remaining,
-    CASE WHEN allowed THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
+    CASE WHEN allowed AND NOT coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) THEN 'blocked' WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
     used_after AS shown_used,
     CASE WHEN allowed THEN 0
          WHEN cost > capacity THEN -1
@@ -86,6 +89,7 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
               FROM (
       SELECT CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END ELSE l.maximum END AS maximum, CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END ELSE l.maximum END AS capacity, l.period_ms AS period_ms,
              1 AS cost, excluded.cost AS refund, excluded.seen_ms AS now, coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow,
+             l.block_ms AS block_ms, quota_log_owners.blocked_until_ms AS s_blocked_until,
              excluded.limit_name AS key_limit,
              excluded.owner AS key_owner, quota_log_owners.total AS s_total,
              quota_log_owners.newest_at_ms AS s_newest_at,

@@ -2,13 +2,14 @@ INSERT INTO quota_log_owners (limit_name, owner, cost, seen_ms, maximum)
 VALUES (:limit, :owner, CASE WHEN :cost IS NULL THEN 1 WHEN :cost = CAST(:cost AS INTEGER) AND CAST(:cost AS INTEGER) BETWEEN 1 AND 1000000000000 THEN CAST(:cost AS INTEGER) ELSE json_extract('{}', 'the cost must be a whole number from 1 to 1000000000000 (NULL: 1)') END, CASE WHEN :now IS NULL THEN CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) WHEN :now = CAST(:now AS INTEGER) AND CAST(:now AS INTEGER) >= 0 THEN CAST(:now AS INTEGER) ELSE json_extract('{}', 'the time must be a whole number of Unix milliseconds >= 0 (NULL: the database clock)') END, 0)
 ON CONFLICT (limit_name, owner) DO UPDATE SET
   (total, newest_at_ms, recorded, denied, seen_ms, cost, maximum, period_ms,
-   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms, shadow_denied) =
+   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms, blocked_until_ms, shadow_denied) =
   (SELECT total, newest_at_ms, recorded, denied, t, cost, maximum, period_ms,
-          allowed OR shadow, reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE remaining END, CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 ELSE retry_after_ms END, reset_at_ms, quota_log_owners.shadow_denied + (NOT allowed AND shadow)
+          (allowed AND NOT coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE)) OR shadow, reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE CASE reason WHEN 'blocked' THEN 0 ELSE remaining END END, CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 WHEN reason = 'blocked' AND retry_after_ms >= 0 THEN max(s_blocked_until - t, retry_after_ms) WHEN reason = 'rate_limited' AND NOT shadow THEN max(retry_after_ms, coalesce(block_ms, 0)) ELSE retry_after_ms END, reset_at_ms,
+          CASE WHEN coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) THEN s_blocked_until WHEN reason = 'rate_limited' AND NOT shadow THEN t + block_ms END, quota_log_owners.shadow_denied + (NOT allowed AND shadow)
    FROM (
   SELECT *,
     max(maximum - used_after, 0) AS remaining,
-    CASE WHEN allowed THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
+    CASE WHEN allowed AND NOT coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) THEN 'blocked' WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
     used_after AS shown_used,
     CASE WHEN allowed THEN 0
          WHEN cost > capacity THEN -1
@@ -21,9 +22,9 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
     CASE WHEN recorded > 0 THEN t ELSE s_newest_at END AS newest_at_ms
   FROM (
     SELECT *, used + recorded AS used_after, used + recorded + cost - maximum AS excess,
-           denied_before + (NOT allowed AND NOT shadow) AS denied
+           denied_before + ((NOT allowed OR coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE)) AND NOT shadow) AS denied
     FROM (
-      SELECT *, CASE WHEN allowed AND policy IS DISTINCT FROM 'exempt' THEN cost ELSE 0 END AS recorded
+      SELECT *, CASE WHEN allowed AND NOT coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) AND policy IS DISTINCT FROM 'exempt' THEN cost ELSE 0 END AS recorded
       FROM (
         SELECT *, CASE policy WHEN 'exempt' THEN TRUE WHEN 'deny' THEN FALSE ELSE cost <= capacity AND used + cost <= maximum END AS allowed
         FROM (
@@ -37,6 +38,7 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
               FROM (
       SELECT CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END ELSE l.maximum END AS maximum, CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END ELSE l.maximum END AS capacity, l.period_ms AS period_ms,
              excluded.cost AS cost, excluded.seen_ms AS now, coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow,
+             l.block_ms AS block_ms, quota_log_owners.blocked_until_ms AS s_blocked_until,
              excluded.limit_name AS key_limit,
              excluded.owner AS key_owner, quota_log_owners.total AS s_total,
              quota_log_owners.newest_at_ms AS s_newest_at,

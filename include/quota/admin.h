@@ -1,0 +1,107 @@
+// Administration of a quota database: what quotactl's migrate, status and sql do, for tools of
+// an operator's own. A location is a SQLite file's path or a postgresql:// (postgres://) URI,
+// as Engine::open takes it. Everything here opens a connection of its own and closes it.
+//
+//   quota::admin::SchemaStatus status = quota::admin::schema_status("app.db");
+//   if (!status.pending.empty()) quota::admin::migrate("app.db", quota::system_clock_ms());
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "quota/error.h"
+#include "quota/export.h"
+#include "quota/limit.h"
+
+namespace quota::admin {
+
+// Whether `location` names a PostgreSQL server (postgresql://... or postgres://...) rather
+// than a SQLite file.
+QUOTA_API bool is_server(std::string_view location);
+
+// `location` as messages and output should name it: a path as is, a URI with its password
+// (in the user-info part or a `password=` parameter) replaced by "***".
+QUOTA_API std::string shown(std::string_view location);
+
+// One migration of this build: migrations/NNNN_name.sql, or migrations/postgresql/'s.
+struct Migration {
+  int version = 0;
+  std::string name;  // the file name without number and extension
+  std::string sql;   // the text the library applies
+};
+
+// Every migration this build knows for `location`'s kind of database, by version (a new
+// SQLite file gets all of SQLite's).
+QUOTA_API std::vector<Migration> migrations(std::string_view location);
+
+// What a database holds, read without writing to it.
+struct SchemaStatus {
+  int version = 0;         // the highest applied version, 0 for none
+  int latest_version = 0;  // the latest this build knows for the database's kind
+  std::vector<Migration> pending;
+  // The version is newer than this build's latest: `problem` says so.
+  bool too_new = false;
+  // Set, with what to do, when this build cannot use the database: a version newer than the
+  // build, or an applied migration whose checksum differs from this build's text.
+  std::string problem;
+  // A SQLite file that a killed process left with a hot journal: that transaction was rolled
+  // back first, as any connection that can write would (the one change reading makes).
+  bool recovered_journal = false;
+};
+
+// The schema status of an existing database, read on a connection that does not write (on a
+// server, its transactions are read-only). A SQLite file is opened read-only (SQLite may create
+// the -wal and -shm files of a WAL database beside it); while another connection's lock is in
+// the way the read is tried again until `busy_timeout` has passed. Throws Error: io for a
+// missing file, a directory or a server that cannot be reached, not_a_database, busy.
+QUOTA_API SchemaStatus schema_status(
+    const std::string& location, std::chrono::milliseconds busy_timeout = std::chrono::seconds(5));
+
+// Throws Error when `status.problem` is set: schema_too_new for a newer schema,
+// checksum_mismatch for an edited migration.
+QUOTA_API void require_usable(const SchemaStatus& status);
+
+// schema_status and what the database holds, read the same way (quotactl status).
+struct Summary {
+  SchemaStatus schema;
+  std::optional<std::string> journal_mode;  // a SQLite file's (PRAGMA journal_mode)
+  std::int64_t limits = 0;                  // rows of quota_limits
+  // Rows that hold per-owner state: owners of window, log and bucket limits, and log events.
+  std::int64_t state_rows = 0;
+};
+QUOTA_API Summary summarize(const std::string& location,
+                            std::chrono::milliseconds busy_timeout = std::chrono::seconds(5));
+
+struct Migrated {
+  std::vector<int> applied;  // the versions this call applied, in order
+  int version = 0;           // the schema's version afterwards
+};
+
+// Applies every pending migration to `location` (a file is created, in WAL mode, when it does
+// not exist), each in its own transaction, recorded in quota_migrations at `now_ms`. Callers
+// on other hosts or processes may migrate the same database at once: each migration is
+// applied by one of them, and `version` counts both. A database this build cannot use
+// (require_usable) is refused before anything is written. Throws Error.
+QUOTA_API Migrated migrate(const std::string& location, std::int64_t now_ms,
+                           std::chrono::milliseconds busy_timeout = std::chrono::seconds(5));
+
+// The SQL dialects the statements are written in.
+enum class Dialect { sqlite, postgresql };
+QUOTA_API Dialect dialect_of(std::string_view location);
+QUOTA_API const char* to_string(Dialect dialect);  // "sqlite", "postgresql"
+
+// The operations that run one statement each, as they are named: consume, check, record,
+// reset, refund.
+QUOTA_API std::vector<std::string> statement_operations();
+
+// The one statement the library runs for `operation` (one of statement_operations()) on a
+// limit of `algorithm`, in `dialect`'s spelling: SQLite's takes :limit, :owner, :cost and
+// :now, PostgreSQL's $1 to $4 in that order (docs/sql.md). Throws Error (invalid_argument)
+// for another operation.
+QUOTA_API std::string statement(Dialect dialect, std::string_view operation, Algorithm algorithm);
+
+}  // namespace quota::admin
