@@ -91,7 +91,7 @@ TEST_CASE("quotactl watch --json prints usage's array at each change another pro
     CHECK(document != previous);  // a line only when something changed
     std::int64_t total = 0;
     for (const json& row : document) {
-      CHECK(row.size() == 7);
+      CHECK(row.size() == 8);
       for (const char* field :
            {"owner", "used", "remaining", "denied", "reset_at_ms", "shadow_denied", "capacity"}) {
         CHECK(row.contains(field));
