@@ -105,6 +105,10 @@ struct Case {
   std::int64_t log_limit = 0;
   // Threads, each with its own connection, operating at once (postgresql only).
   int clients = 1;
+  // Engine subjects: an Engine::watch of one of the owners is on while the case runs (its
+  // name ends in /watched), so that the case against the same one without shows what
+  // watching costs a consume.
+  bool watched = false;
   // The limit locks an owner out after a denial (Limit::block, a minute): what carrying the
   // block costs the consumes that are allowed, beside the same case without it (/block).
   bool block = false;

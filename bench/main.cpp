@@ -313,6 +313,12 @@ std::vector<Case> all_cases(const Scale& scale) {
   add(Subject::upsert_text, Setting::wal_normal, scale.large_owners);
   add(Subject::upsert_state, Setting::wal_normal, scale.large_owners);
   add(Subject::upsert_narrow, Setting::wal_normal, scale.large_owners);
+  // Each engine case of a file again with a watch on (Engine::watch): what watching costs.
+  for (auto algorithm : kAlgorithms) {
+    Case watched{Subject::consume, Setting::wal_normal, algorithm, scale.owners, 0};
+    watched.watched = true;
+    cases.push_back(watched);
+  }
   for (Setting setting : {Setting::memory, Setting::wal_normal}) {
     for (std::int64_t limit : {scale.short_log, scale.long_log}) {
       add(Subject::consume, setting, scale.log_owners, quota::Algorithm::sliding_log, limit);

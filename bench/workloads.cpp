@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <sqlite3.h>
 
+#include <atomic>
 #include <charconv>
 #include <cstring>
 #include <filesystem>
@@ -494,10 +495,18 @@ void with_operation(const Case& c, const Templates& templates, int repetition,
   };
   if (c.block) set_block("60000");
   quota::Options options;
-  options.clock = [&now] { return now++; };
+  // Atomic: a watch's thread reads the clock too.
+  std::atomic<std::int64_t> tick{now};
+  options.clock = [&tick] { return tick.fetch_add(1, std::memory_order_relaxed); };
   quota::Engine engine = quota::sqlite::attach(*db, options);
   EngineOperation operation{&engine, c.subject, limit_name(c.algorithm),
                             Owners(c.owners, log_at_capacity, populated)};
+  quota::Watch watch;
+  std::atomic<std::int64_t> calls{0};
+  if (c.watched) {
+    watch = engine.watch(limit_name(c.algorithm), operation.owners.text(0),
+                         [&calls](const quota::Usage&) { calls.fetch_add(1); });
+  }
   use(operation);
   if (c.block) set_block("NULL");
 }
@@ -564,6 +573,7 @@ std::string Case::name() const {
   name += fmt::format("/{}/{}", setting_name(setting), owners);
   if (log_limit > 0) name += fmt::format("/limit_{}", log_limit);
   if (clients > 1) name += fmt::format("/{}_clients", clients);
+  if (watched) name += "/watched";
   if (block) name += "/block";
   return name;
 }

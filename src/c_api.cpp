@@ -22,6 +22,10 @@ struct quota_engine {
   quota::Engine engine;
 };
 
+struct quota_watch {
+  quota::Watch watch;
+};
+
 struct quota_cancel {
   std::stop_source source;
 };
@@ -414,6 +418,45 @@ int quota_consume_all(quota_engine* engine, const char* const* limits, const siz
     }
   });
 }
+
+int quota_watch_usage(quota_engine* engine, const char* limit, size_t limit_length,
+                      const char* owner, size_t owner_length, quota_watch_fn callback,
+                      void* context, quota_watch** watch) {
+  return guarded([&] {
+    if (watch == nullptr) {
+      throw Error(ErrorCode::invalid_argument,
+                  "watch is NULL: pass the address of a quota_watch* to receive the watch");
+    }
+    *watch = nullptr;
+    quota::Engine& target = engine_of(engine);
+    if (callback == nullptr) {
+      throw Error(ErrorCode::invalid_argument,
+                  "callback is NULL: pass the function to call with the owner's usage");
+    }
+    const auto deliver = [callback, context](const quota::Usage& usage) {
+      const quota_usage view{usage.limit.data(),
+                             usage.limit.size(),
+                             usage.owner.data(),
+                             usage.owner.size(),
+                             usage.used,
+                             usage.remaining,
+                             usage.denied,
+                             usage.reset_at_ms,
+                             usage.shadow_denied,
+                             usage.capacity,
+                             usage.blocked_until_ms.value_or(0)};
+      callback(context, &view);
+    };
+    const std::string_view name = text(limit, limit_length, "the limit name");
+    auto made = std::make_unique<quota_watch>(
+        quota_watch{owner == nullptr && owner_length == 0
+                        ? target.watch(name, deliver)
+                        : target.watch(name, text(owner, owner_length, "the owner"), deliver)});
+    *watch = made.release();
+  });
+}
+
+void quota_watch_end(quota_watch* watch) { delete watch; }
 
 const char* quota_last_error(void) { return last_error.message; }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -21,6 +22,7 @@
 #include "sqlite/sqlite_store.h"
 #include "statements.h"
 #include "store.h"
+#include "watch.h"
 
 namespace quota {
 
@@ -78,6 +80,19 @@ Limit read_limit(const Row& row) {
 
 constexpr const char* kSelectLimits =
     "SELECT name, algorithm, maximum, period_ms, burst, shadow, block_ms FROM quota_limits";
+
+// The owners of `limit` with a row of state: only the table of the limit's algorithm holds
+// its owners (a change of algorithm discards the others' rows).
+std::vector<std::string> owners_of(detail::Store& store, Algorithm algorithm,
+                                   std::string_view limit) {
+  std::vector<std::string> names;
+  for (const Row& row : store.query(fmt::format("SELECT owner FROM {} WHERE limit_name = ?1",
+                                                detail::state_table(algorithm)),
+                                    {Value(std::string(limit))})) {
+    names.push_back(text_of(row.at(0)));
+  }
+  return names;
+}
 
 std::optional<Limit> get_locked(detail::Store& store, std::string_view name) {
   const std::vector<Row> rows =
@@ -145,6 +160,12 @@ struct Engine::Impl {
       : store(std::move(engine_store)), options(std::move(engine_options)) {
     if (!options.clock) options.clock = system_clock_ms;
   }
+  ~Impl() {
+    // Every watch ends before the connection its reader may share goes.
+    if (hub) hub->stop();
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   std::unique_ptr<detail::Store> store;
   Options options;
@@ -154,11 +175,35 @@ struct Engine::Impl {
   // limit name -> its hooks (set_hooks); empty for most engines, so no lookup costs much
   std::map<std::string, Hooks, std::less<>> hooks;
 
+  // Engine::watch's thread, started by the first watch; hub_signal is what an operation that
+  // writes looks at, without a lock, to tell it (nullptr while nobody watches).
+  class Reader;
+  std::mutex hub_mutex;
+  std::unique_ptr<detail::WatchHub> hub;
+  std::atomic<detail::WatchHub*> hub_signal{nullptr};
+
   template <typename Function>
   auto guarded(Function&& function) -> decltype(function()) {
     std::lock_guard lock(mutex);
     return function();
   }
+
+  // guarded, for an operation that may write: the watches look again after it, with the
+  // lock released.
+  template <typename Function>
+  auto writing(Function&& function) -> decltype(function()) {
+    struct Tell {
+      Impl& impl;
+      ~Tell() { impl.tell_watchers(); }
+    } tell{*this};
+    return guarded(std::forward<Function>(function));
+  }
+
+  void tell_watchers() {
+    if (detail::WatchHub* watching = hub_signal.load(std::memory_order_acquire)) watching->poke();
+  }
+
+  detail::WatchHub& watch_hub();
 
   // Runs one of the operations that answer whether a request may proceed (consume, check,
   // record) under Options::failure_policy: the one place where a failure of the database
@@ -189,13 +234,16 @@ struct Engine::Impl {
 
   Result decide(Operation operation, std::string_view limit, std::string_view owner,
                 std::int64_t cost) {
-    return decide<Result>(
+    Result result = decide<Result>(
         [&] {
           if (grouping) return grouped(operation, limit, owner, cost);
           std::lock_guard lock(mutex);
           return run_with_hooks(operation, limit, owner, cost);
         },
         1);
+    // The watches look again after a write, with the lock released.
+    if (operation != Operation::check) tell_watchers();
+    return result;
   }
 
   // ---------------------------------------------------------------------------------------
@@ -427,18 +475,27 @@ struct Engine::Impl {
     throw unknown_limit(limit);
   }
 
-  // `owner`'s usage of `limit` at `now`, by the limit's check statement (which changes
-  // nothing); nullopt when the statement finds no such limit.
-  std::optional<Usage> usage_at(Algorithm algorithm, std::string_view limit, std::string_view owner,
-                                std::int64_t now) {
-    const std::optional<Row> row = store->run(Operation::check, algorithm, {limit, owner, 1, now});
+  // `owner`'s usage of `limit` at `now` and the check of `cost` then, by the limit's check
+  // statement (which changes nothing); nullopt when the statement finds no such limit.
+  std::optional<std::pair<Usage, Result>> reading_at(Algorithm algorithm, std::string_view limit,
+                                                     std::string_view owner, std::int64_t cost,
+                                                     std::int64_t now) {
+    const std::optional<Row> row =
+        store->run(Operation::check, algorithm, {limit, owner, cost, now});
     if (!row) return std::nullopt;
     const Result result = read_result(*row);
     Usage usage{std::string(limit),     std::string(owner),    integer_of(row->at(7)),
                 result.remaining,       result.denied,         result.reset_at_ms,
                 integer_of(row->at(8)), integer_of(row->at(9))};
     if (!detail::is_null(row->at(10))) usage.blocked_until_ms = integer_of(row->at(10));
-    return usage;
+    return std::pair{std::move(usage), result};
+  }
+
+  std::optional<Usage> usage_at(Algorithm algorithm, std::string_view limit, std::string_view owner,
+                                std::int64_t now) {
+    auto reading = reading_at(algorithm, limit, owner, 1, now);
+    if (!reading) return std::nullopt;
+    return std::move(reading->first);
   }
 
   // ---------------------------------------------------------------------------------------
@@ -564,12 +621,14 @@ struct Engine::Impl {
   std::vector<Result> decide_many(Operation operation, const std::vector<BatchRequest>& requests) {
     validate_batch(requests);
     if (requests.empty()) return {};
-    return decide<std::vector<Result>>(
+    std::vector<Result> results = decide<std::vector<Result>>(
         [&] {
           std::lock_guard lock(mutex);
           return run_many(operation, requests);
         },
         requests.size());
+    if (operation != Operation::check) tell_watchers();
+    return results;
   }
 
   // consume_all: every limit's before_consume first, then every consume in one savepoint;
@@ -611,6 +670,69 @@ struct Engine::Impl {
     return {std::string(charges[deciding].limit), results[deciding]};
   }
 };
+
+// What the watch thread reads through: a connection of its own to the same database (a
+// private Impl on it), or for an in-memory database the Engine's own, under its lock.
+class Engine::Impl::Reader final : public detail::WatchReader {
+ public:
+  explicit Reader(Impl& shared) : impl_(shared), own_connection_(false) {}
+  explicit Reader(std::unique_ptr<Impl> own)
+      : own_(std::move(own)), impl_(*own_), own_connection_(true) {}
+
+  std::int64_t now() override {
+    return impl_.options.server_clock ? impl_.guarded([&] { return impl_.now(); }) : impl_.now();
+  }
+  std::string marker() override {
+    if (!own_connection_) return {};
+    return impl_.guarded([&] {
+      const detail::Value value =
+          impl_.store->query(std::string(impl_.store->dialect().change_marker), {}).at(0).at(0);
+      return std::holds_alternative<std::int64_t>(value) ? std::to_string(integer_of(value))
+                                                         : text_of(value);
+    });
+  }
+  std::optional<Algorithm> algorithm(std::string_view limit) override {
+    return impl_.guarded([&] { return impl_.algorithm_of(limit, true); });
+  }
+  std::vector<std::string> owners(Algorithm algorithm, std::string_view limit) override {
+    return impl_.guarded([&] { return owners_of(*impl_.store, algorithm, limit); });
+  }
+  std::optional<std::pair<Usage, Result>> read(Algorithm algorithm, std::string_view limit,
+                                               std::string_view owner, std::int64_t cost,
+                                               std::int64_t at) override {
+    return impl_.guarded([&] { return impl_.reading_at(algorithm, limit, owner, cost, at); });
+  }
+
+ private:
+  std::unique_ptr<Impl> own_;
+  Impl& impl_;
+  bool own_connection_;
+};
+
+detail::WatchHub& Engine::Impl::watch_hub() {
+  std::lock_guard lock(hub_mutex);
+  if (hub) return *hub;
+  const std::string location = guarded([&] { return store->watch_location(); });
+  std::unique_ptr<detail::WatchReader> reader;
+  if (location.empty()) {
+    reader = std::make_unique<Reader>(*this);
+  } else {
+    // A connection that only reads: no journal mode to set, no checkpoint to run.
+    std::unique_ptr<detail::Store> reading;
+    if (store->dialect().name == detail::kPostgresql.name) {
+      reading = detail::open_postgresql(location, {options.busy_timeout});
+    } else {
+      detail::SqliteSettings settings;
+      settings.busy_timeout = options.busy_timeout;
+      settings.restart_checkpoint = false;
+      reading = detail::open_sqlite(location, false, settings);
+    }
+    reader = std::make_unique<Reader>(std::make_unique<Impl>(std::move(reading), options));
+  }
+  hub = std::make_unique<detail::WatchHub>(std::move(reader), options.watch_interval);
+  hub_signal.store(hub.get(), std::memory_order_release);
+  return *hub;
+}
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::Engine(Engine&&) noexcept = default;
@@ -674,7 +796,7 @@ Engine postgresql::attach(pg_conn* connection, Options options) {
 
 void Engine::define(const Limit& limit) {
   validate_limit(limit);
-  impl_->guarded([&] {
+  impl_->writing([&] {
     // Same algorithm: the owners' rows stay and are read with the new numbers from their
     // next operation on (a window row written under another period counts in the window
     // that holds its seen_ms). Another algorithm: quota_limits' trigger discards the state.
@@ -711,7 +833,7 @@ std::vector<Limit> Engine::list() {
 
 bool Engine::remove(std::string_view name) {
   validate_limit_name(name);
-  return impl_->guarded([&] {
+  return impl_->writing([&] {
     impl_->algorithms.erase(std::string(name));
     return impl_->store->execute("DELETE FROM quota_limits WHERE name = ?1",
                                  {Value(std::string(name))}) > 0;
@@ -754,14 +876,14 @@ std::vector<Result> Engine::record_many(const std::vector<BatchRequest>& request
 Result Engine::reset(std::string_view limit, std::string_view owner) {
   validate_limit_name(limit);
   validate_owner(owner);
-  return impl_->guarded([&] { return impl_->run(Operation::reset, limit, owner, 1); });
+  return impl_->writing([&] { return impl_->run(Operation::reset, limit, owner, 1); });
 }
 
 Result Engine::refund(std::string_view limit, std::string_view owner, std::int64_t cost) {
   validate_limit_name(limit);
   validate_owner(owner);
   validate_cost(cost);
-  return impl_->guarded([&] { return impl_->run(Operation::refund, limit, owner, cost); });
+  return impl_->writing([&] { return impl_->run(Operation::refund, limit, owner, cost); });
 }
 
 namespace {
@@ -820,7 +942,7 @@ Decision Engine::consume_all(const std::vector<Charge>& charges, std::int64_t co
     validate_owner(charges[i].owner);
   }
   validate_cost(cost);
-  return impl_->guarded([&] { return impl_->consume_all(charges, cost); });
+  return impl_->writing([&] { return impl_->consume_all(charges, cost); });
 }
 
 void Engine::set_hooks(std::string_view limit, Hooks hooks) {
@@ -838,7 +960,7 @@ void Engine::set_hooks(std::string_view limit, Hooks hooks) {
 
 void Engine::set_override(const Override& override) {
   validate_override(override);
-  impl_->guarded([&] {
+  impl_->writing([&] {
     if (override.limit != kEveryLimit) {
       const std::optional<Limit> limit = get_locked(*impl_->store, override.limit);
       if (!limit) throw unknown_limit(override.limit);
@@ -875,7 +997,7 @@ void Engine::set_override(const Override& override) {
 bool Engine::remove_override(std::string_view limit, std::string_view owner) {
   if (limit != kEveryLimit) validate_limit_name(limit);
   validate_owner(owner);
-  return impl_->guarded([&] {
+  return impl_->writing([&] {
     return impl_->store->execute("DELETE FROM quota_overrides WHERE limit_name = ?1 AND owner = ?2",
                                  {Value(std::string(limit)), Value(std::string(owner))}) > 0;
   });
@@ -909,15 +1031,8 @@ std::vector<Usage> Engine::usage(std::string_view limit, std::size_t top, UsageO
     const auto algorithm = impl_->algorithm_of(limit, true);
     if (!algorithm) throw unknown_limit(limit);
     // Every owner with state, answered by the same check statement as Engine::check, so the
-    // figures are exactly the engine's at the engine's clock. Only the table of the limit's
-    // algorithm holds its owners (a change of algorithm discards the others' rows).
-    std::vector<std::string> names;
-    for (const Row& row :
-         impl_->store->query(fmt::format("SELECT owner FROM {} WHERE limit_name = ?1",
-                                         detail::state_table(*algorithm)),
-                             {Value(std::string(limit))})) {
-      names.push_back(text_of(row.at(0)));
-    }
+    // figures are exactly the engine's at the engine's clock.
+    const std::vector<std::string> names = owners_of(*impl_->store, *algorithm, limit);
 
     const std::int64_t now = impl_->now();
     std::vector<Usage> rows;
@@ -987,12 +1102,73 @@ std::int64_t Engine::gc(std::size_t batch_rows,
                         const std::function<void(const GcProgress&)>& progress) {
   // Each batch takes the lock on its own, so that other threads' operations run between them.
   const detail::Locked locked = [this](const std::function<void(detail::Store&)>& work) {
-    impl_->guarded([&] { work(*impl_->store); });
+    impl_->writing([&] { work(*impl_->store); });
   };
   const std::int64_t now = impl_->options.server_clock
                                ? impl_->guarded([&] { return impl_->now(); })
                                : impl_->options.clock();
   return detail::collect_garbage(locked, now, batch_rows, progress);
+}
+
+namespace {
+
+std::shared_ptr<detail::Subscription> subscription_of(std::string_view limit,
+                                                      std::optional<std::string_view> owner,
+                                                      WatchCallback callback) {
+  validate_limit_name(limit);
+  if (owner) validate_owner(*owner);
+  if (!callback) {
+    throw Error(ErrorCode::invalid_argument,
+                "watch needs a callback: pass the function to call with the owner's usage");
+  }
+  auto subscription = std::make_shared<detail::Subscription>();
+  subscription->limit = std::string(limit);
+  if (owner) subscription->owner = std::string(*owner);
+  subscription->callback = std::move(callback);
+  return subscription;
+}
+
+}  // namespace
+
+Watch Engine::watch(std::string_view limit, std::string_view owner, WatchCallback callback) {
+  auto subscription = subscription_of(limit, owner, std::move(callback));
+  impl_->guarded([&] {
+    if (!impl_->algorithm_of(limit, true)) throw unknown_limit(limit);
+  });
+  impl_->watch_hub().add(subscription);
+  return Watch(std::move(subscription));
+}
+
+Watch Engine::watch(std::string_view limit, WatchCallback callback) {
+  auto subscription = subscription_of(limit, std::nullopt, std::move(callback));
+  impl_->guarded([&] {
+    if (!impl_->algorithm_of(limit, true)) throw unknown_limit(limit);
+  });
+  impl_->watch_hub().add(subscription);
+  return Watch(std::move(subscription));
+}
+
+Watch::Watch() noexcept = default;
+Watch::Watch(Watch&&) noexcept = default;
+Watch& Watch::operator=(Watch&& other) noexcept {
+  if (this != &other) {
+    stop();
+    subscription_ = std::move(other.subscription_);
+  }
+  return *this;
+}
+Watch::~Watch() { stop(); }
+
+void Watch::stop() noexcept {
+  if (subscription_) subscription_->end();
+}
+
+bool Watch::active() const noexcept { return subscription_ && subscription_->active(); }
+
+std::exception_ptr Watch::failure() const {
+  if (!subscription_) return nullptr;
+  std::lock_guard lock(subscription_->mutex);
+  return subscription_->failure;
 }
 
 int Engine::schema_version() {

@@ -116,6 +116,11 @@ class Store {
   // Whether a transaction is open on the connection (the application's, or a savepoint's).
   virtual bool in_transaction() = 0;
 
+  // Where Engine::watch opens a connection of its own to the same database: the SQLite
+  // file's path, or a PostgreSQL connection string with the connection's own settings; empty
+  // when no other connection can reach the database (an in-memory one).
+  virtual std::string watch_location() = 0;
+
   // For the migrations (src/migrations.cpp) and gc (src/gc.cpp): whether a table exists; a
   // transaction that excludes `what` from other connections until commit or rollback
   // (SQLite: BEGIN IMMEDIATE, which excludes every writer; PostgreSQL: an advisory lock for

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "quota/quota.h"
@@ -324,6 +325,82 @@ static void test_threads(void) {
   quota_close(engine);
 }
 
+/* What a watch's callback saw, for the test to wait on. */
+struct seen {
+  pthread_mutex_t mutex;
+  pthread_cond_t changed;
+  int calls;
+  int64_t used;
+  int64_t remaining;
+  char owner[16];
+};
+
+static void on_usage(void* context, const quota_usage* usage) {
+  struct seen* seen = context;
+  pthread_mutex_lock(&seen->mutex);
+  ++seen->calls;
+  seen->used = usage->used;
+  seen->remaining = usage->remaining;
+  const size_t length =
+      usage->owner_length < sizeof seen->owner - 1 ? usage->owner_length : sizeof seen->owner - 1;
+  memcpy(seen->owner, usage->owner, length);
+  seen->owner[length] = '\0';
+  pthread_cond_broadcast(&seen->changed);
+  pthread_mutex_unlock(&seen->mutex);
+}
+
+/* Waits (up to 10 s) until the callback has reported `used` for `owner`. */
+static int wait_used(struct seen* seen, const char* owner, int64_t used) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 10;
+  pthread_mutex_lock(&seen->mutex);
+  while (!(seen->calls > 0 && seen->used == used && strcmp(seen->owner, owner) == 0)) {
+    if (pthread_cond_timedwait(&seen->changed, &seen->mutex, &until) != 0) break;
+  }
+  const int found = seen->calls > 0 && seen->used == used && strcmp(seen->owner, owner) == 0;
+  pthread_mutex_unlock(&seen->mutex);
+  return found;
+}
+
+static void test_watch(void) {
+  quota_engine* engine = open_engine("watch.db");
+  CHECK(quota_define(engine, TEXT("send"), QUOTA_SLIDING_LOG, 5, 60000, QUOTA_NO_BURST) ==
+        QUOTA_OK);
+  struct seen one = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, -1, -1, ""};
+  struct seen every = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, -1, -1, ""};
+  quota_watch* watch = NULL;
+  CHECK(quota_watch_usage(engine, TEXT("send"), TEXT("u1"), on_usage, &one, &watch) == QUOTA_OK);
+  CHECK(watch != NULL);
+  quota_watch* all = NULL;
+  CHECK(quota_watch_usage(engine, TEXT("send"), NULL, 0, on_usage, &every, &all) == QUOTA_OK);
+  CHECK(wait_used(&one, "u1", 0));
+  CHECK(quota_consume(engine, TEXT("send"), TEXT("u1"), 2, NULL) == QUOTA_OK);
+  CHECK(wait_used(&one, "u1", 2));
+  CHECK(one.remaining == 3);
+  CHECK(wait_used(&every, "u1", 2));
+  CHECK(quota_consume(engine, TEXT("send"), TEXT("u2"), 1, NULL) == QUOTA_OK);
+  CHECK(wait_used(&every, "u2", 1));
+  quota_watch_end(watch);
+  const int calls = one.calls;
+  CHECK(quota_consume(engine, TEXT("send"), TEXT("u1"), 1, NULL) == QUOTA_OK);
+  CHECK(wait_used(&every, "u1", 3));
+  CHECK(one.calls == calls); /* ended: no more calls */
+  quota_watch_end(NULL);
+
+  quota_watch* bad = (quota_watch*)&calls;
+  CHECK(quota_watch_usage(engine, TEXT("send"), TEXT("u1"), NULL, NULL, &bad) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(bad == NULL);
+  CHECK(strstr(quota_last_error(), "callback is NULL") != NULL);
+  CHECK(quota_watch_usage(engine, TEXT("nope"), TEXT("u1"), on_usage, &one, &bad) ==
+        QUOTA_ERROR_UNKNOWN_LIMIT);
+  CHECK(quota_watch_usage(engine, TEXT("send"), TEXT("u1"), on_usage, &one, NULL) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  quota_close(engine);
+  quota_watch_end(all); /* after its engine: allowed */
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: c_api_test SCRATCH_DIR\n");
@@ -340,11 +417,13 @@ int main(int argc, char** argv) {
   test_batch_calls();
   test_errors();
   test_threads();
+  test_watch();
 
   static const char* const files[] = {
       "operations.db", "operations.db-wal", "operations.db-shm", "errors.db",       "errors.db-wal",
       "errors.db-shm", "policies.db",       "policies.db-wal",   "policies.db-shm", "batch.db",
-      "batch.db-wal",  "batch.db-shm",      "not-a-database.txt"};
+      "batch.db-wal",  "batch.db-shm",      "watch.db",          "watch.db-wal",      "watch.db-shm",
+      "not-a-database.txt"};
   for (size_t i = 0; i < sizeof files / sizeof files[0]; ++i) unlink(path_in_scratch(files[i]));
   CHECK(rmdir(scratch) == 0);
   if (failures) fprintf(stderr, "%d check(s) failed\n", failures);

@@ -1,7 +1,6 @@
 // quotactl: every command and exit status through run() in-process, the refusal of bad input
 // and of unusable files without changing them, the `sql` statements against raw SQLite, and a
 // few runs of the real binary.
-#include <pty.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1043,36 +1042,8 @@ Shell on_terminal(const std::vector<std::string>& args,
       variables.emplace_back(text);
     }
   }
-  // Built before fork(): the child only calls execve() and _exit().
-  std::vector<char*> argv, envp;
-  for (std::string& word : words) argv.push_back(word.data());
-  for (std::string& variable : variables) envp.push_back(variable.data());
-  argv.push_back(nullptr);
-  envp.push_back(nullptr);
-
-  Shell result;
-  int terminal = -1;
-  const pid_t child = forkpty(&terminal, nullptr, nullptr, nullptr);
-  if (child < 0) return result;
-  if (child == 0) {
-    execve(argv[0], argv.data(), envp.data());
-    _exit(127);
-  }
-  char buffer[512];
-  for (;;) {
-    const ssize_t size = read(terminal, buffer, sizeof buffer);
-    if (size > 0) {
-      result.out.append(buffer, static_cast<std::size_t>(size));
-    } else if (size < 0 && errno == EINTR) {
-      continue;
-    } else {
-      break;  // EIO: the child has closed the terminal
-    }
-  }
-  close(terminal);
-  int status = 0;
-  waitpid(child, &status, 0);
-  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const quota::test::TerminalRun run = quota::test::run_on_terminal(words, variables);
+  Shell result{run.status, run.out};
   for (std::size_t at; (at = result.out.find("\r\n")) != std::string::npos;) {
     result.out.replace(at, 2, "\n");
   }
@@ -1449,8 +1420,8 @@ TEST_CASE("quotactl suggests the command, option or value a typo most likely mea
   const std::vector<Case> cases{
       {{"comsume", "send", "u1"},
        "unknown command 'comsume' (did you mean 'consume'?): use one of migrate, status, limit, "
-       "consume, check, record, reset, refund, usage, override, gc, sql, help; run `quotactl "
-       "--help`"},
+       "consume, check, record, reset, refund, usage, watch, override, gc, sql, help; run "
+       "`quotactl --help`"},
       {{"limt", "get", "send"}, "unknown command 'limt' (did you mean 'limit'?)"},
       {{"limit", "sett", "send"},
        "unknown command 'limit sett' (did you mean 'limit set'?): use one of set, get, list, rm; "

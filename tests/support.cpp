@@ -1,7 +1,10 @@
 #include "support.h"
 
+#include <poll.h>
+#include <pty.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -212,6 +215,49 @@ LockHolder::LockHolder(const std::string& path, const std::string& inside) {
 LockHolder::~LockHolder() {
   close(release_);
   wait_child(pid_);
+}
+
+TerminalRun run_on_terminal(std::vector<std::string> words, std::vector<std::string> environment,
+                            const std::function<void(int, const std::string&)>& interact,
+                            std::chrono::milliseconds timeout) {
+  // Built before fork(): the child only calls execve() and _exit().
+  std::vector<char*> argv, envp;
+  for (std::string& word : words) argv.push_back(word.data());
+  for (std::string& variable : environment) envp.push_back(variable.data());
+  argv.push_back(nullptr);
+  envp.push_back(nullptr);
+
+  TerminalRun run;
+  int terminal = -1;
+  const pid_t child = forkpty(&terminal, nullptr, nullptr, nullptr);
+  if (child < 0) return run;
+  if (child == 0) {
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  char buffer[4096];
+  while (std::chrono::steady_clock::now() < until) {
+    pollfd fd{terminal, POLLIN, 0};
+    if (poll(&fd, 1, 100) <= 0) continue;
+    const ssize_t size = read(terminal, buffer, sizeof buffer);
+    if (size > 0) {
+      run.out.append(buffer, static_cast<std::size_t>(size));
+      if (interact) interact(terminal, run.out);
+    } else if (size < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;  // EIO: the child has closed the terminal
+    }
+  }
+  termios modes{};
+  if (tcgetattr(terminal, &modes) == 0) {
+    run.restored = (modes.c_lflag & ICANON) && (modes.c_lflag & ECHO);
+  }
+  close(terminal);
+  if (std::chrono::steady_clock::now() >= until) kill(child, SIGKILL);
+  run.status = wait_child(child);
+  return run;
 }
 
 }  // namespace quota::test

@@ -125,6 +125,21 @@ class LockHolder {
 // Waits for the child `pid` to end: its exit status, or 128 + the signal that killed it.
 int wait_child(int pid);
 
+// A program run with a pseudo-terminal as its terminal (stdin, stdout and stderr).
+struct TerminalRun {
+  std::string out;        // everything it wrote there, as written ("\r\n" for "\n")
+  int status = -1;        // its exit status, or 128 + the signal that ended it
+  bool restored = false;  // the terminal's modes at its end: lines and echo, as at its start
+};
+
+// Runs `words` (the program's path, then its arguments) with exactly `environment` on a new
+// pseudo-terminal, until it closes the terminal or `timeout` passes (then it is killed).
+// `interact`, if given, is called with the terminal and the output so far whenever output
+// arrives, and may write keys to it.
+TerminalRun run_on_terminal(std::vector<std::string> words, std::vector<std::string> environment,
+                            const std::function<void(int, const std::string&)>& interact = {},
+                            std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
 // The crash tests' kill: after `pause`, kills the child `pid` with SIGKILL and waits for it
 // (returning what wait_child returns), then reads every byte the child still wrote down
 // `reports` (each an index into `reported`, whose count it adds one to) and closes it.

@@ -16,12 +16,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "quota/error.h"
@@ -33,8 +35,9 @@
 namespace quota {
 
 namespace detail {
+struct Subscription;
 struct EngineAccess;  // how quota/sqlite.h and quota/postgresql.h make an Engine
-}
+}  // namespace detail
 
 // Unix time in milliseconds.
 using Clock = std::function<std::int64_t()>;
@@ -93,6 +96,12 @@ struct Options {
   // caller gets it), on the calling thread with no lock held, so it may log or use the Engine.
   // An exception it throws reaches the caller instead of the answer. Default: none.
   std::function<void(const Error&)> on_error;
+  // Engine::watch: how often the watcher asks the database whether another connection (another
+  // Engine, another process) has committed a change: `PRAGMA data_version` on SQLite, the
+  // server's current snapshot on PostgreSQL, one cheap query each. A change through this
+  // Engine, and a change that time alone makes, do not wait for it. Default: 25 ms, so that
+  // another process's change is shown well within 100 ms.
+  std::chrono::milliseconds watch_interval{25};
   // Group commit: when threads sharing this Engine call consume, check or record while
   // another of its operations runs, the next thread to get the connection runs every waiting
   // request in one transaction (each decided on its own, in the order of (limit, owner) and
@@ -123,6 +132,11 @@ struct Usage {
   std::optional<std::int64_t> blocked_until_ms = std::nullopt;
 };
 
+// Whether two readings of an owner's usage show something different: what Engine::watch
+// calls back on. reset_at_ms counts only while something is used (with nothing used it is
+// the time of the reading).
+QUOTA_API bool usage_differs(const Usage& a, const Usage& b);
+
 // How far Engine::gc has got, reported after each batch.
 struct GcProgress {
   std::int64_t deleted = 0;   // rows deleted so far
@@ -130,6 +144,38 @@ struct GcProgress {
   // Rows of state there were when gc began: where `examined` ends, give or take the rows
   // that other connections add or delete meanwhile.
   std::int64_t total = 0;
+};
+
+// What Engine::watch calls with an owner's usage: first with the usage when the watch
+// begins, then whenever it changes.
+using WatchCallback = std::function<void(const Usage&)>;
+
+// A watch of Engine::watch: the watch lasts as long as this handle (or until stop()).
+// Movable, not copyable.
+class QUOTA_API Watch {
+ public:
+  Watch() noexcept;
+  Watch(Watch&&) noexcept;
+  Watch& operator=(Watch&&) noexcept;  // ends the watch it held
+  ~Watch();                            // stop()
+
+  // Ends the watch: no call of its callback begins after stop() returns. A call running on
+  // another thread is waited for; from inside the callback itself, stop() returns at once
+  // and that call is the last. Safe at any time, also after the Engine is gone.
+  void stop() noexcept;
+  // Whether the watch is still on: false after stop(), after its callback threw, after its
+  // limit was removed, and once its Engine is gone.
+  bool active() const noexcept;
+  // What ended the watch, if anything did but stop(): the exception its callback threw, or
+  // the quota::Error (unknown_limit) when its limit was removed.
+  std::exception_ptr failure() const;
+
+ private:
+  friend class Engine;
+  // Inline, so that the shared library exports nothing that names the internal type.
+  explicit Watch(std::shared_ptr<detail::Subscription> subscription) noexcept
+      : subscription_(std::move(subscription)) {}
+  std::shared_ptr<detail::Subscription> subscription_;
 };
 
 class QUOTA_API Engine {
@@ -266,6 +312,31 @@ class QUOTA_API Engine {
 
   // The schema version of the open database.
   int schema_version();
+
+  // Calls `callback` with `owner`'s usage of `limit` now, and again whenever it changes,
+  // until the returned handle is destroyed: through this Engine, another Engine, another
+  // process on the same database, and when time alone changes it (a window ends, the oldest
+  // event expires, a weighted window or a token bucket gives back a whole unit), at the exact
+  // millisecond the owner's state says, by Options::clock. A change through this Engine is
+  // seen at once, one by another connection within Options::watch_interval.
+  //
+  // A usage "changes" when one of its figures does: used, remaining, denied, shadow_denied,
+  // capacity, or reset_at_ms while something is used (with nothing used, reset_at_ms is "now",
+  // which is no change). Between two calls several changes may fold into one.
+  //
+  // Every watch of an Engine shares one thread, which calls the callbacks one at a time and
+  // reads the database on a connection of its own (an in-memory database: the Engine's). A
+  // callback runs with no lock of the engine held: it may call this Engine, and stop its own
+  // watch or another. A callback that throws ends its own watch (Watch::failure() holds the
+  // exception); the other watches go on. Destroying the Engine ends every watch; a callback
+  // must not destroy its Engine. Errors reading the database (busy, io) are retried at the
+  // next interval; a removed limit ends the watch (failure(): unknown_limit).
+  // Throws Error: invalid_argument (a bad name or owner, an empty callback), unknown_limit.
+  Watch watch(std::string_view limit, std::string_view owner, WatchCallback callback);
+  // The same for every owner of `limit`: a call per owner whose usage changes (first, one per
+  // owner with usage or denials); an owner whose state is gone (reset, or all of its usage
+  // expired) gets one last call with its empty usage.
+  Watch watch(std::string_view limit, WatchCallback callback);
 
  private:
   struct Impl;

@@ -223,6 +223,46 @@ QUOTA_API int quota_consume_all(quota_engine* engine, const char* const* limits,
                                 size_t owner_length, int64_t cost, quota_result* result,
                                 size_t* deciding);
 
+/* An owner's usage of a limit, as a watch reports it (quota::Usage). The strings are valid
+ * during the call only and are not NUL-terminated. */
+typedef struct quota_usage {
+  const char* limit;
+  size_t limit_length;
+  const char* owner;
+  size_t owner_length;
+  int64_t used;             /* per the algorithm (docs/concepts.md) */
+  int64_t remaining;        /* capacity - used, >= 0 */
+  int64_t denied;           /* denied consumes since created or reset */
+  int64_t reset_at_ms;      /* when usage is back to zero if nothing else happens */
+  int64_t shadow_denied;    /* would-be denials in shadow mode */
+  int64_t capacity;         /* the owner's capacity: the limit's, or its override's */
+  int64_t blocked_until_ms; /* the end of the owner's lockout (a limit's block), 0 if none */
+} quota_usage;
+
+/* Receives an owner's usage: first when the watch begins, then whenever it changes. Called
+ * on the engine's watch thread (one per engine, shared by its watches) with no lock held: it
+ * may call quota_* functions on the engine, and quota_watch_end on any watch. It must not
+ * call quota_close on its engine, nor unwind (longjmp, exceptions). */
+typedef void (*quota_watch_fn)(void* context, const quota_usage* usage);
+
+/* A watch of quota_watch. Opaque: only pointers to it exist. */
+typedef struct quota_watch quota_watch;
+
+/* Calls `callback(context, usage)` with the usage of `owner` of `limit` now, and again
+ * whenever it changes (quota::Engine::watch): through this engine, another engine or another
+ * process on the database, and when time alone changes it. With owner NULL (and
+ * owner_length 0), every owner of the limit: a call per owner that changes, and one last call
+ * with its empty usage for an owner whose state has gone. Stores the watch in *watch (NULL on
+ * failure); end it with quota_watch_end, before or after quota_close. */
+QUOTA_API int quota_watch_usage(quota_engine* engine, const char* limit, size_t limit_length,
+                                const char* owner, size_t owner_length, quota_watch_fn callback,
+                                void* context, quota_watch** watch);
+
+/* Ends the watch and frees it: no call of its callback begins after this returns, and one
+ * running on another thread is waited for (from inside its own callback it returns at once).
+ * NULL is allowed and does nothing. */
+QUOTA_API void quota_watch_end(quota_watch* watch);
+
 /* One request of quota_consume_many, quota_check_many and quota_record_many. */
 typedef struct quota_request {
   const char* limit;

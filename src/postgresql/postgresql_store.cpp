@@ -301,6 +301,24 @@ class PostgresqlStore final : public Store {
 
   bool in_transaction() override { return PQtransactionStatus(connection_) != PQTRANS_IDLE; }
 
+  std::string watch_location() override {
+    // Every setting the connection was made with, as key='value' pairs.
+    std::string conninfo;
+    PQconninfoOption* options = PQconninfo(connection_);
+    if (!options) return conninfo;
+    for (PQconninfoOption* option = options; option->keyword; ++option) {
+      if (!option->val || !*option->val) continue;
+      std::string value;
+      for (const char* c = option->val; *c; ++c) {
+        if (*c == '\\' || *c == '\'') value += '\\';
+        value += *c;
+      }
+      conninfo += fmt::format("{}{}='{}'", conninfo.empty() ? "" : " ", option->keyword, value);
+    }
+    PQconninfoFree(options);
+    return conninfo;
+  }
+
   bool has_table(std::string_view name) override {
     // The catalog read with the statement's snapshot, not to_regclass(): that looks the name
     // up in the connection's catalog cache without a lock, and so does not see a table that

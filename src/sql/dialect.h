@@ -20,6 +20,9 @@
 //               :cost and :now as whole numbers        $3 and $4 (bigint already), checked
 //               (a REAL with a whole value is taken    alike; a bad value raises through
 //               as that integer), else an error        quota_refuse() of the schema
+//   change_marker (a whole statement, Engine::watch's: a value that changes whenever another
+//               connection may have committed a change)
+//               PRAGMA data_version                    the current snapshot as text
 //   {limit} {owner} {cost} {now_ms}
 //               :limit :owner :cost :now               $1 $2 $3 $4 (typed text, text,
 //                                                      bigint, bigint when prepared)
@@ -76,6 +79,7 @@ struct Dialect {
   bool proposes_decided_row;            // the proposed row of a write (see above)
   std::string_view request_cost;        // :cost, checked (see above)
   std::string_view request_now;         // :now, checked, or the database's clock
+  std::string_view change_marker;       // Engine::watch's (see above)
 };
 
 inline constexpr Dialect kSqlite = {
@@ -112,6 +116,8 @@ inline constexpr Dialect kSqlite = {
     " THEN CAST(:now AS INTEGER)"
     " ELSE json_extract('{}', 'the time must be a whole number of Unix milliseconds >= 0 "
     "(NULL: the database clock)') END",
+    // Changes whenever another connection commits to the file, on this connection only.
+    "PRAGMA data_version",
 };
 
 inline constexpr Dialect kPostgresql = {
@@ -136,6 +142,10 @@ inline constexpr Dialect kPostgresql = {
     "bigint) WHEN $4 >= 0 THEN $4"
     " ELSE quota_refuse('the time must be a whole number of Unix milliseconds >= 0"
     " (NULL: the database clock)') END",
+    // xmin:xmax:in-progress ids: a transaction that wrote had an id, which is either in the
+    // list of one reading and gone from the next, or at or past the first reading's xmax and
+    // so moves it. Any write on the server moves it; an idle server keeps it.
+    "SELECT CAST(pg_current_snapshot() AS text)",
 };
 
 }  // namespace quota::detail

@@ -267,6 +267,12 @@ class SqliteStore final : public Store {
 
   bool in_transaction() override { return sqlite3_get_autocommit(db_.getHandle()) == 0; }
 
+  std::string watch_location() override {
+    // "" for an in-memory or temporary database
+    const char* file = sqlite3_db_filename(db_.getHandle(), "main");
+    return file ? file : "";
+  }
+
   bool has_table(std::string_view name) override {
     return guarded([&] { return db_.tableExists(std::string(name)); });
   }

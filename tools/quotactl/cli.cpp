@@ -139,6 +139,17 @@ void declare_usage(CLI::App& command, Arguments& arguments) {
       ->type_name("used|denied|shadow_denied|blocked");
 }
 
+void declare_watch(CLI::App& command, Arguments& arguments) {
+  declare_name(command, arguments);
+  command.add_option("--owner", arguments.owner_filter, "watch only this owner")
+      ->type_name("OWNER");
+  command
+      .add_option("--for", arguments.watch_for,
+                  "stop after this long: 500ms, 30s, 1m, 1h, 1d (default: until q, Ctrl-C or "
+                  "SIGTERM)")
+      ->type_name("DURATION");
+}
+
 void declare_sql(CLI::App& command, Arguments& arguments) {
   command.add_option("OPERATION", arguments.operation, "consume, check, record, reset or refund")
       ->required()
@@ -187,6 +198,9 @@ constexpr Command kCommands[] = {
      declare_request, run_refund},
     {"usage", "owners with usage or denials, most used (or denied, or shadow denied) first",
      declare_usage, run_usage},
+    {"watch",
+     "usage, live: a table redrawn in place on a terminal, a JSON array per change with --json",
+     declare_watch, run_watch},
     {"override", "per-owner overrides: own maximum, exempt, deny", nullptr, nullptr},
     {"override set",
      "create or replace an owner's override (--max N [--burst N] | --exempt | "
@@ -420,6 +434,7 @@ Session make_session(const Parser& parser, std::ostream& out, std::ostream& err,
     throw quota::Error(quota::ErrorCode::invalid_argument,
                        "--now and --server-clock both say where the time comes from: give one");
   }
+  session.fixed_now = globals.now.has_value();
   session.now =
       globals.now ? parse_whole(*globals.now, "--now", 0, kLatestTime) : quota::system_clock_ms();
   session.fixed_now = globals.now.has_value();

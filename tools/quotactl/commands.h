@@ -5,6 +5,11 @@
 // that names them and declares their arguments.
 #pragma once
 
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "session.h"
 
 namespace quotactl {
@@ -27,6 +32,15 @@ int run_reset(Session& session, const Arguments& arguments);
 int run_refund(Session& session, const Arguments& arguments);
 int run_usage(Session& session, const Arguments& arguments);
 int run_sql(Session& session, const Arguments& arguments);
+// usage's output, which watch shows too: the JSON array, and the heading line and table at
+// `now` (`if_empty` when there are no rows), with coloured bars when colour is on.
+nlohmann::ordered_json usage_json(const std::vector<quota::Usage>& rows);
+std::string usage_text(const Session& session, const quota::Limit& limit,
+                       const std::vector<quota::Usage>& rows, std::int64_t now,
+                       std::string_view if_empty);
+
+// watch_command.cpp
+int run_watch(Session& session, const Arguments& arguments);
 
 // policy_commands.cpp
 int run_override_set(Session& session, const Arguments& arguments);

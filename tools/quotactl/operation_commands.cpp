@@ -176,7 +176,7 @@ std::optional<std::chrono::milliseconds> parse_wait(const Session& session,
 int operate(Session& session, const Arguments& arguments, Operation operation) {
   const Request request = parse_request(arguments);
   const std::optional<std::chrono::milliseconds> wait = parse_wait(session, arguments);
-  quota::Engine engine = session.open_engine(wait.has_value());
+  quota::Engine engine = wait ? session.open_engine(quota::system_clock_ms) : session.open_engine();
   const quota::Result result =
       wait ? engine.acquire(request.limit, request.owner, request.cost, *wait)
            : perform(engine, operation, request);
@@ -236,9 +236,9 @@ nlohmann::ordered_json optional_time(const std::optional<std::int64_t>& time) {
 }
 
 // "12.5s" while the owner is locked out, else "-".
-std::string blocked_for(const Session& session, const quota::Usage& row) {
-  return row.blocked_until_ms && *row.blocked_until_ms > session.now
-             ? format_duration(*row.blocked_until_ms - session.now)
+std::string blocked_for(const quota::Usage& row, std::int64_t now) {
+  return row.blocked_until_ms && *row.blocked_until_ms > now
+             ? format_duration(*row.blocked_until_ms - now)
              : "-";
 }
 
@@ -279,7 +279,7 @@ int owner_on_every_limit(Session& session, const Arguments& arguments) {
   for (const quota::Usage& row : rows) {
     table.push_back(
         {row.limit, bar(row.used, row.capacity), fmt::format("{}/{}", row.used, row.capacity),
-         std::to_string(row.denied), blocked_for(session, row),
+         std::to_string(row.denied), blocked_for(row, session.now),
          row.reset_at_ms > session.now ? format_duration(row.reset_at_ms - session.now) : "-"});
   }
   session.out << format_table(table, {false, false, true, true, false, false});
@@ -315,28 +315,38 @@ int run_usage(Session& session, const Arguments& arguments) {
   }
 
   if (session.json) {
-    auto array = nlohmann::ordered_json::array();
-    for (const quota::Usage& row : rows) {
-      array.push_back({{"owner", row.owner},
-                       {"used", row.used},
-                       {"remaining", row.remaining},
-                       {"denied", row.denied},
-                       {"reset_at_ms", row.reset_at_ms},
-                       {"shadow_denied", row.shadow_denied},
-                       {"capacity", row.capacity},
-                       {"blocked_until_ms", optional_time(row.blocked_until_ms)}});
-    }
-    session.emit(array);
+    session.emit(usage_json(rows));
     return 0;
   }
-  session.out << fmt::format("{}: {}, at {}\n", limit.name, describe_limit(limit),
-                             format_time(session.now));
-  if (rows.empty()) {
-    session.out << (arguments.owner_filter ? "no usage and no denials for that owner\n"
-                    : order == quota::UsageOrder::blocked ? "no owner is locked out now\n"
-                                                          : "no owner has usage or denials\n");
-    return 0;
+  session.out << usage_text(session, limit, rows, session.now,
+                            arguments.owner_filter ? "no usage and no denials for that owner"
+                            : order == quota::UsageOrder::blocked
+                                ? "no owner is locked out now"
+                                : "no owner has usage or denials");
+  return 0;
+}
+
+nlohmann::ordered_json usage_json(const std::vector<quota::Usage>& rows) {
+  auto array = nlohmann::ordered_json::array();
+  for (const quota::Usage& row : rows) {
+    array.push_back({{"owner", row.owner},
+                     {"used", row.used},
+                     {"remaining", row.remaining},
+                     {"denied", row.denied},
+                     {"reset_at_ms", row.reset_at_ms},
+                     {"shadow_denied", row.shadow_denied},
+                     {"capacity", row.capacity},
+                     {"blocked_until_ms", optional_time(row.blocked_until_ms)}});
   }
+  return array;
+}
+
+std::string usage_text(const Session& session, const quota::Limit& limit,
+                       const std::vector<quota::Usage>& rows, std::int64_t now,
+                       std::string_view if_empty) {
+  std::string text =
+      fmt::format("{}: {}, at {}\n", limit.name, describe_limit(limit), format_time(now));
+  if (rows.empty()) return text + std::string(if_empty) + "\n";
   // The SHADOW DENIED column only where there is something to show.
   const bool shadow = limit.shadow || std::any_of(rows.begin(), rows.end(), [](const auto& row) {
                         return row.shadow_denied > 0;
@@ -352,16 +362,30 @@ int run_usage(Session& session, const Arguments& arguments) {
     table.push_back({printable(row.owner, 40), bar(row.used, row.capacity),
                      fmt::format("{}/{}", row.used, row.capacity), std::to_string(row.denied)});
     if (shadow) table.back().push_back(std::to_string(row.shadow_denied));
-    if (blocking) table.back().push_back(blocked_for(session, row));
-    table.back().push_back(
-        row.reset_at_ms > session.now ? format_duration(row.reset_at_ms - session.now) : "-");
+    if (blocking) table.back().push_back(blocked_for(row, now));
+    table.back().push_back(row.reset_at_ms > now ? format_duration(row.reset_at_ms - now) : "-");
   }
   std::vector<bool> right_aligned{false, false, true, true};
   if (shadow) right_aligned.push_back(true);
   if (blocking) right_aligned.push_back(false);
   right_aligned.push_back(false);
-  session.out << format_table(table, right_aligned);
-  return 0;
+  std::string lines = format_table(table, right_aligned);
+  if (session.use_colour) {
+    // The bars in colour: green, yellow from 80 % used, red when nothing is left.
+    std::size_t at = lines.find('\n') + 1;  // below the header
+    for (const quota::Usage& row : rows) {
+      const std::string drawn = bar(row.used, row.capacity);
+      const std::size_t found = lines.find(drawn, at);
+      if (found == std::string::npos) break;
+      const Colour colour = row.remaining == 0                 ? Colour::red
+                            : row.used * 5 >= row.capacity * 4 ? Colour::yellow
+                                                               : Colour::green;
+      const std::string painted = session.paint(drawn, colour);
+      lines.replace(found, drawn.size(), painted);
+      at = lines.find('\n', found + painted.size()) + 1;
+    }
+  }
+  return text + lines;
 }
 
 namespace {

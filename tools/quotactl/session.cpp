@@ -86,7 +86,7 @@ std::string message_of(const quota::Error& error) {
   return error.what();
 }
 
-quota::Engine Session::open_engine(bool live_clock) const {
+quota::Engine Session::open_engine(quota::Clock clock) const {
   // The schema is checked first on a read-only connection, so that a file quotactl refuses is
   // never opened for writing at all (the engine, too, refuses before it writes), and so that
   // the message names the exact `quotactl migrate --db PATH` (or URI) to run.
@@ -100,7 +100,7 @@ quota::Engine Session::open_engine(bool live_clock) const {
   quota::Options options;
   options.create = false;
   options.migrate = false;
-  if (!live_clock) options.clock = [now = now] { return now; };
+  options.clock = clock ? std::move(clock) : quota::Clock([now = now] { return now; });
   options.server_clock = server_clock;
   options.busy_timeout = busy_timeout;
   return quota::Engine::open(db_path, std::move(options));

@@ -48,6 +48,7 @@ struct Arguments {
   bool exempt = false;                        // override set --exempt
   bool deny = false;                          // override set --deny
   std::optional<std::string> override_limit;  // override list's optional NAME
+  std::optional<std::string> watch_for;       // watch --for
 };
 
 enum class Colour { green, red, yellow, bold };
@@ -90,10 +91,9 @@ struct Session {
 
   // Opens the database for a command other than migrate and status: it must exist, be a
   // quota database (a SQLite file, or a server's schema), and be migrated to exactly this
-  // build's schema. Throws quota::Error (exit 3) otherwise, having changed nothing. With
-  // `live_clock` (consume --wait), the engine reads the system clock at every operation
-  // instead of `now`.
-  quota::Engine open_engine(bool live_clock = false) const;
+  // build's schema. Throws quota::Error (exit 3) otherwise, having changed nothing. Its clock
+  // is `now`, or `clock` when given (watch and consume --wait: the time as it goes on).
+  quota::Engine open_engine(quota::Clock clock = {}) const;
 };
 
 // The error for a limit that does not exist (exit 2), saying how to list or define limits.
