@@ -5,10 +5,12 @@
 // cross the boundary (status, reason, algorithm) are mapped with explicit switches rather than
 // casts: reordering a C++ enum must never renumber the C ABI.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <memory>
 #include <new>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -114,6 +116,21 @@ int fail(int status, const char* prefix, const char* what) noexcept {
     last_error.message = "out of memory (while reporting another error)";
   }
   return status;
+}
+
+// A Usage as the C API shows it: the strings point into `usage`, which must outlive it.
+quota_usage view_of(const quota::Usage& usage) {
+  return quota_usage{usage.limit.data(),
+                     usage.limit.size(),
+                     usage.owner.data(),
+                     usage.owner.size(),
+                     usage.used,
+                     usage.remaining,
+                     usage.denied,
+                     usage.reset_at_ms,
+                     usage.shadow_denied,
+                     usage.capacity,
+                     usage.blocked_until_ms.value_or(0)};
 }
 
 // Runs `body`; every exception becomes a status and the thread's last error.
@@ -319,6 +336,46 @@ int quota_define(quota_engine* engine, const char* name, size_t name_length, int
   });
 }
 
+int quota_set_block(quota_engine* engine, const char* name, size_t name_length, int64_t block_ms) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    const std::string_view limit_name = text(name, name_length, "the limit name");
+    if (block_ms < 0) {
+      throw Error(ErrorCode::invalid_argument, "invalid block_ms " + std::to_string(block_ms) +
+                                                   ": give 1 ms to 366 days, or 0 for no lockout");
+    }
+    std::optional<quota::Limit> limit = target.get(limit_name);
+    if (!limit) {
+      throw Error(ErrorCode::unknown_limit, "unknown limit '" + std::string(limit_name) +
+                                                "': define it first (quota_define)");
+    }
+    if (block_ms == 0) {
+      limit->block.reset();
+    } else {
+      limit->block = std::chrono::milliseconds(block_ms);
+    }
+    target.define(*limit);
+  });
+}
+
+int quota_owner_usage(quota_engine* engine, const char* owner, size_t owner_length,
+                      quota_usage_fn callback, void* context, size_t* count) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    if (callback == nullptr) {
+      throw Error(ErrorCode::invalid_argument,
+                  "callback is NULL: pass the function to call with each limit's usage");
+    }
+    const std::vector<quota::Usage> rows =
+        target.owner_usage(text(owner, owner_length, "the owner"));
+    if (count != nullptr) *count = rows.size();
+    for (const quota::Usage& row : rows) {
+      const quota_usage view = view_of(row);
+      callback(context, &view);
+    }
+  });
+}
+
 int quota_remove(quota_engine* engine, const char* name, size_t name_length, int* removed) {
   return guarded([&] {
     const bool existed = engine_of(engine).remove(text(name, name_length, "the limit name"));
@@ -434,17 +491,7 @@ int quota_watch_usage(quota_engine* engine, const char* limit, size_t limit_leng
                   "callback is NULL: pass the function to call with the owner's usage");
     }
     const auto deliver = [callback, context](const quota::Usage& usage) {
-      const quota_usage view{usage.limit.data(),
-                             usage.limit.size(),
-                             usage.owner.data(),
-                             usage.owner.size(),
-                             usage.used,
-                             usage.remaining,
-                             usage.denied,
-                             usage.reset_at_ms,
-                             usage.shadow_denied,
-                             usage.capacity,
-                             usage.blocked_until_ms.value_or(0)};
+      const quota_usage view = view_of(usage);
       callback(context, &view);
     };
     const std::string_view name = text(limit, limit_length, "the limit name");

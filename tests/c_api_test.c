@@ -193,6 +193,67 @@ static void test_refund_and_consume_all(void) {
   quota_close(engine);
 }
 
+/* Lockouts and one owner across every limit from C: quota_set_block, quota_owner_usage. */
+struct owner_rows {
+  int calls;
+  char limits[64];
+  int64_t used_sum;
+  int64_t blocked_until_ms;
+};
+
+static void on_owner_row(void* context, const quota_usage* usage) {
+  struct owner_rows* rows = (struct owner_rows*)context;
+  rows->calls++;
+  strncat(rows->limits, usage->limit, usage->limit_length);
+  strcat(rows->limits, ",");
+  rows->used_sum += usage->used;
+  if (usage->blocked_until_ms != 0) rows->blocked_until_ms = usage->blocked_until_ms;
+}
+
+static void test_lockout_and_owner_view(void) {
+  quota_engine* engine = open_engine("lockout.db");
+  quota_result r;
+  CHECK(quota_define(engine, TEXT("login"), QUOTA_FIXED_WINDOW, 2, 900000, QUOTA_NO_BURST) ==
+        QUOTA_OK);
+  CHECK(quota_define(engine, TEXT("api"), QUOTA_SLIDING_LOG, 10, 60000, QUOTA_NO_BURST) ==
+        QUOTA_OK);
+  /* Bad input changes nothing: the limit keeps no lockout. */
+  CHECK(quota_set_block(engine, TEXT("login"), -1) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_set_block(engine, TEXT("login"), 366LL * 86400000 + 1) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_set_block(engine, TEXT("nope"), 1000) == QUOTA_ERROR_UNKNOWN_LIMIT);
+  CHECK(quota_consume(engine, TEXT("login"), TEXT("eve"), 2, &r) == QUOTA_OK && r.allowed == 1);
+  CHECK(quota_consume(engine, TEXT("login"), TEXT("eve"), 1, &r) == QUOTA_OK);
+  CHECK(r.reason == QUOTA_REASON_RATE_LIMITED); /* no block yet */
+  CHECK(quota_reset(engine, TEXT("login"), TEXT("eve"), &r) == QUOTA_OK);
+
+  CHECK(quota_set_block(engine, TEXT("login"), 3600000) == QUOTA_OK);
+  CHECK(quota_consume(engine, TEXT("login"), TEXT("eve"), 2, &r) == QUOTA_OK && r.allowed == 1);
+  CHECK(quota_consume(engine, TEXT("login"), TEXT("eve"), 1, &r) == QUOTA_OK);
+  CHECK(r.allowed == 0 && r.reason == QUOTA_REASON_RATE_LIMITED && r.retry_after_ms >= 3600000);
+  CHECK(quota_check(engine, TEXT("login"), TEXT("eve"), 1, &r) == QUOTA_OK);
+  CHECK(r.allowed == 0 && r.reason == QUOTA_REASON_BLOCKED && r.retry_after_ms == 3600000);
+  CHECK(quota_consume(engine, TEXT("api"), TEXT("eve"), 3, &r) == QUOTA_OK && r.allowed == 1);
+
+  struct owner_rows rows = {0, "", 0, 0};
+  size_t count = 99;
+  CHECK(quota_owner_usage(engine, TEXT("eve"), on_owner_row, &rows, &count) == QUOTA_OK);
+  CHECK(count == 2 && rows.calls == 2);
+  CHECK(strcmp(rows.limits, "api,login,") == 0);
+  CHECK(rows.used_sum == 5);
+  CHECK(rows.blocked_until_ms == now_ms + 3600000);
+  CHECK(quota_owner_usage(engine, TEXT("eve"), NULL, NULL, NULL) == QUOTA_ERROR_INVALID_ARGUMENT);
+  count = 99;
+  CHECK(quota_owner_usage(engine, TEXT("nobody"), on_owner_row, &rows, &count) == QUOTA_OK);
+  CHECK(count == 0);
+
+  /* 0 lifts the lockout setting: the limit no longer blocks. */
+  CHECK(quota_set_block(engine, TEXT("login"), 0) == QUOTA_OK);
+  CHECK(quota_check(engine, TEXT("login"), TEXT("eve"), 1, &r) == QUOTA_OK);
+  CHECK(r.reason == QUOTA_REASON_RATE_LIMITED);
+  quota_close(engine);
+}
+
 static void test_batch_calls(void) {
   quota_engine* engine = open_engine("batch.db");
   quota_result results[4];
@@ -415,15 +476,17 @@ int main(int argc, char** argv) {
   test_operations();
   test_refund_and_consume_all();
   test_batch_calls();
+  test_lockout_and_owner_view();
   test_errors();
   test_threads();
   test_watch();
 
   static const char* const files[] = {
-      "operations.db", "operations.db-wal", "operations.db-shm", "errors.db",       "errors.db-wal",
-      "errors.db-shm", "policies.db",       "policies.db-wal",   "policies.db-shm", "batch.db",
-      "batch.db-wal",  "batch.db-shm",      "watch.db",          "watch.db-wal",      "watch.db-shm",
-      "not-a-database.txt"};
+      "operations.db",   "operations.db-wal", "operations.db-shm", "errors.db",
+      "errors.db-wal",   "errors.db-shm",     "policies.db",       "policies.db-wal",
+      "policies.db-shm", "batch.db",          "batch.db-wal",      "batch.db-shm",
+      "lockout.db",      "lockout.db-wal",    "lockout.db-shm",    "watch.db",
+      "watch.db-wal",    "watch.db-shm",      "not-a-database.txt"};
   for (size_t i = 0; i < sizeof files / sizeof files[0]; ++i) unlink(path_in_scratch(files[i]));
   CHECK(rmdir(scratch) == 0);
   if (failures) fprintf(stderr, "%d check(s) failed\n", failures);

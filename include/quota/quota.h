@@ -183,6 +183,14 @@ QUOTA_API void quota_close(quota_engine* engine);
 QUOTA_API int quota_define(quota_engine* engine, const char* name, size_t name_length,
                            int algorithm, int64_t maximum, int64_t period_ms, int64_t burst);
 
+/* Sets the lockout of the existing limit `name` (quota::Limit::block): a consume denied as
+ * rate_limited then blocks its owner for `block_ms` (1 ms ... 366 days), answering
+ * QUOTA_REASON_BLOCKED until the block ends; 0 removes the lockout. The limit keeps its
+ * other settings and its state. QUOTA_ERROR_UNKNOWN_LIMIT when there is no such limit,
+ * QUOTA_ERROR_INVALID_ARGUMENT (changing nothing) for a block out of range. */
+QUOTA_API int quota_set_block(quota_engine* engine, const char* name, size_t name_length,
+                              int64_t block_ms);
+
 /* Removes the limit and its state. *removed (may be NULL) is 1 if there was such a limit. */
 QUOTA_API int quota_remove(quota_engine* engine, const char* name, size_t name_length,
                            int* removed);
@@ -238,6 +246,16 @@ typedef struct quota_usage {
   int64_t capacity;         /* the owner's capacity: the limit's, or its override's */
   int64_t blocked_until_ms; /* the end of the owner's lockout (a limit's block), 0 if none */
 } quota_usage;
+
+/* Receives one owner's usage of one limit (quota_owner_usage). The same call as a watch's. */
+typedef void (*quota_usage_fn)(void* context, const quota_usage* usage);
+
+/* One owner across every limit (quota::Engine::owner_usage(owner)): calls
+ * `callback(context, usage)` once for each limit on which `owner` has state or an override,
+ * by limit name, before it returns; *count (may be NULL) receives how many calls it made.
+ * Changes nothing. */
+QUOTA_API int quota_owner_usage(quota_engine* engine, const char* owner, size_t owner_length,
+                                quota_usage_fn callback, void* context, size_t* count);
 
 /* Receives an owner's usage: first when the watch begins, then whenever it changes. Called
  * on the engine's watch thread (one per engine, shared by its watches) with no lock held: it
