@@ -101,7 +101,9 @@ TEST_CASE("a full disk under group commit: every answered consume is kept, no fa
     answered.insert(outcome.substr(at, end - at));
     at = end + 1;
   }
-  CHECK(answered.size() > 100);
+  // Enough answers before the disk filled for the comparison below to mean something: about
+  // 50 under the sanitizers' slower threads, hundreds otherwise.
+  CHECK(answered.size() > 10);
   RawDb db(path);
   CHECK(db.rows("PRAGMA integrity_check") == std::vector<std::vector<std::string>>{{"ok"}});
   std::set<std::string> stored;
