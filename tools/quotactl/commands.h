@@ -33,8 +33,9 @@ int run_refund(Session& session, const Arguments& arguments);
 int run_usage(Session& session, const Arguments& arguments);
 int run_sql(Session& session, const Arguments& arguments);
 // usage's output, which watch shows too: the JSON array, and the heading line and table at
-// `now` (`if_empty` when there are no rows), with coloured bars when colour is on.
-nlohmann::ordered_json usage_json(const std::vector<quota::Usage>& rows);
+// `now` (`if_empty` when there are no rows), with coloured bars when colour is on. With
+// `with_limit` (usage --owner across every limit), each row names its limit first.
+nlohmann::ordered_json usage_json(const std::vector<quota::Usage>& rows, bool with_limit = false);
 std::string usage_text(const Session& session, const quota::Limit& limit,
                        const std::vector<quota::Usage>& rows, std::int64_t now,
                        std::string_view if_empty);

@@ -254,19 +254,7 @@ int owner_on_every_limit(Session& session, const Arguments& arguments) {
   quota::Engine engine = session.open_engine();
   const std::vector<quota::Usage> rows = engine.owner_usage(owner);
   if (session.json) {
-    auto array = nlohmann::ordered_json::array();
-    for (const quota::Usage& row : rows) {
-      array.push_back({{"limit", row.limit},
-                       {"owner", row.owner},
-                       {"used", row.used},
-                       {"remaining", row.remaining},
-                       {"denied", row.denied},
-                       {"reset_at_ms", row.reset_at_ms},
-                       {"shadow_denied", row.shadow_denied},
-                       {"capacity", row.capacity},
-                       {"blocked_until_ms", optional_time(row.blocked_until_ms)}});
-    }
-    session.emit(array);
+    session.emit(usage_json(rows, /*with_limit=*/true));
     return 0;
   }
   session.out << fmt::format("{} at {}\n", printable(owner, 64), format_time(session.now));
@@ -326,17 +314,20 @@ int run_usage(Session& session, const Arguments& arguments) {
   return 0;
 }
 
-nlohmann::ordered_json usage_json(const std::vector<quota::Usage>& rows) {
+nlohmann::ordered_json usage_json(const std::vector<quota::Usage>& rows, bool with_limit) {
   auto array = nlohmann::ordered_json::array();
   for (const quota::Usage& row : rows) {
-    array.push_back({{"owner", row.owner},
-                     {"used", row.used},
-                     {"remaining", row.remaining},
-                     {"denied", row.denied},
-                     {"reset_at_ms", row.reset_at_ms},
-                     {"shadow_denied", row.shadow_denied},
-                     {"capacity", row.capacity},
-                     {"blocked_until_ms", optional_time(row.blocked_until_ms)}});
+    nlohmann::ordered_json object = nlohmann::ordered_json::object();
+    if (with_limit) object["limit"] = row.limit;  // first, as usage --owner shows it
+    object.update({{"owner", row.owner},
+                   {"used", row.used},
+                   {"remaining", row.remaining},
+                   {"denied", row.denied},
+                   {"reset_at_ms", row.reset_at_ms},
+                   {"shadow_denied", row.shadow_denied},
+                   {"capacity", row.capacity},
+                   {"blocked_until_ms", optional_time(row.blocked_until_ms)}});
+    array.push_back(std::move(object));
   }
   return array;
 }
