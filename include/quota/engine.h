@@ -281,6 +281,19 @@ class QUOTA_API Engine {
   // Every override, by limit then owner; with `limit`, only that limit's (or "*"'s).
   std::vector<Override> overrides(std::optional<std::string_view> limit = std::nullopt);
 
+  // An owner's own anchor on a calendar limit (Limit::anchor_ms; "the day this customer's
+  // subscription began"), or on kEveryLimit: every calendar limit without an anchor of the
+  // owner's for itself. It beats the limit's anchor; the owner's window containing the
+  // present is the new one from its next request on (a window already counting keeps its
+  // end, see docs/concepts.md). The limit must exist and have a calendar period unless it
+  // is kEveryLimit. Throws Error: invalid_argument (a bad name or owner, an anchor outside 0
+  // to kAnchorBound, a limit without a calendar period), unknown_limit.
+  void set_anchor(const Anchor& anchor);
+  // Removes an owner's anchor; false when there was none.
+  bool remove_anchor(std::string_view limit, std::string_view owner);
+  // Every owner's anchor, by limit then owner; with `limit`, only that limit's (or "*"'s).
+  std::vector<Anchor> anchors(std::optional<std::string_view> limit = std::nullopt);
+
   // Installs the hooks of `limit` in this Engine (replacing any; empty Hooks remove them).
   // The limit need not exist yet. A limit without hooks costs nothing extra per operation.
   void set_hooks(std::string_view limit, Hooks hooks);

@@ -25,6 +25,27 @@ QUOTA_API std::string_view to_string(Algorithm algorithm);
 // The algorithm with that stored name, or nullopt.
 QUOTA_API std::optional<Algorithm> parse_algorithm(std::string_view name);
 
+// A calendar unit that a fixed_window limit may count per (Limit::calendar), at a fixed UTC
+// offset: a day starts at midnight, a week on Monday at midnight (ISO 8601), a month on the
+// 1st, a year on 1 January, unless an anchor moves the start within the unit. The stored
+// names (to_string) never change once released.
+enum class Calendar { day, week, month, year };
+
+// "day", "week", "month" or "year".
+QUOTA_API std::string_view to_string(Calendar calendar);
+
+// The calendar unit with that name, or nullopt.
+QUOTA_API std::optional<Calendar> parse_calendar(std::string_view name);
+
+// The longest window of a calendar unit: 1, 7, 31 or 366 days. A calendar limit's period
+// is this (the engine's gc and quota_limits.period_ms use it as the window's bound).
+QUOTA_API std::chrono::milliseconds longest_window(Calendar calendar);
+
+// The bounds of a calendar limit's UTC offset (whole minutes) and of an anchor (Unix ms,
+// from the epoch to the end of the year 9999).
+inline constexpr std::chrono::minutes kUtcOffsetBound{14 * 60};
+inline constexpr std::int64_t kAnchorBound = 253402300800000;  // 10000-01-01T00:00:00Z
+
 // A named rule: at most `maximum` units per `period`, counted per owner.
 struct Limit {
   // 1 to 64 characters of A-Z a-z 0-9 _ . : -
@@ -49,12 +70,32 @@ struct Limit {
   // shadow mode never blocks, nor is an exempt owner blocked; a limit without a block ignores
   // blocks that it set before. Empty (the default): no lockout.
   std::optional<std::chrono::milliseconds> block = std::nullopt;
+  // Calendar periods (fixed_window only): count per calendar day, ISO week, month or year
+  // at `utc_offset` instead of per `period` ms from the epoch; `period` must then be
+  // longest_window(*calendar) (calendar_limit() sets it). Usage, remaining and allowed are
+  // the fixed window's; retry_after_ms and reset_at_ms point at the next window's start.
+  std::optional<Calendar> calendar = std::nullopt;
+  // The calendar's fixed offset from UTC, -14:00 to +14:00 in whole minutes (no
+  // daylight-saving rules). Must be 0 without a calendar.
+  std::chrono::minutes utc_offset{0};
+  // An instant (Unix ms, 0 to kAnchorBound) whose place in the unit, at utc_offset, is where
+  // every window starts: its time of day (day), weekday and time (week), day of the month and
+  // time (month: a day that a month lacks is its last day), date and time (year: 29 February
+  // is 28 February in other years). Empty: the unit's own start. Only with a calendar; an
+  // owner's own anchor (Engine::set_anchor) beats it.
+  std::optional<std::int64_t> anchor_ms = std::nullopt;
 
   // The most units one request can ever be granted: burst for a token bucket, else maximum.
   std::int64_t capacity() const { return burst.value_or(maximum); }
 
   friend bool operator==(const Limit&, const Limit&) = default;
 };
+
+// A fixed_window limit of `maximum` units per calendar `unit` at `utc_offset`, its windows
+// starting at `anchor_ms`'s place in the unit (see Limit::anchor_ms).
+QUOTA_API Limit calendar_limit(std::string name, std::int64_t maximum, Calendar unit,
+                               std::chrono::minutes utc_offset = std::chrono::minutes{0},
+                               std::optional<std::int64_t> anchor_ms = std::nullopt);
 
 // Bounds of a limit's numbers and of a request's cost. They keep every sum the engine
 // computes far inside 64-bit integers.

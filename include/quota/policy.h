@@ -51,6 +51,17 @@ struct Override {
   friend bool operator==(const Override&, const Override&) = default;
 };
 
+// An owner's own anchor of a calendar limit's windows (Engine::set_anchor), stored in
+// quota_anchors: its windows start at anchor_ms's place in the limit's unit instead of the
+// limit's anchor's.
+struct Anchor {
+  std::string limit;  // a calendar limit's name, or kEveryLimit ("*")
+  std::string owner;
+  std::int64_t anchor_ms = 0;  // Unix ms, 0 to kAnchorBound
+
+  friend bool operator==(const Anchor&, const Anchor&) = default;
+};
+
 // The request a hook is called about.
 struct Request {
   std::string_view limit;
