@@ -76,8 +76,8 @@ Limit read_limit(const Row& row) {
   limit.shadow = integer_of(row.at(5)) != 0;
   if (!detail::is_null(row.at(6))) limit.block = std::chrono::milliseconds(integer_of(row.at(6)));
   if (!detail::is_null(row.at(7))) limit.calendar = parse_calendar(text_of(row.at(7)));
-  limit.utc_offset =
-      std::chrono::duration_cast<std::chrono::minutes>(std::chrono::milliseconds(integer_of(row.at(8))));
+  limit.utc_offset = std::chrono::duration_cast<std::chrono::minutes>(
+      std::chrono::milliseconds(integer_of(row.at(8))));
   if (!detail::is_null(row.at(9))) limit.anchor_ms = integer_of(row.at(9));
   return limit;
 }

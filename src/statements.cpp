@@ -400,11 +400,10 @@ std::string first_day(std::string_view month) {
 
 // The inputs' calendar_end (kCalendarInput) over the owner's row `row` at time `t`.
 std::string calendar_input(std::string_view t, std::string_view row, std::string_view owner) {
-  const std::string end = expand(
-      kCalendarEnd, fmt::arg("time", t), fmt::arg("anchor_owner", owner),
-      fmt::arg("fd0", first_day("b")),
-      fmt::arg("fd1", first_day("b + 1")), fmt::arg("fdn", first_day("b + step")),
-      fmt::arg("fdn1", first_day("b + step + 1")));
+  const std::string end =
+      expand(kCalendarEnd, fmt::arg("time", t), fmt::arg("anchor_owner", owner),
+             fmt::arg("fd0", first_day("b")), fmt::arg("fd1", first_day("b + 1")),
+             fmt::arg("fdn", first_day("b + step")), fmt::arg("fdn1", first_day("b + step + 1")));
   return expand(kCalendarInput, fmt::arg("t", t), fmt::arg("row", row),
                 fmt::arg("calendar_end", end));
 }
@@ -747,10 +746,10 @@ std::string decision_of(Operation operation, Algorithm algorithm, const Family& 
       fmt::arg("policy", kPolicy), fmt::arg("maximum", maximum_for_owner(algorithm)),
       fmt::arg("capacity", burst_for_owner()),
       fmt::arg("calendar",
-               check ? calendar_input("{max}({request_now}, coalesce(s.seen_ms, 0))", "s",
-                                      "{owner}")
-                     : calendar_input("{max}(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0))",
-                                      "quota_windows", "excluded.owner")),
+               check
+                   ? calendar_input("{max}({request_now}, coalesce(s.seen_ms, 0))", "s", "{owner}")
+                   : calendar_input("{max}(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0))",
+                                    "quota_windows", "excluded.owner")),
       fmt::arg("request_row", expand(request_row, fmt::arg("table", family.table))),
       fmt::arg("overrides", check ? override_joins("{limit}", "{owner}")
                                   : override_joins("excluded.limit_name", "excluded.owner")));
