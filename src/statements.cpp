@@ -311,12 +311,17 @@ constexpr WindowExpressions kSlidingWindow = {
 //
 // A calendar limit's owner row keeps in window_key the end of the window it counts (Unix ms).
 // The inputs' calendar_end is NULL for a limit without a calendar; for a calendar limit it is
-// the row's window_key while t is before it (the row's window still holds: no arithmetic),
-// else the end of the window that holds t, computed by kCalendarEnd from the configuration.
+// the row's window_key while t is before it, by no more than the unit's longest window
+// (period_ms) (the row's window still holds: no arithmetic), else the end of the window that
+// holds t, computed by kCalendarEnd from the configuration. So a change of the limit's
+// anchor or offset applies to each owner from the end of the window it counts, and so does a
+// change to a longer unit; a change to a shorter unit (a year to a day) ends windows longer
+// than the new unit at once.
 // The window decision then takes calendar_end as the window's key and end.
 constexpr const char* kCalendarInput =
-    "CASE WHEN l.calendar IS NULL THEN NULL WHEN {t} < {row}.window_key THEN {row}.window_key "
-    "ELSE {calendar_end} END";
+    "CASE WHEN l.calendar IS NULL THEN NULL "
+    "WHEN {t} < {row}.window_key AND {row}.window_key <= {t} + l.period_ms "
+    "THEN {row}.window_key ELSE {calendar_end} END";
 
 // The end of the window that holds t (in `t`), from the limit `l`'s calendar, utc_offset_ms
 // and anchor (the owner's for the limit, else its '*' one, else the limit's), at local time
