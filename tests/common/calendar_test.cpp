@@ -290,6 +290,10 @@ TEST_CASE("calendar: every window is the reference model's, to the millisecond",
     REQUIRE(r.reason == Reason::rate_limited);
     REQUIRE(r.retry_after_ms == window.end - t);
     REQUIRE(r.reset_at_ms == window.end);
+    const Usage usage = f.engine.owner_usage("cal", owner);
+    REQUIRE(usage.used == maximum);
+    REQUIRE(usage.denied == 1);
+    REQUIRE(usage.reset_at_ms == window.end);
 
     f.clock.set(window.end - 1);
     r = f.engine.consume("cal", owner);
@@ -646,6 +650,36 @@ TEST_CASE("calendar: a configuration change keeps the window already counting un
   CHECK(r.allowed);
   CHECK(r.remaining == 0);
   CHECK(r.reset_at_ms == utc(2026, 12, 20, 3));
+}
+
+TEST_CASE("calendar: turning a calendar on starts afresh, turning it off keeps the count",
+          "[calendar][backends]") {
+  // The rule of migrations/0008_calendar_periods.sql: a row counted in windows of period_ms
+  // has no window end to keep, so a calendar starts it from zero; a calendar row read under a
+  // period in ms belongs to the window that holds the owner's latest moment, as after any
+  // change of period.
+  EngineOn f(each_backend());
+  CAPTURE(f.database.backend());
+  f.engine.define(make_limit("e", Algorithm::fixed_window, 5, 86'400'000));
+  f.clock.set(utc(2026, 11, 26, 12));
+  REQUIRE(f.engine.consume("e", "u", 2).allowed);
+  f.engine.define(calendar_limit("e", 5, Calendar::month));
+  f.clock.set(utc(2026, 11, 26, 13));
+  Result r = f.engine.consume("e", "u");
+  CHECK(r.remaining == 4);
+  CHECK(r.reset_at_ms == utc(2026, 12, 1));
+  f.engine.define(make_limit("e", Algorithm::fixed_window, 5, 86'400'000));
+  f.clock.set(utc(2026, 11, 26, 14));
+  r = f.engine.consume("e", "u");
+  CHECK(r.remaining == 3);
+  CHECK(r.reset_at_ms == utc(2026, 11, 27));
+  // Owners' anchors of a limit that is no longer a calendar limit are ignored (and kept).
+  f.engine.define(calendar_limit("one", 1, Calendar::day));
+  f.engine.set_anchor({"one", "v", utc(2026, 1, 15, 6)});
+  f.engine.set_anchor({"*", "v", utc(2026, 1, 15, 7)});
+  f.engine.define(make_limit("one", Algorithm::fixed_window, 1, 86'400'000));
+  require_window(f, "one", "v", utc(2026, 11, 26, 15), utc(2026, 11, 26), utc(2026, 11, 27));
+  CHECK(f.engine.anchors().size() == 2);
 }
 
 // ---- SQL-only clients ---------------------------------------------------------------------
