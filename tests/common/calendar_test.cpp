@@ -550,7 +550,7 @@ TEST_CASE("calendar: a block on a calendar limit waits for the longer of the blo
   CHECK(r.reset_at_ms == utc(2026, 11, 29, 15));
 }
 
-TEST_CASE("calendar: shadow mode, record and reset count per calendar window",
+TEST_CASE("calendar: shadow mode, record, overrides and reset count per calendar window",
           "[calendar][backends]") {
   EngineOn f(each_backend());
   CAPTURE(f.database.backend());
@@ -583,6 +583,14 @@ TEST_CASE("calendar: shadow mode, record and reset count per calendar window",
   CHECK(r.allowed);  // a new month: the record stayed in November's
   CHECK(r.remaining == 0);
   CHECK(r.reset_at_ms == utc(2027, 1, 1, 5));
+  // An owner's override of the maximum counts in the same calendar windows.
+  f.engine.set_override({"quota", "big", Policy::maximum, 4, std::nullopt});
+  r = f.engine.consume("quota", "big", 4);
+  CHECK(r.allowed);
+  CHECK(r.reset_at_ms == utc(2027, 1, 1, 5));
+  r = f.engine.consume("quota", "big");
+  CHECK_FALSE(r.allowed);
+  CHECK(r.retry_after_ms == utc(2027, 1, 1, 5) - utc(2026, 12, 1, 5));
   r = f.engine.reset("quota", "u");
   CHECK(r.remaining == 2);
   CHECK(r.reset_at_ms == utc(2026, 12, 1, 5));  // reset answers the request's time
