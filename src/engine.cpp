@@ -76,8 +76,8 @@ Limit read_limit(const Row& row) {
   limit.shadow = integer_of(row.at(5)) != 0;
   if (!detail::is_null(row.at(6))) limit.block = std::chrono::milliseconds(integer_of(row.at(6)));
   if (!detail::is_null(row.at(7))) limit.calendar = parse_calendar(text_of(row.at(7)));
-  limit.utc_offset =
-      std::chrono::duration_cast<std::chrono::minutes>(std::chrono::milliseconds(integer_of(row.at(8))));
+  limit.utc_offset = std::chrono::duration_cast<std::chrono::minutes>(
+      std::chrono::milliseconds(integer_of(row.at(8))));
   if (!detail::is_null(row.at(9))) limit.anchor_ms = integer_of(row.at(9));
   return limit;
 }
@@ -805,8 +805,8 @@ void Engine::define(const Limit& limit) {
     // Same algorithm: the owners' rows stay and are read with the new numbers from their
     // next operation on (a window row written under another period counts in the window
     // that holds its seen_ms). Another algorithm: quota_limits' trigger discards the state.
-    // A calendar limit's owners keep the window they count until its end (kCalendarInput,
-    // src/statements.cpp), whatever its calendar, offset or anchor become.
+    // A calendar limit's owners keep the window they count until its end, unless it is
+    // longer than the new unit's longest window (kCalendarInput, src/statements.cpp).
     impl_->store->execute(
         "INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst, shadow, block_ms, "
         "calendar, utc_offset_ms, anchor_ms) "

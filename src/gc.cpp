@@ -29,9 +29,10 @@
 //     the window of now or later: used = 0 or row_key < floor(now / period_ms), with row_key
 //     as the decision computes it (window_key, or the window that holds seen_ms when the
 //     period has changed since the row was written); for a calendar limit (migration 0008),
-//     used = 0 or window_key <= now, window_key being the end of the row's window. The decision reads its count as 0 at
-//     every t, as for a new owner. The previous_used that the next write would derive from
-//     it is never read by fixed_window (and a change of algorithm discards the state).
+//     used = 0 or window_key <= now, window_key being the end of the row's window. The decision
+//     reads its count as 0 at every t, as for a new owner. The previous_used that the next write
+//     would derive from it is never read by fixed_window (and a change of algorithm discards the
+//     state).
 //   (seen_ms > now cannot come without usage or a denial from the engine's own writes, but
 //     a row must never go while the clock rule needs the time it remembers.)
 //   Any row of a limit that does not exist, and an event without its owner's row: the

@@ -217,10 +217,10 @@ Limit calendar_limit(std::string name, std::int64_t maximum, Calendar unit,
 
 void validate_anchor(std::int64_t anchor_ms) {
   if (anchor_ms < 0 || anchor_ms > kAnchorBound) {
-    invalid(fmt::format(
-        "invalid anchor {} ms: an anchor is an instant from 1970-01-01T00:00:00Z to "
-        "10000-01-01T00:00:00Z ({} ms)",
-        anchor_ms, kAnchorBound));
+    invalid(
+        fmt::format("invalid anchor {} ms: an anchor is an instant from 1970-01-01T00:00:00Z to "
+                    "10000-01-01T00:00:00Z ({} ms)",
+                    anchor_ms, kAnchorBound));
   }
 }
 

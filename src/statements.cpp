@@ -311,12 +311,17 @@ constexpr WindowExpressions kSlidingWindow = {
 //
 // A calendar limit's owner row keeps in window_key the end of the window it counts (Unix ms).
 // The inputs' calendar_end is NULL for a limit without a calendar; for a calendar limit it is
-// the row's window_key while t is before it (the row's window still holds: no arithmetic),
-// else the end of the window that holds t, computed by kCalendarEnd from the configuration.
+// the row's window_key while t is before it, by no more than the unit's longest window
+// (period_ms) (the row's window still holds: no arithmetic), else the end of the window that
+// holds t, computed by kCalendarEnd from the configuration. So a change of the limit's
+// anchor or offset applies to each owner from the end of the window it counts, and so does a
+// change to a longer unit; a change to a shorter unit (a year to a day) ends windows longer
+// than the new unit at once.
 // The window decision then takes calendar_end as the window's key and end.
 constexpr const char* kCalendarInput =
-    "CASE WHEN l.calendar IS NULL THEN NULL WHEN {t} < {row}.window_key THEN {row}.window_key "
-    "ELSE {calendar_end} END";
+    "CASE WHEN l.calendar IS NULL THEN NULL "
+    "WHEN {t} < {row}.window_key AND {row}.window_key <= {t} + l.period_ms "
+    "THEN {row}.window_key ELSE {calendar_end} END";
 
 // The end of the window that holds t (in `t`), from the limit `l`'s calendar, utc_offset_ms
 // and anchor (the owner's for the limit, else its '*' one, else the limit's), at local time
@@ -400,11 +405,10 @@ std::string first_day(std::string_view month) {
 
 // The inputs' calendar_end (kCalendarInput) over the owner's row `row` at time `t`.
 std::string calendar_input(std::string_view t, std::string_view row, std::string_view owner) {
-  const std::string end = expand(
-      kCalendarEnd, fmt::arg("time", t), fmt::arg("anchor_owner", owner),
-      fmt::arg("fd0", first_day("b")),
-      fmt::arg("fd1", first_day("b + 1")), fmt::arg("fdn", first_day("b + step")),
-      fmt::arg("fdn1", first_day("b + step + 1")));
+  const std::string end =
+      expand(kCalendarEnd, fmt::arg("time", t), fmt::arg("anchor_owner", owner),
+             fmt::arg("fd0", first_day("b")), fmt::arg("fd1", first_day("b + 1")),
+             fmt::arg("fdn", first_day("b + step")), fmt::arg("fdn1", first_day("b + step + 1")));
   return expand(kCalendarInput, fmt::arg("t", t), fmt::arg("row", row),
                 fmt::arg("calendar_end", end));
 }
@@ -747,10 +751,10 @@ std::string decision_of(Operation operation, Algorithm algorithm, const Family& 
       fmt::arg("policy", kPolicy), fmt::arg("maximum", maximum_for_owner(algorithm)),
       fmt::arg("capacity", burst_for_owner()),
       fmt::arg("calendar",
-               check ? calendar_input("{max}({request_now}, coalesce(s.seen_ms, 0))", "s",
-                                      "{owner}")
-                     : calendar_input("{max}(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0))",
-                                      "quota_windows", "excluded.owner")),
+               check
+                   ? calendar_input("{max}({request_now}, coalesce(s.seen_ms, 0))", "s", "{owner}")
+                   : calendar_input("{max}(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0))",
+                                    "quota_windows", "excluded.owner")),
       fmt::arg("request_row", expand(request_row, fmt::arg("table", family.table))),
       fmt::arg("overrides", check ? override_joins("{limit}", "{owner}")
                                   : override_joins("excluded.limit_name", "excluded.owner")));

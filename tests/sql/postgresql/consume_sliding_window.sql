@@ -34,7 +34,7 @@ FROM (
             SELECT *, greatest(now, coalesce(s_seen, 0)) AS t
             FROM (
       SELECT CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN least(CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END, 4611686018427387904 / l.period_ms) ELSE l.maximum END AS maximum, CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN least(CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END, 4611686018427387904 / l.period_ms) ELSE l.maximum END AS capacity, l.period_ms AS period_ms,
-             CASE WHEN l.calendar IS NULL THEN NULL WHEN greatest(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0)) < quota_windows.window_key THEN quota_windows.window_key ELSE (WITH
+             CASE WHEN l.calendar IS NULL THEN NULL WHEN greatest(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0)) < quota_windows.window_key AND quota_windows.window_key <= greatest(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0)) + l.period_ms THEN quota_windows.window_key ELSE (WITH
   calendar_request AS (
     SELECT l.calendar AS unit, l.utc_offset_ms AS off, greatest(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0)) + l.utc_offset_ms AS lt,
       coalesce(
@@ -138,7 +138,7 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
             SELECT *, greatest(now, coalesce(s_seen, 0)) AS t
             FROM (
       SELECT CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN least(CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END, 4611686018427387904 / l.period_ms) ELSE l.maximum END AS maximum, CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN least(CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END, 4611686018427387904 / l.period_ms) ELSE l.maximum END AS capacity, l.period_ms AS period_ms,
-             CASE WHEN l.calendar IS NULL THEN NULL WHEN greatest(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0)) < quota_windows.window_key THEN quota_windows.window_key ELSE (WITH
+             CASE WHEN l.calendar IS NULL THEN NULL WHEN greatest(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0)) < quota_windows.window_key AND quota_windows.window_key <= greatest(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0)) + l.period_ms THEN quota_windows.window_key ELSE (WITH
   calendar_request AS (
     SELECT l.calendar AS unit, l.utc_offset_ms AS off, greatest(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0)) + l.utc_offset_ms AS lt,
       coalesce(

@@ -37,7 +37,7 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
             SELECT *, max(now, coalesce(s_seen, 0)) AS t
             FROM (
       SELECT CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END ELSE l.maximum END AS maximum, CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END ELSE l.maximum END AS capacity, l.period_ms AS period_ms,
-             CASE WHEN l.calendar IS NULL THEN NULL WHEN max(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0)) < quota_windows.window_key THEN quota_windows.window_key ELSE (WITH
+             CASE WHEN l.calendar IS NULL THEN NULL WHEN max(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0)) < quota_windows.window_key AND quota_windows.window_key <= max(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0)) + l.period_ms THEN quota_windows.window_key ELSE (WITH
   calendar_request AS (
     SELECT l.calendar AS unit, l.utc_offset_ms AS off, max(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0)) + l.utc_offset_ms AS lt,
       coalesce(
