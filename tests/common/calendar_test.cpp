@@ -617,29 +617,52 @@ TEST_CASE("calendar: an earlier time after a later one is evaluated at the later
   CHECK(r.retry_after_ms == utc(2027, 1, 1) - utc(2026, 12, 1, 1));
 }
 
-TEST_CASE("calendar: a configuration change keeps the window already counting until its end",
+TEST_CASE("calendar: a configuration change keeps the window being counted, up to the new unit",
           "[calendar][backends]") {
+  // The rule (migrations/0008_calendar_periods.sql): an owner's window keeps its end while what
+  // remains of it is no longer than the new unit's longest window; else it ends at once.
   EngineOn f(each_backend());
   CAPTURE(f.database.backend());
   f.engine.define(calendar_limit("c", 1, Calendar::month));
   f.clock.set(utc(2026, 11, 26, 12));
   REQUIRE(f.engine.consume("c", "u").allowed);
   REQUIRE(f.engine.consume("c", "v").allowed);
+  REQUIRE(f.engine.consume("c", "w").allowed);
 
-  // A day at +09:00 now: u's November still counts until 1 December.
+  // A day at +09:00 now. u's November has more than a day left: it ends at once, and u counts
+  // in Tokyo's day (28 November 21:00 there; the day ends at 15:00 UTC).
   f.engine.define(calendar_limit("c", 1, Calendar::day, hours{9}));
   f.clock.set(utc(2026, 11, 28, 12));
   Result r = f.engine.consume("c", "u");
+  REQUIRE(r.allowed);
+  CHECK(r.reset_at_ms == utc(2026, 11, 28, 15));
+  r = f.engine.consume("c", "u");
   CHECK_FALSE(r.allowed);
-  CHECK(r.retry_after_ms == utc(2026, 12, 1) - utc(2026, 11, 28, 12));
+  CHECK(r.retry_after_ms == hours{3} / milliseconds{1});
+  // w's November, with less than a day left, keeps its end (past Tokyo's midnight).
+  f.clock.set(utc(2026, 11, 30, 12));
+  r = f.engine.consume("c", "w");
+  CHECK_FALSE(r.allowed);
+  CHECK(r.retry_after_ms == hours{12} / milliseconds{1});
   CHECK(r.reset_at_ms == utc(2026, 12, 1));
-  // From then on, the owner's windows are Tokyo's days: 1 December 00:00 UTC is 09:00 there.
   f.clock.set(utc(2026, 12, 1));
+  r = f.engine.consume("c", "w");
+  REQUIRE(r.allowed);
+  CHECK(r.reset_at_ms == utc(2026, 12, 1, 15));  // 1 December 00:00 UTC is 09:00 in Tokyo
+  // An owner without state gets the new configuration at once.
+  require_window(f, "c", "x", utc(2026, 12, 3, 16), utc(2026, 12, 3, 15), utc(2026, 12, 4, 15));
+
+  // A longer unit (a week at +09:00): u's day keeps its end, then u counts in weeks.
+  f.engine.define(calendar_limit("c", 1, Calendar::week, hours{9}));
+  f.clock.set(utc(2026, 11, 28, 13));
+  r = f.engine.consume("c", "u");
+  CHECK_FALSE(r.allowed);
+  CHECK(r.reset_at_ms == utc(2026, 11, 28, 15));
+  f.clock.set(utc(2026, 11, 28, 15));
   r = f.engine.consume("c", "u");
   REQUIRE(r.allowed);
-  CHECK(r.reset_at_ms == utc(2026, 12, 1, 15));
-  // An owner without state gets the new configuration at once.
-  require_window(f, "c", "w", utc(2026, 12, 3, 16), utc(2026, 12, 3, 15), utc(2026, 12, 4, 15));
+  // Sunday 29 November 00:00 in Tokyo: the week of Monday the 23rd, until Monday the 30th.
+  CHECK(r.reset_at_ms == utc(2026, 11, 29, 15));
 
   // A new anchor and offset: v's window (still November's) ends as it would have.
   f.engine.define(calendar_limit("c", 1, Calendar::month, hours{-3}, utc(2026, 1, 20, 3)));
