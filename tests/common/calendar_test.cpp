@@ -1,8 +1,9 @@
 // Calendar periods (SPEC §9, docs/concepts.md#calendar-periods) on every backend: the window of
 // every instant is the reference model's, to the millisecond, across month lengths, leap years,
-// offsets and anchors (the limit's and the owner's); blocks, shadow mode, reset, record and the
-// clock rule on a calendar limit; a configuration change keeps the window already counting; the
-// statements that SQL-only clients run agree with the engine; bad input changes nothing.
+// offsets and anchors (the limit's and the owner's); blocks, shadow mode, overrides, reset,
+// record and the clock rule on a calendar limit; a configuration change keeps the window being
+// counted (up to the new unit's longest window); the statements that SQL-only clients run agree
+// with the engine; bad input changes nothing.
 //
 // The model computes windows with <chrono>'s calendar types (year_month_day, weekday,
 // year_month_day_last), independently of the engine's integer arithmetic in SQL.
