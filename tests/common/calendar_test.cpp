@@ -720,15 +720,17 @@ TEST_CASE("calendar: the statements that SQL-only clients run give the engine's 
           "[calendar][sql][backends]") {
   EngineOn f(each_backend());
   CAPTURE(f.database.backend());
-  // The text quota::admin gives (and `quotactl sql consume` prints) is what the client runs.
+  // The text quota::admin gives for a calendar limit (and `quotactl sql consume NAME`
+  // prints) is what the client runs: the calendar windows' statements (src/statements.h).
   const admin::Dialect dialect =
       f.database.backend() == Backend::sqlite ? admin::Dialect::sqlite : admin::Dialect::postgresql;
   const detail::Dialect& spelling =
       f.database.backend() == Backend::sqlite ? detail::kSqlite : detail::kPostgresql;
   for (const Operation operation : {Operation::check, Operation::consume, Operation::record,
                                     Operation::reset, Operation::refund}) {
-    CHECK(admin::statement(dialect, detail::operation_name(operation), Algorithm::fixed_window) ==
-          detail::statement(spelling, operation, Algorithm::fixed_window));
+    CHECK(admin::statement(dialect, detail::operation_name(operation), Algorithm::fixed_window,
+                           true) ==
+          detail::statement(spelling, operation, detail::kCalendarWindow));
   }
 
   struct Case {
@@ -784,10 +786,10 @@ TEST_CASE("calendar: the statements that SQL-only clients run give the engine's 
           break;
       }
       const Result by_sql =
-          f.raw.run(operation, Algorithm::fixed_window, c.limit.name, "sql", cost, now);
+          f.raw.run(operation, detail::kCalendarWindow, c.limit.name, "sql", cost, now);
       REQUIRE(by_sql == by_engine);
       // And the two owners' states agree as a check sees them.
-      REQUIRE(f.raw.run(Operation::check, Algorithm::fixed_window, c.limit.name, "engine", 1,
+      REQUIRE(f.raw.run(Operation::check, detail::kCalendarWindow, c.limit.name, "engine", 1,
                         now) == f.engine.check(c.limit.name, "sql", 1));
     }
   }
