@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   const bool calendar = argc > 2;
   quota::Options options;
   options.group_commit = false;
-  std::int64_t now = 1'764'547'200'000;  // 2026-12-01T00:00:00Z
+  std::int64_t now = 1'764'547'200'000;  // 2025-12-01T00:00:00Z
   options.clock = [&] { return now; };
   quota::Engine engine = quota::Engine::open(":memory:", options);
   if (calendar) {

@@ -13,9 +13,9 @@ namespace quota::test {
 namespace {
 
 constexpr std::int64_t kDay = 86'400'000;
-constexpr std::int64_t T = 1'764'547'140'000;          // 2026-11-30T23:59:00Z
-constexpr std::int64_t kDecember = 1'764'547'200'000;  // 2026-12-01T00:00:00Z
-constexpr std::int64_t kNextYear = 1'767'225'600'000;  // 2027-01-01T00:00:00Z
+constexpr std::int64_t T = 1'764'547'140'000;          // 2025-11-30T23:59:00Z
+constexpr std::int64_t kDecember = 1'764'547'200'000;  // 2025-12-01T00:00:00Z
+constexpr std::int64_t kNextYear = 1'767'225'600'000;  // 2026-01-01T00:00:00Z
 constexpr std::int64_t kNine = 9 * 60 * 60 * 1000;     // +09:00 in ms
 
 TEST_CASE("a redefined calendar limit keeps the window an owner counts, up to the new unit",
