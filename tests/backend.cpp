@@ -8,6 +8,8 @@
 #include <random>
 #include <thread>
 
+#include "migrations.h"
+
 namespace quota::test {
 
 const char* to_string(Backend backend) {
@@ -114,8 +116,9 @@ std::int64_t TestDatabase::integer(const std::string& sql) const {
 std::string TestDatabase::dump() const {
   if (backend_ == Backend::sqlite) return test::dump(location_);
   std::string text;
-  for (const char* table : {"quota_limits", "quota_overrides", "quota_windows", "quota_log_owners",
-                            "quota_log", "quota_buckets", "quota_resets", "quota_migrations"}) {
+  for (const char* table :
+       {"quota_limits", "quota_overrides", "quota_anchors", "quota_windows", "quota_log_owners",
+        "quota_log", "quota_buckets", "quota_resets", "quota_migrations"}) {
     text += std::string(table) + "\n";
     for (const auto& row : rows(std::string("SELECT * FROM ") + table + " ORDER BY 1, 2")) {
       for (const auto& value : row) text += value + "|";
@@ -123,6 +126,17 @@ std::string TestDatabase::dump() const {
     }
   }
   return text;
+}
+
+void TestDatabase::migrate_before(int version) const {
+  const auto& built_in = backend_ == Backend::sqlite ? detail::built_in_sqlite_migrations()
+                                                     : detail::built_in_postgresql_migrations();
+  for (const auto& migration : built_in) {
+    if (migration.version >= version) break;
+    exec(migration.sql);
+    exec("INSERT INTO quota_migrations VALUES (" + std::to_string(migration.version) + ", '" +
+         migration.name + "', '" + migration.checksum + "', 0)");
+  }
 }
 
 Result run_statement(sqlite3* db, detail::Operation operation, Algorithm algorithm,

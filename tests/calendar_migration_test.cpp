@@ -15,24 +15,18 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// 2026-11-30T23:59:00Z, a minute before December (UTC).
+// 2025-11-30T23:59:00Z, a minute before December (UTC).
 constexpr std::int64_t T = 1'764'547'140'000;
-constexpr std::int64_t kDecember = 1'764'547'200'000;  // 2026-12-01T00:00:00Z
-constexpr std::int64_t kJanuary = 1'767'225'600'000;   // 2027-01-01T00:00:00Z
+constexpr std::int64_t kDecember = 1'764'547'200'000;  // 2025-12-01T00:00:00Z
+constexpr std::int64_t kJanuary = 1'767'225'600'000;   // 2026-01-01T00:00:00Z
 
 TEST_CASE("the calendar migration upgrades a database in place, keeping every row",
           "[calendar][migrations]") {
   const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
   CAPTURE(to_string(backend));
   TestDatabase db(backend);
-  const auto& built_in = backend == Backend::sqlite ? detail::built_in_sqlite_migrations()
-                                                    : detail::built_in_postgresql_migrations();
   // Every migration before 0008, as a build before it left the database...
-  for (std::size_t i = 0; i < built_in.size() && built_in[i].version < 8; ++i) {
-    db.exec(built_in[i].sql);
-    db.exec("INSERT INTO quota_migrations VALUES (" + std::to_string(built_in[i].version) + ", '" +
-            built_in[i].name + "', '" + built_in[i].checksum + "', 0)");
-  }
+  db.migrate_before(8);
   // ...with limits, an override, an owner at its limit in a fixed window and a blocked one,
   // written with plain SQL (this build's statements are not the previous build's).
   db.exec(
@@ -92,7 +86,7 @@ TEST_CASE("the calendar migration upgrades a database in place, keeping every ro
   engine.set_anchor({"api", "w", T});
   CHECK(engine.anchors() == std::vector<Anchor>{{"api", "w", T}});
   // Anchored at 23:59:00 on the 30th: the window holding 1 December began on 30 November at
-  // 23:59 and ends on 2026-12-30T23:59:00Z.
+  // 23:59 and ends on 2025-12-30T23:59:00Z.
   CHECK(engine.consume("api", "w").reset_at_ms == kDecember + 30LL * 86'400'000 - 60'000);
 }
 
