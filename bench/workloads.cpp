@@ -508,8 +508,9 @@ void with_operation(const Case& c, const Templates& templates, int repetition,
   const std::int64_t step = c.calendar ? kCalendarStepMs : 1;
   options.clock = [&tick, step] { return tick.fetch_add(step, std::memory_order_relaxed); };
   quota::Engine engine = quota::sqlite::attach(*db, options);
-  // The calendar, on the same limit, maximum and state as the case without it (the windows
-  // counting keep their ends); the plain limit again after, for a template used in place.
+  // The calendar, on the same limit, maximum and state rows as the case without it (turning
+  // a calendar on starts each owner's count afresh); the plain limit again after, for a
+  // template used in place.
   if (c.calendar) {
     engine.define(quota::calendar_limit(limit_name(c.algorithm), kMaximum, quota::Calendar::month,
                                         kCalendarOffset, kCalendarAnchorMs));
