@@ -293,22 +293,22 @@ int owner_on_every_limit(Session& session, const Arguments& arguments) {
     session.out << "no state and no override on any limit for that owner\n";
     return 0;
   }
-  // Calendar limits reset on a date, the others in a while: a column of both says which.
+  // Calendar limits reset on a date, the others in a while: with any, each cell says which.
   std::map<std::string, std::chrono::minutes> calendar_offsets;
   for (const quota::Limit& limit : engine.list()) {
     if (limit.calendar) calendar_offsets[limit.name] = limit.utc_offset;
   }
-  const bool mixed = std::any_of(rows.begin(), rows.end(), [&](const quota::Usage& row) {
+  const bool any_calendar = std::any_of(rows.begin(), rows.end(), [&](const quota::Usage& row) {
     return calendar_offsets.contains(row.limit);
   });
   std::vector<std::vector<std::string>> table{
-      {"LIMIT", "USAGE", "USED", "DENIED", "BLOCKED FOR", mixed ? "RESETS" : "RESETS IN"}};
+      {"LIMIT", "USAGE", "USED", "DENIED", "BLOCKED FOR", any_calendar ? "RESETS" : "RESETS IN"}};
   for (const quota::Usage& row : rows) {
     const auto found = calendar_offsets.find(row.limit);
     const bool calendar = found != calendar_offsets.end();
     std::string reset =
         resets(row, session.now, calendar ? std::optional{found->second} : std::nullopt);
-    if (mixed && reset != "-") reset = (calendar ? "on " : "in ") + reset;
+    if (any_calendar && reset != "-") reset = (calendar ? "on " : "in ") + reset;
     table.push_back({row.limit, bar(row.used, row.capacity),
                      fmt::format("{}/{}", row.used, row.capacity), std::to_string(row.denied),
                      blocked_for(row, session.now), reset});
