@@ -40,11 +40,12 @@ BEGIN;
 GRANT USAGE ON SCHEMA :"schema" TO :"role";
 
 -- Read only: every statement reads the limit (quota_limits) and the owner's overrides
--- (quota_overrides); opening reads the applied migrations (quota_migrations) to check their
+-- (quota_overrides) and calendar anchors (quota_anchors); opening reads the applied migrations (quota_migrations) to check their
 -- checksums and the schema's version. No INSERT, UPDATE or DELETE here: Engine::define,
--- set_override, remove, remove_override and migrating fail with "the database role lacks a
+-- set_override, set_anchor, remove, remove_override, remove_anchor and migrating fail with "the database role lacks a
 -- privilege".
-GRANT SELECT ON :"schema".quota_limits, :"schema".quota_overrides, :"schema".quota_migrations
+GRANT SELECT ON :"schema".quota_limits, :"schema".quota_overrides, :"schema".quota_anchors,
+  :"schema".quota_migrations
   TO :"role";
 
 -- The views, for reading usage with SQL (quotactl usage reads the state tables through the

@@ -75,11 +75,16 @@ Limit read_limit(const Row& row) {
   if (!detail::is_null(row.at(4))) limit.burst = integer_of(row.at(4));
   limit.shadow = integer_of(row.at(5)) != 0;
   if (!detail::is_null(row.at(6))) limit.block = std::chrono::milliseconds(integer_of(row.at(6)));
+  if (!detail::is_null(row.at(7))) limit.calendar = parse_calendar(text_of(row.at(7)));
+  limit.utc_offset = std::chrono::duration_cast<std::chrono::minutes>(
+      std::chrono::milliseconds(integer_of(row.at(8))));
+  if (!detail::is_null(row.at(9))) limit.anchor_ms = integer_of(row.at(9));
   return limit;
 }
 
 constexpr const char* kSelectLimits =
-    "SELECT name, algorithm, maximum, period_ms, burst, shadow, block_ms FROM quota_limits";
+    "SELECT name, algorithm, maximum, period_ms, burst, shadow, block_ms, calendar, "
+    "utc_offset_ms, anchor_ms FROM quota_limits";
 
 // The owners of `limit` with a row of state: only the table of the limit's algorithm holds
 // its owners (a change of algorithm discards the others' rows).
@@ -800,18 +805,25 @@ void Engine::define(const Limit& limit) {
     // Same algorithm: the owners' rows stay and are read with the new numbers from their
     // next operation on (a window row written under another period counts in the window
     // that holds its seen_ms). Another algorithm: quota_limits' trigger discards the state.
+    // A calendar limit's owners keep the window they count until its end (kCalendarInput,
+    // src/statements.cpp), whatever its calendar, offset or anchor become.
     impl_->store->execute(
-        "INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst, shadow, block_ms) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6 <> 0, ?7) ON CONFLICT (name) DO UPDATE SET "
+        "INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst, shadow, block_ms, "
+        "calendar, utc_offset_ms, anchor_ms) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6 <> 0, ?7, ?8, ?9, ?10) ON CONFLICT (name) DO UPDATE SET "
         "algorithm = excluded.algorithm, maximum = excluded.maximum, "
         "period_ms = excluded.period_ms, burst = excluded.burst, shadow = excluded.shadow, "
-        "block_ms = excluded.block_ms",
+        "block_ms = excluded.block_ms, calendar = excluded.calendar, "
+        "utc_offset_ms = excluded.utc_offset_ms, anchor_ms = excluded.anchor_ms",
         {Value(limit.name), Value(std::string(to_string(limit.algorithm))),
          Value(std::int64_t{limit.maximum}), Value(std::int64_t{limit.period.count()}),
          limit.algorithm == Algorithm::token_bucket ? Value(std::int64_t{limit.capacity()})
                                                     : Value(),
          Value(std::int64_t{limit.shadow ? 1 : 0}),
-         limit.block ? Value(std::int64_t{limit.block->count()}) : Value()});
+         limit.block ? Value(std::int64_t{limit.block->count()}) : Value(),
+         limit.calendar ? Value(std::string(to_string(*limit.calendar))) : Value(),
+         Value(std::int64_t{std::chrono::milliseconds(limit.utc_offset).count()}),
+         limit.anchor_ms ? Value(*limit.anchor_ms) : Value()});
     impl_->algorithms[limit.name] = limit.algorithm;
   });
 }
@@ -1020,6 +1032,52 @@ std::vector<Override> Engine::overrides(std::optional<std::string_view> limit) {
       if (!detail::is_null(row.at(3))) entry.maximum = integer_of(row.at(3));
       if (!detail::is_null(row.at(4))) entry.burst = integer_of(row.at(4));
       found.push_back(std::move(entry));
+    }
+    return found;
+  });
+}
+
+void Engine::set_anchor(const Anchor& anchor) {
+  if (anchor.limit != kEveryLimit) validate_limit_name(anchor.limit);
+  validate_owner(anchor.owner);
+  validate_anchor(anchor.anchor_ms);
+  impl_->writing([&] {
+    if (anchor.limit != kEveryLimit) {
+      const std::optional<Limit> limit = get_locked(*impl_->store, anchor.limit);
+      if (!limit) throw unknown_limit(anchor.limit);
+      if (!limit->calendar) {
+        throw Error(ErrorCode::invalid_argument,
+                    fmt::format("limit '{}' has no calendar period, so an anchor would place "
+                                "nothing: give the limit a calendar period (day, week, month "
+                                "or year) first",
+                                anchor.limit));
+      }
+    }
+    impl_->store->execute(
+        "INSERT INTO quota_anchors (limit_name, owner, anchor_ms) VALUES (?1, ?2, ?3) "
+        "ON CONFLICT (limit_name, owner) DO UPDATE SET anchor_ms = excluded.anchor_ms",
+        {Value(anchor.limit), Value(anchor.owner), Value(anchor.anchor_ms)});
+  });
+}
+
+bool Engine::remove_anchor(std::string_view limit, std::string_view owner) {
+  if (limit != kEveryLimit) validate_limit_name(limit);
+  validate_owner(owner);
+  return impl_->writing([&] {
+    return impl_->store->execute("DELETE FROM quota_anchors WHERE limit_name = ?1 AND owner = ?2",
+                                 {Value(std::string(limit)), Value(std::string(owner))}) > 0;
+  });
+}
+
+std::vector<Anchor> Engine::anchors(std::optional<std::string_view> limit) {
+  if (limit && *limit != kEveryLimit) validate_limit_name(*limit);
+  return impl_->guarded([&] {
+    std::vector<Anchor> found;
+    for (const Row& row : impl_->store->query(
+             "SELECT limit_name, owner, anchor_ms FROM quota_anchors "
+             "WHERE CAST(?1 AS text) IS NULL OR limit_name = ?1 ORDER BY limit_name, owner",
+             {limit ? Value(std::string(*limit)) : Value()})) {
+      found.push_back({text_of(row.at(0)), text_of(row.at(1)), integer_of(row.at(2))});
     }
     return found;
   });

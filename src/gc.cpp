@@ -28,9 +28,11 @@
 //   A fixed_window owner (quota_windows) with denied = 0, seen_ms <= now and no count in
 //     the window of now or later: used = 0 or row_key < floor(now / period_ms), with row_key
 //     as the decision computes it (window_key, or the window that holds seen_ms when the
-//     period has changed since the row was written). The decision reads its count as 0 at
-//     every t, as for a new owner. The previous_used that the next write would derive from
-//     it is never read by fixed_window (and a change of algorithm discards the state).
+//     period has changed since the row was written); for a calendar limit (migration 0008),
+//     used = 0 or window_key <= now, window_key being the end of the row's window. The decision
+//     reads its count as 0 at every t, as for a new owner. The previous_used that the next write
+//     would derive from it is never read by fixed_window (and a change of algorithm discards the
+//     state).
 //   (seen_ms > now cannot come without usage or a denial from the engine's own writes, but
 //     a row must never go while the clock rule needs the time it remembers.)
 //   Any row of a limit that does not exist, and an event without its owner's row: the
@@ -121,11 +123,14 @@ constexpr const char* kDeadWindow = R"(
         SELECT 1 FROM quota_limits AS l
         WHERE l.name = s.limit_name
           AND (
-            -- fixed_window: used counts in window row_key only.
+            -- fixed_window: used counts in window row_key only; a calendar limit's
+            -- row counts until its window_key, the end of its window.
             (l.algorithm = 'fixed_window'
              AND NOT coalesce(s.used > 0
-                              AND CASE WHEN s.period_ms = l.period_ms THEN s.window_key
-                                       ELSE s.seen_ms / l.period_ms END >= ?1 / l.period_ms,
+                              AND CASE WHEN l.calendar IS NOT NULL THEN s.window_key > ?1
+                                       WHEN s.period_ms = l.period_ms
+                                       THEN s.window_key >= ?1 / l.period_ms
+                                       ELSE s.seen_ms / l.period_ms >= ?1 / l.period_ms END,
                               FALSE))
             -- sliding_window: used counts in windows row_key and row_key + 1 (as the
             -- previous window), previous_used in window row_key only.

@@ -31,6 +31,13 @@ constexpr std::array<std::pair<Reason, std::string_view>, 7> kReasons{{
     {Reason::blocked, "blocked"},
 }};
 
+constexpr std::array<std::pair<Calendar, std::string_view>, 4> kCalendars{{
+    {Calendar::day, "day"},
+    {Calendar::week, "week"},
+    {Calendar::month, "month"},
+    {Calendar::year, "year"},
+}};
+
 constexpr std::array<std::pair<Policy, std::string_view>, 3> kPolicies{{
     {Policy::maximum, "maximum"},
     {Policy::exempt, "exempt"},
@@ -177,6 +184,46 @@ std::string_view to_string(Algorithm algorithm) { return name_of(kAlgorithms, al
 std::optional<Algorithm> parse_algorithm(std::string_view name) {
   return value_of(kAlgorithms, name);
 }
+std::string_view to_string(Calendar calendar) { return name_of(kCalendars, calendar); }
+std::optional<Calendar> parse_calendar(std::string_view name) { return value_of(kCalendars, name); }
+
+std::chrono::milliseconds longest_window(Calendar calendar) {
+  constexpr std::int64_t day = 24LL * 60 * 60 * 1000;
+  switch (calendar) {
+    case Calendar::day:
+      return std::chrono::milliseconds{day};
+    case Calendar::week:
+      return std::chrono::milliseconds{7 * day};
+    case Calendar::month:
+      return std::chrono::milliseconds{31 * day};
+    case Calendar::year:
+      return std::chrono::milliseconds{366 * day};
+  }
+  return std::chrono::milliseconds{day};
+}
+
+Limit calendar_limit(std::string name, std::int64_t maximum, Calendar unit,
+                     std::chrono::minutes utc_offset, std::optional<std::int64_t> anchor_ms) {
+  Limit limit;
+  limit.name = std::move(name);
+  limit.algorithm = Algorithm::fixed_window;
+  limit.maximum = maximum;
+  limit.period = longest_window(unit);
+  limit.calendar = unit;
+  limit.utc_offset = utc_offset;
+  limit.anchor_ms = anchor_ms;
+  return limit;
+}
+
+void validate_anchor(std::int64_t anchor_ms) {
+  if (anchor_ms < 0 || anchor_ms > kAnchorBound) {
+    invalid(
+        fmt::format("invalid anchor {} ms: an anchor is an instant from 1970-01-01T00:00:00Z to "
+                    "10000-01-01T00:00:00Z ({} ms)",
+                    anchor_ms, kAnchorBound));
+  }
+}
+
 std::string_view to_string(Reason reason) { return name_of(kReasons, reason); }
 std::optional<Reason> parse_reason(std::string_view name) { return value_of(kReasons, name); }
 std::string_view to_string(Policy policy) { return name_of(kPolicies, policy); }
@@ -214,6 +261,41 @@ void validate_cost(std::int64_t cost) {
   }
 }
 
+namespace {
+
+void validate_calendar(const Limit& limit) {
+  if (!limit.calendar) {
+    if (limit.utc_offset.count() != 0 || limit.anchor_ms) {
+      invalid(fmt::format(
+          "limit '{}' has a {} but no calendar period: a UTC offset and an anchor only place "
+          "calendar windows; set a calendar period (day, week, month or year) or drop them",
+          limit.name, limit.anchor_ms ? "an anchor" : "UTC offset"));
+    }
+    return;
+  }
+  if (limit.algorithm != Algorithm::fixed_window) {
+    invalid(fmt::format(
+        "limit '{}' is {}: calendar periods count only with fixed_window; use fixed_window, "
+        "or a period in ms for {}",
+        limit.name, to_string(limit.algorithm), to_string(limit.algorithm)));
+  }
+  if (limit.period != longest_window(*limit.calendar)) {
+    invalid(fmt::format(
+        "limit '{}' counts per {} but its period is {} ms: a calendar limit's period is its "
+        "longest window, {} ms (quota::calendar_limit sets it)",
+        limit.name, to_string(*limit.calendar), limit.period.count(),
+        longest_window(*limit.calendar).count()));
+  }
+  if (limit.utc_offset < -kUtcOffsetBound || limit.utc_offset > kUtcOffsetBound) {
+    invalid(fmt::format(
+        "invalid UTC offset {} minutes for limit '{}': use -14:00 to +14:00 (-840 to 840 minutes)",
+        limit.utc_offset.count(), limit.name));
+  }
+  if (limit.anchor_ms) validate_anchor(*limit.anchor_ms);
+}
+
+}  // namespace
+
 void validate_limit(const Limit& limit) {
   validate_limit_name(limit.name);
   if (limit.maximum < 1 || limit.maximum > kMaximumBound) {
@@ -238,6 +320,7 @@ void validate_limit(const Limit& limit) {
     invalid(fmt::format("invalid block {} ms for limit '{}': use 1 ms to 366 days ({} ms)",
                         limit.block->count(), limit.name, kPeriodBound.count()));
   }
+  validate_calendar(limit);
   validate_products(limit);
 }
 

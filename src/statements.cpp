@@ -234,8 +234,9 @@ constexpr const char* kWindowDecision = R"(
                        ELSE 0 END AS previous_used
         FROM (
           SELECT maximum, capacity, period_ms, cost, t, s_used, s_previous{carry},
-            t / period_ms AS window_key, period_ms - t % period_ms AS rest,
-            CASE WHEN s_period = period_ms THEN s_window_key
+            coalesce(calendar_end, t / period_ms) AS window_key,
+            period_ms - t % period_ms AS rest,
+            CASE WHEN calendar_end IS NOT NULL OR s_period = period_ms THEN s_window_key
                  ELSE s_seen / period_ms END AS row_key,
             coalesce(s_denied, 0) AS denied_before
           FROM (
@@ -255,12 +256,14 @@ struct WindowExpressions {
   const char* shown_used;  // `used` as check and usage show it
 };
 
-// fixed_window: usage is the current window's count.
+// fixed_window: usage is the current window's count; the window ends at calendar_end for a
+// calendar limit (kCalendarEnd), else at the next multiple of the period.
 constexpr WindowExpressions kFixedWindow = {
     "used + cost <= maximum",
     "maximum - used_after",
-    "(window_key + 1) * period_ms - t",
-    "CASE WHEN used_after > 0 THEN (window_key + 1) * period_ms ELSE t END",
+    "coalesce(calendar_end, (window_key + 1) * period_ms) - t",
+    "CASE WHEN used_after > 0 THEN coalesce(calendar_end, (window_key + 1) * period_ms) "
+    "ELSE t END",
     "used_after",
 };
 
@@ -303,8 +306,111 @@ constexpr WindowExpressions kSlidingWindow = {
     "used_after + (previous_used / period_ms) * rest + {weighted_rest}",
 };
 
+// ---------------------------------------------------------------------------------------
+// Calendar windows (Limit::calendar, migrations/0008_calendar_periods.sql).
+//
+// A calendar limit's owner row keeps in window_key the end of the window it counts (Unix ms).
+// The inputs' calendar_end is NULL for a limit without a calendar; for a calendar limit it is
+// the row's window_key while t is before it (the row's window still holds: no arithmetic),
+// else the end of the window that holds t, computed by kCalendarEnd from the configuration.
+// The window decision then takes calendar_end as the window's key and end.
+constexpr const char* kCalendarInput =
+    "CASE WHEN l.calendar IS NULL THEN NULL WHEN {t} < {row}.window_key THEN {row}.window_key "
+    "ELSE {calendar_end} END";
+
+// The end of the window that holds t (in `t`), from the limit `l`'s calendar, utc_offset_ms
+// and anchor (the owner's for the limit, else its '*' one, else the limit's), at local time
+// lt = t + offset and local anchor at = anchor + offset (default: 1970-01-01 00:00, a
+// Thursday and the 1st of January; a week's default is Monday 1970-01-05 00:00).
+//   day, week: the window starts at lt - ((lt - at) mod U), U = 1 or 7 days.
+//   month, year: both days, floor(lt / day) and floor(at / day), are turned into a month
+//     index (year * 12 + month - 1) and a day of the month by Howard Hinnant's
+//     civil_from_days (integer arithmetic, exact for every date: z is the day counted from
+//     0000-03-01, era its 400-year cycle, yoe the year in it, doy the day of its March-based
+//     year, mp the month from March). A window starts in month b, at the anchor's day of the
+//     month (at most b's last day, which is how the 29th-31st and 29 February fall) and time
+//     of day; b is lt's month (month) or the anchor's month of lt's year (year). The window
+//     holding lt ends at b's start when lt is before it, else at the start in b + 1 (month)
+//     or b + 12 (year). {first_day} is days_from_civil of a month's 1st.
+// Each step is a common table expression behind a barrier, so that it is computed once; a
+// chain of them, unlike nested subqueries, keeps the statement within SQLite's parser depth.
+constexpr const char* kCalendarEnd = R"((WITH
+  calendar_request AS (
+    SELECT l.calendar AS unit, l.utc_offset_ms AS off, {time} + l.utc_offset_ms AS lt,
+      coalesce(
+        (SELECT n.anchor_ms FROM quota_anchors AS n
+         WHERE n.limit_name = l.name AND n.owner = {anchor_owner}),
+        (SELECT n.anchor_ms FROM quota_anchors AS n
+         WHERE n.limit_name = '*' AND n.owner = {anchor_owner}),
+        l.anchor_ms, CASE l.calendar WHEN 'week' THEN 345600000 ELSE 0 END - l.utc_offset_ms)
+      + l.utc_offset_ms AS at),
+  calendar_days AS (
+    SELECT unit, off, lt, at, (at % 86400000 + 86400000) % 86400000 AS atod,
+      (lt + 86400000) / 86400000 - 1 + 719468 AS l_z,
+      (at + 86400000) / 86400000 - 1 + 719468 AS a_z
+    FROM calendar_request {barrier}),
+  calendar_years AS (
+    SELECT unit, off, lt, at, atod, l_z, a_z,
+      (l_z % 146097 - (l_z % 146097) / 1460 + (l_z % 146097) / 36524
+       - (l_z % 146097) / 146096) / 365 AS l_yoe,
+      (a_z % 146097 - (a_z % 146097) / 1460 + (a_z % 146097) / 36524
+       - (a_z % 146097) / 146096) / 365 AS a_yoe
+    FROM calendar_days {barrier}),
+  calendar_dates AS (
+    SELECT unit, off, lt, at, atod, l_z, a_z, l_yoe, a_yoe,
+      l_z % 146097 - (365 * l_yoe + l_yoe / 4 - l_yoe / 100) AS l_doy,
+      a_z % 146097 - (365 * a_yoe + a_yoe / 4 - a_yoe / 100) AS a_doy
+    FROM calendar_years {barrier}),
+  calendar_months AS (
+    SELECT unit, off, lt, at, atod,
+      (l_yoe + (l_z / 146097) * 400) * 12 + (5 * l_doy + 2) / 153 + 2 AS l_month,
+      (a_yoe + (a_z / 146097) * 400) * 12 + (5 * a_doy + 2) / 153 + 2 AS a_month,
+      a_doy - (153 * ((5 * a_doy + 2) / 153) + 2) / 5 + 1 AS dom
+    FROM calendar_dates {barrier}),
+  calendar_bases AS (
+    SELECT unit, off, lt, at, atod, dom,
+      CASE unit WHEN 'year' THEN (l_month / 12) * 12 + a_month % 12 ELSE l_month END AS b,
+      CASE unit WHEN 'year' THEN 12 ELSE 1 END AS step
+    FROM calendar_months {barrier}),
+  calendar_firsts AS (
+    SELECT unit, off, lt, at, atod, dom, {fd0} AS fd0, {fd1} AS fd1, {fdn} AS fdn,
+      {fdn1} AS fdn1
+    FROM calendar_bases {barrier}),
+  calendar_starts AS (
+    SELECT unit, off, lt, at,
+      (fd0 + {min}(dom, fd1 - fd0) - 1) * 86400000 + atod AS this_start,
+      (fdn + {min}(dom, fdn1 - fdn) - 1) * 86400000 + atod AS next_start
+    FROM calendar_firsts {barrier})
+  SELECT CASE unit
+      WHEN 'day' THEN lt - ((lt - at) % 86400000 + 86400000) % 86400000 + 86400000
+      WHEN 'week' THEN lt - ((lt - at) % 604800000 + 604800000) % 604800000 + 604800000
+      ELSE CASE WHEN lt >= this_start THEN next_start ELSE this_start END
+    END - off
+  FROM calendar_starts))";
+
+// days_from_civil of the 1st of month index m (year * 12 + month - 1, March-based inside:
+// q = m - 2 counts months from 0000-03-01), for a month index >= 2.
+std::string first_day(std::string_view month) {
+  return fmt::format(
+      "((({0}) - 2) / 12 / 400) * 146097 + ((({0}) - 2) / 12 % 400) * 365"
+      " + ((({0}) - 2) / 12 % 400) / 4 - ((({0}) - 2) / 12 % 400) / 100"
+      " + (153 * ((({0}) - 2) % 12) + 2) / 5 - 719468",
+      month);
+}
+
+// The inputs' calendar_end (kCalendarInput) over the owner's row `row` at time `t`.
+std::string calendar_input(std::string_view t, std::string_view row, std::string_view owner) {
+  const std::string end =
+      expand(kCalendarEnd, fmt::arg("time", t), fmt::arg("anchor_owner", owner),
+             fmt::arg("fd0", first_day("b")), fmt::arg("fd1", first_day("b + 1")),
+             fmt::arg("fdn", first_day("b + step")), fmt::arg("fdn1", first_day("b + step + 1")));
+  return expand(kCalendarInput, fmt::arg("t", t), fmt::arg("row", row),
+                fmt::arg("calendar_end", end));
+}
+
 constexpr const char* kWindowCheckInputs = R"(
       SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
+             {calendar} AS calendar_end,
              {request_cost} AS cost, {request_now} AS now,
              {policy} AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
              l.block_ms AS block_ms, s.blocked_until_ms AS s_blocked_until,
@@ -316,7 +422,7 @@ constexpr const char* kWindowCheckInputs = R"(
 
 constexpr const char* kWindowUpdateInputs = R"(
       SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
-             {request}, excluded.seen_ms AS now, {policy} AS policy, l.shadow AS shadow,
+             {calendar} AS calendar_end, {request}, excluded.seen_ms AS now, {policy} AS policy, l.shadow AS shadow,
              l.block_ms AS block_ms, quota_windows.blocked_until_ms AS s_blocked_until,
              quota_windows.window_key AS s_window_key, quota_windows.period_ms AS s_period,
              quota_windows.used AS s_used, quota_windows.previous_used AS s_previous,
@@ -639,6 +745,11 @@ std::string decision_of(Operation operation, Algorithm algorithm, const Family& 
       fmt::arg("algorithm", to_string(algorithm)), fmt::arg("request", parts.request),
       fmt::arg("policy", kPolicy), fmt::arg("maximum", maximum_for_owner(algorithm)),
       fmt::arg("capacity", burst_for_owner()),
+      fmt::arg("calendar",
+               check
+                   ? calendar_input("{max}({request_now}, coalesce(s.seen_ms, 0))", "s", "{owner}")
+                   : calendar_input("{max}(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0))",
+                                    "quota_windows", "excluded.owner")),
       fmt::arg("request_row", expand(request_row, fmt::arg("table", family.table))),
       fmt::arg("overrides", check ? override_joins("{limit}", "{owner}")
                                   : override_joins("excluded.limit_name", "excluded.owner")));
@@ -649,7 +760,8 @@ std::string decision_of(Operation operation, Algorithm algorithm, const Family& 
   // What the window layers, which pass on only the columns later layers use, carry for the
   // policies: the owner's policy and the shadow flag, the refund, check's shadow count.
   const std::string carry = std::string(", policy, shadow, block_ms, s_blocked_until") +
-                            (refund ? ", refund" : "") + (check ? ", s_shadow_denied" : "");
+                            (family.window ? ", calendar_end" : "") + (refund ? ", refund" : "") +
+                            (check ? ", s_shadow_denied" : "");
   const WindowExpressions none{};
   const WindowExpressions& window = family.window ? *family.window : none;
   return expand(

@@ -445,8 +445,8 @@ TEST_CASE("the lockout migration upgrades a database in place, keeping every row
   const auto& built_in = backend == Backend::sqlite ? detail::built_in_sqlite_migrations()
                                                     : detail::built_in_postgresql_migrations();
   REQUIRE(built_in.size() >= 2);
-  // Every migration but the latest, as a build before it left the database...
-  for (std::size_t i = 0; i + 1 < built_in.size(); ++i) {
+  // Every migration before 0007, as a build before it left the database...
+  for (std::size_t i = 0; i < built_in.size() && built_in[i].version < 7; ++i) {
     db.exec(built_in[i].sql);
     db.exec("INSERT INTO quota_migrations VALUES (" + std::to_string(built_in[i].version) + ", '" +
             built_in[i].name + "', '" + built_in[i].checksum + "', 0)");
@@ -470,6 +470,7 @@ TEST_CASE("the lockout migration upgrades a database in place, keeping every row
   clock.set(T + 10);
   Engine engine = Engine::open(db.location(), options_with(clock));
   CHECK(engine.schema_version() == built_in.back().version);
+  CHECK(db.integer("SELECT max(version) FROM quota_migrations") == built_in.back().version);
   CHECK(db.rows(old_columns) == before);
   CHECK(db.rows("SELECT blocked_until_ms FROM quota_windows") ==
         std::vector<std::vector<std::string>>{{"NULL"}});

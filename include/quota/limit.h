@@ -140,6 +140,8 @@ QUOTA_API void validate_limit_name(std::string_view name);
 QUOTA_API void validate_owner(std::string_view owner);
 QUOTA_API void validate_cost(std::int64_t cost);
 QUOTA_API void validate_limit(const Limit& limit);
+// An anchor instant (Limit::anchor_ms, Anchor::anchor_ms): 0 to kAnchorBound.
+QUOTA_API void validate_anchor(std::int64_t anchor_ms);
 
 // Whether `limit`'s numbers (each within its own range) are too large for its algorithm's
 // 64-bit arithmetic, and what would be accepted instead; nullopt when they fit.
