@@ -69,7 +69,7 @@ void declare_limit_set(CLI::App& command, Arguments& arguments) {
       .add_option("--utc-offset", arguments.utc_offset,
                   "with a calendar unit: the calendar's offset from UTC, -14:00 to +14:00 "
                   "(default +00:00)")
-      ->type_name("+HH:MM");
+      ->type_name("±HH:MM");
   command
       .add_option("--anchor", arguments.anchor,
                   "with a calendar unit: an ISO-8601 instant (2026-03-17T09:30:00Z) whose "
