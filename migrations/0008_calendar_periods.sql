@@ -26,12 +26,13 @@
 --
 -- How the statements count (src/statements.cpp). A calendar limit's owner row keeps in
 --   window_key the end of the window it counts (Unix ms) instead of the window's number. The
---   row's count is current while t < window_key; otherwise the statement computes the window
---   that holds t from the configuration (integer civil-calendar arithmetic, no date
---   functions) and starts it from zero. retry_after_ms and reset_at_ms point at the window's
---   end, the next window's start. So a change of calendar, offset or anchor applies to each
---   owner from the end of the window it is counting, and a row written under a period in ms
---   (whose window number is below any end) starts afresh.
+--   row's count is current while t < window_key <= t + period_ms; otherwise the statement
+--   computes the window that holds t from the configuration (integer civil-calendar
+--   arithmetic, no date functions) and starts it from zero. retry_after_ms and reset_at_ms
+--   point at the window's end, the next window's start. So a change of offset or anchor, or
+--   to a longer unit, applies to each owner from the end of the window it is counting; a
+--   change to a shorter unit ends the windows longer than it at once; and a row written under
+--   a period in ms (whose window number is below any end) starts afresh.
 --   Example (limit 'api': fixed_window, 2 per month, utc_offset 0, no anchor; owner 'k'):
 --     consume :now=2026-11-30T23:59:59.999Z -> allowed 1, reset_at_ms 2026-12-01T00:00Z
 --     consume :now=2026-12-01T00:00:00.000Z -> allowed 1 (a new window), reset_at 2027-01-01
@@ -124,8 +125,8 @@ FROM (
                 ELSE 0 END AS prev,
            (window_key + 1) * period_ms - t AS rest
     FROM (
-      SELECT *, CASE WHEN NOT calendar THEN t / period_ms WHEN t < row_key THEN row_key
-                END AS window_key
+      SELECT *, CASE WHEN NOT calendar THEN t / period_ms
+                     WHEN t < row_key AND row_key <= t + period_ms THEN row_key END AS window_key
       FROM (
         SELECT w.limit_name, w.owner, l.policy, l.algorithm, l.maximum AS capacity, l.period_ms,
                w.denied, w.shadow_denied, w.used AS row_used, w.previous_used AS row_previous,

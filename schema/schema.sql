@@ -351,8 +351,8 @@ FROM (
                 ELSE 0 END AS prev,
            (window_key + 1) * period_ms - t AS rest
     FROM (
-      SELECT *, CASE WHEN NOT calendar THEN t / period_ms WHEN t < row_key THEN row_key
-                END AS window_key
+      SELECT *, CASE WHEN NOT calendar THEN t / period_ms
+                     WHEN t < row_key AND row_key <= t + period_ms THEN row_key END AS window_key
       FROM (
         SELECT w.limit_name, w.owner, l.policy, l.algorithm, l.maximum AS capacity, l.period_ms,
                w.denied, w.shadow_denied, w.used AS row_used, w.previous_used AS row_previous,

@@ -219,11 +219,17 @@ std::vector<std::string> statement_operations() {
   return names;
 }
 
-std::string statement(Dialect dialect, std::string_view operation, Algorithm algorithm) {
+std::string statement(Dialect dialect, std::string_view operation, Algorithm algorithm,
+                      bool calendar) {
   const detail::Operation named = operation_named(operation);
+  if (calendar && algorithm != Algorithm::fixed_window) {
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("calendar periods count only with fixed_window, not {}",
+                            quota::to_string(algorithm)));
+  }
   try {
     return detail::statement(dialect == Dialect::postgresql ? detail::kPostgresql : detail::kSqlite,
-                             named, algorithm);
+                             named, detail::statement_algorithm(algorithm, calendar));
   } catch (const std::logic_error&) {
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("this build has no statement for {} limits: use sliding_log or "

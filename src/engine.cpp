@@ -175,7 +175,8 @@ struct Engine::Impl {
   std::unique_ptr<detail::Store> store;
   Options options;
   std::mutex mutex;  // one operation at a time on the connection
-  // limit name -> algorithm; std::less<> finds a string_view without building a string
+  // limit name -> its statements' kind (src/statements.h: the algorithm, or kCalendarWindow);
+  // std::less<> finds a string_view without building a string
   std::map<std::string, Algorithm, std::less<>> algorithms;
   // limit name -> its hooks (set_hooks); empty for most engines, so no lookup costs much
   std::map<std::string, Hooks, std::less<>> hooks;
@@ -424,7 +425,8 @@ struct Engine::Impl {
       algorithms.erase(found);
   }
 
-  // The limit's algorithm, from the cache or the database; nullopt when there is no limit.
+  // The limit's statements' kind (its algorithm, or kCalendarWindow: src/statements.h), from
+  // the cache or the database; nullopt when there is no limit.
   std::optional<Algorithm> algorithm_of(std::string_view name, bool refresh) {
     const auto found = algorithms.find(name);
     if (found != algorithms.end()) {
@@ -433,10 +435,12 @@ struct Engine::Impl {
     }
     const std::string key(name);
     const std::vector<Row> rows =
-        store->query("SELECT algorithm FROM quota_limits WHERE name = ?1", {Value(key)});
+        store->query("SELECT algorithm, calendar FROM quota_limits WHERE name = ?1", {Value(key)});
     if (rows.empty()) return std::nullopt;
-    const auto algorithm = parse_algorithm(text_of(rows.front().at(0)));
-    if (algorithm) algorithms.emplace(key, *algorithm);
+    auto algorithm = parse_algorithm(text_of(rows.front().at(0)));
+    if (!algorithm) return algorithm;
+    algorithm = detail::statement_algorithm(*algorithm, !detail::is_null(rows.front().at(1)));
+    algorithms.emplace(key, *algorithm);
     return algorithm;
   }
 
@@ -805,8 +809,8 @@ void Engine::define(const Limit& limit) {
     // Same algorithm: the owners' rows stay and are read with the new numbers from their
     // next operation on (a window row written under another period counts in the window
     // that holds its seen_ms). Another algorithm: quota_limits' trigger discards the state.
-    // A calendar limit's owners keep the window they count until its end (kCalendarInput,
-    // src/statements.cpp), whatever its calendar, offset or anchor become.
+    // A calendar limit's owners keep the window they count until its end, unless it is
+    // longer than the new unit's longest window (kCalendarInput, src/statements.cpp).
     impl_->store->execute(
         "INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst, shadow, block_ms, "
         "calendar, utc_offset_ms, anchor_ms) "
@@ -824,7 +828,8 @@ void Engine::define(const Limit& limit) {
          limit.calendar ? Value(std::string(to_string(*limit.calendar))) : Value(),
          Value(std::int64_t{std::chrono::milliseconds(limit.utc_offset).count()}),
          limit.anchor_ms ? Value(*limit.anchor_ms) : Value()});
-    impl_->algorithms[limit.name] = limit.algorithm;
+    impl_->algorithms[limit.name] =
+        detail::statement_algorithm(limit.algorithm, limit.calendar.has_value());
   });
 }
 

@@ -234,10 +234,8 @@ constexpr const char* kWindowDecision = R"(
                        ELSE 0 END AS previous_used
         FROM (
           SELECT maximum, capacity, period_ms, cost, t, s_used, s_previous{carry},
-            coalesce(calendar_end, t / period_ms) AS window_key,
-            period_ms - t % period_ms AS rest,
-            CASE WHEN calendar_end IS NOT NULL OR s_period = period_ms THEN s_window_key
-                 ELSE s_seen / period_ms END AS row_key,
+            {window_key} AS window_key, period_ms - t % period_ms AS rest,
+            {row_key} AS row_key,
             coalesce(s_denied, 0) AS denied_before
           FROM (
             SELECT *, {max}(now, coalesce(s_seen, 0)) AS t
@@ -256,15 +254,40 @@ struct WindowExpressions {
   const char* shown_used;  // `used` as check and usage show it
 };
 
-// fixed_window: usage is the current window's count; the window ends at calendar_end for a
-// calendar limit (kCalendarEnd), else at the next multiple of the period.
+// fixed_window: usage is the current window's count; the window ends at {window_end}.
 constexpr WindowExpressions kFixedWindow = {
     "used + cost <= maximum",
     "maximum - used_after",
-    "coalesce(calendar_end, (window_key + 1) * period_ms) - t",
-    "CASE WHEN used_after > 0 THEN coalesce(calendar_end, (window_key + 1) * period_ms) "
-    "ELSE t END",
+    "{window_end} - t",
+    "CASE WHEN used_after > 0 THEN {window_end} ELSE t END",
     "used_after",
+};
+
+// Where the window layers of kWindowDecision differ between windows of period_ms from the
+// epoch and calendar windows (kCalendarWindow): the inputs' extra column, the current
+// window's key, the owner row's, and the current window's end.
+struct WindowLayout {
+  const char* input;       // the inputs' column(s) of the layout, each followed by ", "
+  const char* window_key;  // the key of the window that holds t
+  const char* row_key;     // the key of the window the row's counts belong to
+  const char* window_end;  // the end of the window that holds t (given window_key)
+};
+
+// Windows of period_ms: window k = floor(t / period_ms); a row written under another period
+// counts in the window that holds its seen_ms.
+constexpr WindowLayout kPeriodWindows = {
+    "",
+    "t / period_ms",
+    "CASE WHEN s_period = period_ms THEN s_window_key ELSE s_seen / period_ms END",
+    "(window_key + 1) * period_ms",
+};
+
+// Calendar windows: a window's key is its end (the inputs' calendar_end, kCalendarInput).
+constexpr WindowLayout kCalendarWindows = {
+    "{calendar} AS calendar_end, ",
+    "calendar_end",
+    "s_window_key",
+    "window_key",
 };
 
 // ceil(r * rest / P) for r = previous_used % period_ms (< P) and rest (<= P), exact for every
@@ -311,12 +334,17 @@ constexpr WindowExpressions kSlidingWindow = {
 //
 // A calendar limit's owner row keeps in window_key the end of the window it counts (Unix ms).
 // The inputs' calendar_end is NULL for a limit without a calendar; for a calendar limit it is
-// the row's window_key while t is before it (the row's window still holds: no arithmetic),
-// else the end of the window that holds t, computed by kCalendarEnd from the configuration.
+// the row's window_key while t is before it, by no more than the unit's longest window
+// (period_ms) (the row's window still holds: no arithmetic), else the end of the window that
+// holds t, computed by kCalendarEnd from the configuration. So a change of the limit's
+// anchor or offset applies to each owner from the end of the window it counts, and so does a
+// change to a longer unit; a change to a shorter unit (a year to a day) ends windows longer
+// than the new unit at once.
 // The window decision then takes calendar_end as the window's key and end.
 constexpr const char* kCalendarInput =
-    "CASE WHEN l.calendar IS NULL THEN NULL WHEN {t} < {row}.window_key THEN {row}.window_key "
-    "ELSE {calendar_end} END";
+    "CASE WHEN l.calendar IS NULL THEN NULL "
+    "WHEN {t} < {row}.window_key AND {row}.window_key <= {t} + l.period_ms "
+    "THEN {row}.window_key ELSE {calendar_end} END";
 
 // The end of the window that holds t (in `t`), from the limit `l`'s calendar, utc_offset_ms
 // and anchor (the owner's for the limit, else its '*' one, else the limit's), at local time
@@ -410,26 +438,25 @@ std::string calendar_input(std::string_view t, std::string_view row, std::string
 
 constexpr const char* kWindowCheckInputs = R"(
       SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
-             {calendar} AS calendar_end,
-             {request_cost} AS cost, {request_now} AS now,
+             {layout_input}{request_cost} AS cost, {request_now} AS now,
              {policy} AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
              l.block_ms AS block_ms, s.blocked_until_ms AS s_blocked_until,
              s.window_key AS s_window_key, s.period_ms AS s_period, s.used AS s_used,
              s.previous_used AS s_previous, s.denied AS s_denied, s.seen_ms AS s_seen
       FROM quota_limits AS l
       LEFT JOIN quota_windows AS s ON s.limit_name = l.name AND s.owner = {owner}{overrides}
-      WHERE l.name = {limit} AND l.algorithm = '{algorithm}')";
+      WHERE l.name = {limit} AND l.algorithm = '{algorithm}'{layout_test})";
 
 constexpr const char* kWindowUpdateInputs = R"(
       SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
-             {calendar} AS calendar_end, {request}, excluded.seen_ms AS now, {policy} AS policy, l.shadow AS shadow,
+             {layout_input}{request}, excluded.seen_ms AS now, {policy} AS policy, l.shadow AS shadow,
              l.block_ms AS block_ms, quota_windows.blocked_until_ms AS s_blocked_until,
              quota_windows.window_key AS s_window_key, quota_windows.period_ms AS s_period,
              quota_windows.used AS s_used, quota_windows.previous_used AS s_previous,
              quota_windows.denied AS s_denied, quota_windows.seen_ms AS s_seen
       FROM {request_row}
       LEFT JOIN quota_limits AS l
-        ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}'{overrides})";
+        ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}'{layout_test}{overrides})";
 
 // ---------------------------------------------------------------------------------------
 // token_bucket, on quota_buckets.
@@ -673,6 +700,8 @@ struct Family {
   const char* values;   // ...and the decision's columns written to them
   const char* fits;     // given cost <= capacity, may `cost` be taken now? (kAllowed)
   const WindowExpressions* window = nullptr;  // the window algorithms' own expressions
+  const WindowLayout* layout = nullptr;       // ...and their windows' layout
+  const char* layout_test = "";               // the limits the layout matches
 };
 
 constexpr const char* kLogColumns = "total, newest_at_ms, recorded, denied";
@@ -683,16 +712,26 @@ constexpr const char* kBucketColumns = "level, denied, burst";
 constexpr const char* kBucketValues = "level_after, denied, capacity";
 
 Family family_of(Algorithm algorithm) {
+  if (algorithm == kCalendarWindow) {
+    return {kWindowDecision,      kWindowCheckInputs,
+            kWindowUpdateInputs,  "quota_windows",
+            kWindowColumns,       kWindowValues,
+            kFixedWindow.allowed, &kFixedWindow,
+            &kCalendarWindows,    " AND l.calendar IS NOT NULL"};
+  }
   switch (algorithm) {
     case Algorithm::sliding_log:
       return {kLogDecision, kLogCheckInputs, kLogUpdateInputs,        "quota_log_owners",
               kLogColumns,  kLogValues,      "used + cost <= maximum"};
     case Algorithm::fixed_window:
-      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs,  "quota_windows",
-              kWindowColumns,  kWindowValues,      kFixedWindow.allowed, &kFixedWindow};
+      return {kWindowDecision,          kWindowCheckInputs, kWindowUpdateInputs,
+              "quota_windows",          kWindowColumns,     kWindowValues,
+              kFixedWindow.allowed,     &kFixedWindow,      &kPeriodWindows,
+              " AND l.calendar IS NULL"};
     case Algorithm::sliding_window:
-      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs,    "quota_windows",
-              kWindowColumns,  kWindowValues,      kSlidingWindow.allowed, &kSlidingWindow};
+      return {kWindowDecision,        kWindowCheckInputs, kWindowUpdateInputs,
+              "quota_windows",        kWindowColumns,     kWindowValues,
+              kSlidingWindow.allowed, &kSlidingWindow,    &kPeriodWindows};
     case Algorithm::token_bucket:
       return {kBucketDecision, kBucketCheckInputs, kBucketUpdateInputs,        "quota_buckets",
               kBucketColumns,  kBucketValues,      "level >= cost * period_ms"};
@@ -740,16 +779,21 @@ std::string decision_of(Operation operation, Algorithm algorithm, const Family& 
   const OperationParts parts = parts_of(operation);
   const bool check = operation == Operation::check;
   const bool refund = operation == Operation::refund;
-  const std::string inputs = expand(
-      check ? family.check_inputs : family.update_inputs,
-      fmt::arg("algorithm", to_string(algorithm)), fmt::arg("request", parts.request),
-      fmt::arg("policy", kPolicy), fmt::arg("maximum", maximum_for_owner(algorithm)),
-      fmt::arg("capacity", burst_for_owner()),
+  const WindowLayout none_layout{"", "", "", ""};
+  const WindowLayout& layout = family.layout ? *family.layout : none_layout;
+  const std::string layout_input = expand(
+      layout.input,
       fmt::arg("calendar",
                check
                    ? calendar_input("{max}({request_now}, coalesce(s.seen_ms, 0))", "s", "{owner}")
                    : calendar_input("{max}(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0))",
-                                    "quota_windows", "excluded.owner")),
+                                    "quota_windows", "excluded.owner")));
+  const std::string inputs = expand(
+      check ? family.check_inputs : family.update_inputs,
+      fmt::arg("algorithm", to_string(stored_algorithm(algorithm))),
+      fmt::arg("layout_input", layout_input), fmt::arg("layout_test", family.layout_test),
+      fmt::arg("request", parts.request), fmt::arg("policy", kPolicy),
+      fmt::arg("maximum", maximum_for_owner(algorithm)), fmt::arg("capacity", burst_for_owner()),
       fmt::arg("request_row", expand(request_row, fmt::arg("table", family.table))),
       fmt::arg("overrides", check ? override_joins("{limit}", "{owner}")
                                   : override_joins("excluded.limit_name", "excluded.owner")));
@@ -760,8 +804,7 @@ std::string decision_of(Operation operation, Algorithm algorithm, const Family& 
   // What the window layers, which pass on only the columns later layers use, carry for the
   // policies: the owner's policy and the shadow flag, the refund, check's shadow count.
   const std::string carry = std::string(", policy, shadow, block_ms, s_blocked_until") +
-                            (family.window ? ", calendar_end" : "") + (refund ? ", refund" : "") +
-                            (check ? ", s_shadow_denied" : "");
+                            (refund ? ", refund" : "") + (check ? ", s_shadow_denied" : "");
   const WindowExpressions none{};
   const WindowExpressions& window = family.window ? *family.window : none;
   return expand(
@@ -769,8 +812,12 @@ std::string decision_of(Operation operation, Algorithm algorithm, const Family& 
       fmt::arg("denied", with_block(parts.denied)), fmt::arg("reason", with_block(kReason)),
       fmt::arg("allowed", expand(kAllowed, fmt::arg("fits", family.fits))),
       fmt::arg("remaining", window.remaining ? window.remaining : ""),
-      fmt::arg("retry", window.retry ? window.retry : ""),
-      fmt::arg("reset_at", window.reset_at ? window.reset_at : ""),
+      fmt::arg("retry",
+               window.retry ? expand(window.retry, fmt::arg("window_end", layout.window_end)) : ""),
+      fmt::arg("reset_at", window.reset_at
+                               ? expand(window.reset_at, fmt::arg("window_end", layout.window_end))
+                               : ""),
+      fmt::arg("window_key", layout.window_key), fmt::arg("row_key", layout.row_key),
       fmt::arg("shown_used", window.shown_used ? expand(window.shown_used,
                                                         fmt::arg("weighted_rest", kWeightedRest))
                                                : ""),
@@ -845,14 +892,14 @@ std::string bucket_start(std::string_view level, std::string_view row_period,
 
 namespace {
 
-using Statements = std::array<std::array<std::string, 4>, 5>;
+using Statements = std::array<std::array<std::string, 5>, 5>;
 
 Statements build_all(const Dialect& dialect) {
   Statements built;
   for (Operation op : {Operation::check, Operation::consume, Operation::record, Operation::reset,
                        Operation::refund}) {
     for (Algorithm algo : {Algorithm::sliding_log, Algorithm::fixed_window,
-                           Algorithm::sliding_window, Algorithm::token_bucket}) {
+                           Algorithm::sliding_window, Algorithm::token_bucket, kCalendarWindow}) {
       built[static_cast<int>(op)][static_cast<int>(algo)] =
           finish(build(op, algo, dialect), dialect);
     }
@@ -876,6 +923,10 @@ const std::string& statement(const Dialect& dialect, Operation operation, Algori
 }
 
 const char* state_table(Algorithm algorithm) { return family_of(algorithm).table; }
+
+std::string_view kind_name(Algorithm kind) {
+  return kind == kCalendarWindow ? std::string_view("calendar_window") : to_string(kind);
+}
 
 const char* operation_name(Operation operation) {
   switch (operation) {

@@ -15,6 +15,30 @@ namespace quota::detail {
 
 enum class Operation { check, consume, record, reset, refund };
 
+// The statements are kept per algorithm and, for fixed_window, per layout of its windows: a
+// calendar limit (Limit::calendar) has statements of its own, so that the calendar's
+// arithmetic costs nothing to the other limits. kCalendarWindow is their index: an internal
+// value of Algorithm that the engine caches and passes to the statements, never stored,
+// printed or returned to a caller (stored_algorithm() turns it back into fixed_window). The
+// statements of each kind match only limits of that kind, as those of each algorithm only
+// limits of that algorithm: the fixed_window statements answer "unknown limit" for a
+// calendar limit, and the calendar statements for a fixed_window limit without a calendar.
+inline constexpr Algorithm kCalendarWindow = static_cast<Algorithm>(4);
+
+// The statements' kind of a limit of `algorithm`, with a calendar period or not.
+inline Algorithm statement_algorithm(Algorithm algorithm, bool calendar) {
+  return calendar && algorithm == Algorithm::fixed_window ? kCalendarWindow : algorithm;
+}
+
+// The algorithm of a statements' kind.
+inline Algorithm stored_algorithm(Algorithm kind) {
+  return kind == kCalendarWindow ? Algorithm::fixed_window : kind;
+}
+
+// "sliding_log", ..., or "calendar_window" for kCalendarWindow: a name for the statements
+// of a kind (PostgreSQL's prepared statements are named after it).
+std::string_view kind_name(Algorithm kind);
+
 // The statement for `operation` on a limit of `algorithm` (reset is the same for all).
 // Every statement returns one row with allowed, reason, remaining, retry_after_ms,
 // reset_at_ms, denied and shadow_denied (1 when a shadow-mode consume would have been

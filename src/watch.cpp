@@ -7,6 +7,8 @@
 #include <tuple>
 #include <utility>
 
+#include "statements.h"
+
 namespace quota {
 namespace detail {
 
@@ -354,7 +356,7 @@ void WatchHub::refresh_one(WatchReader& reader, Subscription& watch, std::int64_
     if (changed || next == watch.next.end() || next->second <= now) {
       std::optional<std::int64_t> at;
       try {
-        at = next_change(*algorithm, usage, now, probe);
+        at = next_change(stored_algorithm(*algorithm), usage, now, probe);
       } catch (const Error& error) {
         if (error.code() == ErrorCode::unknown_limit) return removed();
         throw;

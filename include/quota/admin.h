@@ -99,9 +99,12 @@ QUOTA_API const char* to_string(Dialect dialect);  // "sqlite", "postgresql"
 QUOTA_API std::vector<std::string> statement_operations();
 
 // The one statement the library runs for `operation` (one of statement_operations()) on a
-// limit of `algorithm`, in `dialect`'s spelling: SQLite's takes :limit, :owner, :cost and
-// :now, PostgreSQL's $1 to $4 in that order (docs/sql.md). Throws Error (invalid_argument)
-// for another operation.
-QUOTA_API std::string statement(Dialect dialect, std::string_view operation, Algorithm algorithm);
+// limit of `algorithm`, with a calendar period (Limit::calendar) or not, in `dialect`'s
+// spelling: SQLite's takes :limit, :owner, :cost and :now, PostgreSQL's $1 to $4 in that order
+// (docs/sql.md). A fixed_window limit with a calendar period has statements of its own, and
+// each statement answers "unknown limit" for a limit of another kind. Throws Error
+// (invalid_argument) for another operation, or a calendar with another algorithm.
+QUOTA_API std::string statement(Dialect dialect, std::string_view operation, Algorithm algorithm,
+                                bool calendar = false);
 
 }  // namespace quota::admin

@@ -440,7 +440,7 @@ class PostgresqlStore final : public Store {
     auto found = prepared_.find(key);
     if (found != prepared_.end()) return found->second;
     const std::string name =
-        fmt::format("quota_{}_{}", operation_name(operation), to_string(algorithm));
+        fmt::format("quota_{}_{}", operation_name(operation), kind_name(algorithm));
     const std::array<unsigned, 4> types = {kTextOid, kTextOid, kInt8Oid, kInt8Oid};
     Result result(PQprepare(connection_, name.c_str(),
                             statement(kPostgresql, operation, algorithm).c_str(), 4, types.data()));

@@ -481,13 +481,17 @@ std::string psql_text(const std::string& name, quota::Algorithm algorithm,
 int run_sql(Session& session, const Arguments& arguments) {
   const std::string& operation = parse_operation(arguments.operation);
   quota::Algorithm algorithm = quota::Algorithm::sliding_log;
+  // A calendar limit (a fixed_window with a calendar period) has statements of its own.
+  bool calendar = false;
   if (arguments.sql_limit) {
     quota::validate_limit_name(*arguments.sql_limit);
     quota::Engine engine = session.open_engine();
-    algorithm = existing_limit(engine, *arguments.sql_limit).algorithm;
+    const quota::Limit limit = existing_limit(engine, *arguments.sql_limit);
+    algorithm = limit.algorithm;
+    calendar = limit.calendar.has_value();
   }
   const quota::admin::Dialect dialect = quota::admin::dialect_of(session.db_path);
-  const std::string statement = quota::admin::statement(dialect, operation, algorithm);
+  const std::string statement = quota::admin::statement(dialect, operation, algorithm, calendar);
   if (session.json) {
     // The parameters in order: SQLite's statement names them :limit, :owner, :cost and :now,
     // PostgreSQL's numbers them $1 to $4.

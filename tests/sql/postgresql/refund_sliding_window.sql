@@ -11,82 +11,28 @@ FROM (
     CASE WHEN used_after > 0 THEN (window_key + 2) * period_ms     WHEN previous_used > 0 THEN (window_key + 1) * period_ms ELSE t END AS reset_at_ms,
     used_after + (previous_used / period_ms) * rest + ((previous_used % period_ms) * (rest / 262144) / period_ms) * 262144 + (((previous_used % period_ms) * (rest / 262144)) % period_ms * 262144 + (previous_used % period_ms) * (rest % 262144) + period_ms - 1) / period_ms AS shown_used
   FROM (
-    SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed, policy, shadow, block_ms, s_blocked_until, calendar_end, refund,
+    SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed, policy, shadow, block_ms, s_blocked_until, refund,
       least(used + CASE WHEN FALSE THEN cost ELSE 0 END, 4611686018427387904) AS used_after,
       denied_before + int4(FALSE) AS denied
     FROM (
       SELECT maximum, capacity, period_ms, cost, t, window_key, rest, used, previous_used,
-        denied_before, policy, shadow, block_ms, s_blocked_until, calendar_end, refund,
+        denied_before, policy, shadow, block_ms, s_blocked_until, refund,
         CASE policy WHEN 'exempt' THEN TRUE WHEN 'deny' THEN FALSE ELSE cost <= capacity AND CASE WHEN used + cost <= maximum     THEN previous_used <= ((maximum - used - cost) * period_ms) / rest ELSE FALSE END END AS allowed
       FROM (
-        SELECT maximum, capacity, period_ms, cost, t, window_key, rest, denied_before, policy, shadow, block_ms, s_blocked_until, calendar_end, refund,
+        SELECT maximum, capacity, period_ms, cost, t, window_key, rest, denied_before, policy, shadow, block_ms, s_blocked_until, refund,
           CASE WHEN row_key = window_key THEN s_used - least(s_used, refund) ELSE 0 END AS used,
           CASE row_key WHEN window_key THEN s_previous WHEN window_key - 1 THEN s_used
                        ELSE 0 END AS previous_used
         FROM (
-          SELECT maximum, capacity, period_ms, cost, t, s_used, s_previous, policy, shadow, block_ms, s_blocked_until, calendar_end, refund,
-            coalesce(calendar_end, t / period_ms) AS window_key,
-            period_ms - t % period_ms AS rest,
-            CASE WHEN calendar_end IS NOT NULL OR s_period = period_ms THEN s_window_key
-                 ELSE s_seen / period_ms END AS row_key,
+          SELECT maximum, capacity, period_ms, cost, t, s_used, s_previous, policy, shadow, block_ms, s_blocked_until, refund,
+            t / period_ms AS window_key, period_ms - t % period_ms AS rest,
+            CASE WHEN s_period = period_ms THEN s_window_key ELSE s_seen / period_ms END AS row_key,
             coalesce(s_denied, 0) AS denied_before
           FROM (
             SELECT *, greatest(now, coalesce(s_seen, 0)) AS t
             FROM (
       SELECT CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN least(CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END, 4611686018427387904 / l.period_ms) ELSE l.maximum END AS maximum, CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN least(CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END, 4611686018427387904 / l.period_ms) ELSE l.maximum END AS capacity, l.period_ms AS period_ms,
-             CASE WHEN l.calendar IS NULL THEN NULL WHEN greatest(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0)) < quota_windows.window_key THEN quota_windows.window_key ELSE (WITH
-  calendar_request AS (
-    SELECT l.calendar AS unit, l.utc_offset_ms AS off, greatest(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0)) + l.utc_offset_ms AS lt,
-      coalesce(
-        (SELECT n.anchor_ms FROM quota_anchors AS n
-         WHERE n.limit_name = l.name AND n.owner = excluded.owner),
-        (SELECT n.anchor_ms FROM quota_anchors AS n
-         WHERE n.limit_name = '*' AND n.owner = excluded.owner),
-        l.anchor_ms, CASE l.calendar WHEN 'week' THEN 345600000 ELSE 0 END - l.utc_offset_ms)
-      + l.utc_offset_ms AS at),
-  calendar_days AS (
-    SELECT unit, off, lt, at, (at % 86400000 + 86400000) % 86400000 AS atod,
-      (lt + 86400000) / 86400000 - 1 + 719468 AS l_z,
-      (at + 86400000) / 86400000 - 1 + 719468 AS a_z
-    FROM calendar_request OFFSET 0),
-  calendar_years AS (
-    SELECT unit, off, lt, at, atod, l_z, a_z,
-      (l_z % 146097 - (l_z % 146097) / 1460 + (l_z % 146097) / 36524
-       - (l_z % 146097) / 146096) / 365 AS l_yoe,
-      (a_z % 146097 - (a_z % 146097) / 1460 + (a_z % 146097) / 36524
-       - (a_z % 146097) / 146096) / 365 AS a_yoe
-    FROM calendar_days OFFSET 0),
-  calendar_dates AS (
-    SELECT unit, off, lt, at, atod, l_z, a_z, l_yoe, a_yoe,
-      l_z % 146097 - (365 * l_yoe + l_yoe / 4 - l_yoe / 100) AS l_doy,
-      a_z % 146097 - (365 * a_yoe + a_yoe / 4 - a_yoe / 100) AS a_doy
-    FROM calendar_years OFFSET 0),
-  calendar_months AS (
-    SELECT unit, off, lt, at, atod,
-      (l_yoe + (l_z / 146097) * 400) * 12 + (5 * l_doy + 2) / 153 + 2 AS l_month,
-      (a_yoe + (a_z / 146097) * 400) * 12 + (5 * a_doy + 2) / 153 + 2 AS a_month,
-      a_doy - (153 * ((5 * a_doy + 2) / 153) + 2) / 5 + 1 AS dom
-    FROM calendar_dates OFFSET 0),
-  calendar_bases AS (
-    SELECT unit, off, lt, at, atod, dom,
-      CASE unit WHEN 'year' THEN (l_month / 12) * 12 + a_month % 12 ELSE l_month END AS b,
-      CASE unit WHEN 'year' THEN 12 ELSE 1 END AS step
-    FROM calendar_months OFFSET 0),
-  calendar_firsts AS (
-    SELECT unit, off, lt, at, atod, dom, (((b) - 2) / 12 / 400) * 146097 + (((b) - 2) / 12 % 400) * 365 + (((b) - 2) / 12 % 400) / 4 - (((b) - 2) / 12 % 400) / 100 + (153 * (((b) - 2) % 12) + 2) / 5 - 719468 AS fd0, (((b + 1) - 2) / 12 / 400) * 146097 + (((b + 1) - 2) / 12 % 400) * 365 + (((b + 1) - 2) / 12 % 400) / 4 - (((b + 1) - 2) / 12 % 400) / 100 + (153 * (((b + 1) - 2) % 12) + 2) / 5 - 719468 AS fd1, (((b + step) - 2) / 12 / 400) * 146097 + (((b + step) - 2) / 12 % 400) * 365 + (((b + step) - 2) / 12 % 400) / 4 - (((b + step) - 2) / 12 % 400) / 100 + (153 * (((b + step) - 2) % 12) + 2) / 5 - 719468 AS fdn,
-      (((b + step + 1) - 2) / 12 / 400) * 146097 + (((b + step + 1) - 2) / 12 % 400) * 365 + (((b + step + 1) - 2) / 12 % 400) / 4 - (((b + step + 1) - 2) / 12 % 400) / 100 + (153 * (((b + step + 1) - 2) % 12) + 2) / 5 - 719468 AS fdn1
-    FROM calendar_bases OFFSET 0),
-  calendar_starts AS (
-    SELECT unit, off, lt, at,
-      (fd0 + least(dom, fd1 - fd0) - 1) * 86400000 + atod AS this_start,
-      (fdn + least(dom, fdn1 - fdn) - 1) * 86400000 + atod AS next_start
-    FROM calendar_firsts OFFSET 0)
-  SELECT CASE unit
-      WHEN 'day' THEN lt - ((lt - at) % 86400000 + 86400000) % 86400000 + 86400000
-      WHEN 'week' THEN lt - ((lt - at) % 604800000 + 604800000) % 604800000 + 604800000
-      ELSE CASE WHEN lt >= this_start THEN next_start ELSE this_start END
-    END - off
-  FROM calendar_starts) END AS calendar_end, 1 AS cost, excluded.cost AS refund, excluded.seen_ms AS now, coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow,
+             1 AS cost, excluded.cost AS refund, excluded.seen_ms AS now, coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow,
              l.block_ms AS block_ms, quota_windows.blocked_until_ms AS s_blocked_until,
              quota_windows.window_key AS s_window_key, quota_windows.period_ms AS s_period,
              quota_windows.used AS s_used, quota_windows.previous_used AS s_previous,
@@ -115,82 +61,28 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
     CASE WHEN used_after > 0 THEN (window_key + 2) * period_ms     WHEN previous_used > 0 THEN (window_key + 1) * period_ms ELSE t END AS reset_at_ms,
     used_after + (previous_used / period_ms) * rest + ((previous_used % period_ms) * (rest / 262144) / period_ms) * 262144 + (((previous_used % period_ms) * (rest / 262144)) % period_ms * 262144 + (previous_used % period_ms) * (rest % 262144) + period_ms - 1) / period_ms AS shown_used
   FROM (
-    SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed, policy, shadow, block_ms, s_blocked_until, calendar_end, refund,
+    SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed, policy, shadow, block_ms, s_blocked_until, refund,
       least(used + CASE WHEN FALSE THEN cost ELSE 0 END, 4611686018427387904) AS used_after,
       denied_before + int4(FALSE) AS denied
     FROM (
       SELECT maximum, capacity, period_ms, cost, t, window_key, rest, used, previous_used,
-        denied_before, policy, shadow, block_ms, s_blocked_until, calendar_end, refund,
+        denied_before, policy, shadow, block_ms, s_blocked_until, refund,
         CASE policy WHEN 'exempt' THEN TRUE WHEN 'deny' THEN FALSE ELSE cost <= capacity AND CASE WHEN used + cost <= maximum     THEN previous_used <= ((maximum - used - cost) * period_ms) / rest ELSE FALSE END END AS allowed
       FROM (
-        SELECT maximum, capacity, period_ms, cost, t, window_key, rest, denied_before, policy, shadow, block_ms, s_blocked_until, calendar_end, refund,
+        SELECT maximum, capacity, period_ms, cost, t, window_key, rest, denied_before, policy, shadow, block_ms, s_blocked_until, refund,
           CASE WHEN row_key = window_key THEN s_used - least(s_used, refund) ELSE 0 END AS used,
           CASE row_key WHEN window_key THEN s_previous WHEN window_key - 1 THEN s_used
                        ELSE 0 END AS previous_used
         FROM (
-          SELECT maximum, capacity, period_ms, cost, t, s_used, s_previous, policy, shadow, block_ms, s_blocked_until, calendar_end, refund,
-            coalesce(calendar_end, t / period_ms) AS window_key,
-            period_ms - t % period_ms AS rest,
-            CASE WHEN calendar_end IS NOT NULL OR s_period = period_ms THEN s_window_key
-                 ELSE s_seen / period_ms END AS row_key,
+          SELECT maximum, capacity, period_ms, cost, t, s_used, s_previous, policy, shadow, block_ms, s_blocked_until, refund,
+            t / period_ms AS window_key, period_ms - t % period_ms AS rest,
+            CASE WHEN s_period = period_ms THEN s_window_key ELSE s_seen / period_ms END AS row_key,
             coalesce(s_denied, 0) AS denied_before
           FROM (
             SELECT *, greatest(now, coalesce(s_seen, 0)) AS t
             FROM (
       SELECT CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN least(CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END, 4611686018427387904 / l.period_ms) ELSE l.maximum END AS maximum, CASE coalesce(o.policy, a.policy) WHEN 'maximum' THEN least(CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END, 4611686018427387904 / l.period_ms) ELSE l.maximum END AS capacity, l.period_ms AS period_ms,
-             CASE WHEN l.calendar IS NULL THEN NULL WHEN greatest(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0)) < quota_windows.window_key THEN quota_windows.window_key ELSE (WITH
-  calendar_request AS (
-    SELECT l.calendar AS unit, l.utc_offset_ms AS off, greatest(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0)) + l.utc_offset_ms AS lt,
-      coalesce(
-        (SELECT n.anchor_ms FROM quota_anchors AS n
-         WHERE n.limit_name = l.name AND n.owner = excluded.owner),
-        (SELECT n.anchor_ms FROM quota_anchors AS n
-         WHERE n.limit_name = '*' AND n.owner = excluded.owner),
-        l.anchor_ms, CASE l.calendar WHEN 'week' THEN 345600000 ELSE 0 END - l.utc_offset_ms)
-      + l.utc_offset_ms AS at),
-  calendar_days AS (
-    SELECT unit, off, lt, at, (at % 86400000 + 86400000) % 86400000 AS atod,
-      (lt + 86400000) / 86400000 - 1 + 719468 AS l_z,
-      (at + 86400000) / 86400000 - 1 + 719468 AS a_z
-    FROM calendar_request OFFSET 0),
-  calendar_years AS (
-    SELECT unit, off, lt, at, atod, l_z, a_z,
-      (l_z % 146097 - (l_z % 146097) / 1460 + (l_z % 146097) / 36524
-       - (l_z % 146097) / 146096) / 365 AS l_yoe,
-      (a_z % 146097 - (a_z % 146097) / 1460 + (a_z % 146097) / 36524
-       - (a_z % 146097) / 146096) / 365 AS a_yoe
-    FROM calendar_days OFFSET 0),
-  calendar_dates AS (
-    SELECT unit, off, lt, at, atod, l_z, a_z, l_yoe, a_yoe,
-      l_z % 146097 - (365 * l_yoe + l_yoe / 4 - l_yoe / 100) AS l_doy,
-      a_z % 146097 - (365 * a_yoe + a_yoe / 4 - a_yoe / 100) AS a_doy
-    FROM calendar_years OFFSET 0),
-  calendar_months AS (
-    SELECT unit, off, lt, at, atod,
-      (l_yoe + (l_z / 146097) * 400) * 12 + (5 * l_doy + 2) / 153 + 2 AS l_month,
-      (a_yoe + (a_z / 146097) * 400) * 12 + (5 * a_doy + 2) / 153 + 2 AS a_month,
-      a_doy - (153 * ((5 * a_doy + 2) / 153) + 2) / 5 + 1 AS dom
-    FROM calendar_dates OFFSET 0),
-  calendar_bases AS (
-    SELECT unit, off, lt, at, atod, dom,
-      CASE unit WHEN 'year' THEN (l_month / 12) * 12 + a_month % 12 ELSE l_month END AS b,
-      CASE unit WHEN 'year' THEN 12 ELSE 1 END AS step
-    FROM calendar_months OFFSET 0),
-  calendar_firsts AS (
-    SELECT unit, off, lt, at, atod, dom, (((b) - 2) / 12 / 400) * 146097 + (((b) - 2) / 12 % 400) * 365 + (((b) - 2) / 12 % 400) / 4 - (((b) - 2) / 12 % 400) / 100 + (153 * (((b) - 2) % 12) + 2) / 5 - 719468 AS fd0, (((b + 1) - 2) / 12 / 400) * 146097 + (((b + 1) - 2) / 12 % 400) * 365 + (((b + 1) - 2) / 12 % 400) / 4 - (((b + 1) - 2) / 12 % 400) / 100 + (153 * (((b + 1) - 2) % 12) + 2) / 5 - 719468 AS fd1, (((b + step) - 2) / 12 / 400) * 146097 + (((b + step) - 2) / 12 % 400) * 365 + (((b + step) - 2) / 12 % 400) / 4 - (((b + step) - 2) / 12 % 400) / 100 + (153 * (((b + step) - 2) % 12) + 2) / 5 - 719468 AS fdn,
-      (((b + step + 1) - 2) / 12 / 400) * 146097 + (((b + step + 1) - 2) / 12 % 400) * 365 + (((b + step + 1) - 2) / 12 % 400) / 4 - (((b + step + 1) - 2) / 12 % 400) / 100 + (153 * (((b + step + 1) - 2) % 12) + 2) / 5 - 719468 AS fdn1
-    FROM calendar_bases OFFSET 0),
-  calendar_starts AS (
-    SELECT unit, off, lt, at,
-      (fd0 + least(dom, fd1 - fd0) - 1) * 86400000 + atod AS this_start,
-      (fdn + least(dom, fdn1 - fdn) - 1) * 86400000 + atod AS next_start
-    FROM calendar_firsts OFFSET 0)
-  SELECT CASE unit
-      WHEN 'day' THEN lt - ((lt - at) % 86400000 + 86400000) % 86400000 + 86400000
-      WHEN 'week' THEN lt - ((lt - at) % 604800000 + 604800000) % 604800000 + 604800000
-      ELSE CASE WHEN lt >= this_start THEN next_start ELSE this_start END
-    END - off
-  FROM calendar_starts) END AS calendar_end, 1 AS cost, excluded.cost AS refund, excluded.seen_ms AS now, coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow,
+             1 AS cost, excluded.cost AS refund, excluded.seen_ms AS now, coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow,
              l.block_ms AS block_ms, quota_windows.blocked_until_ms AS s_blocked_until,
              quota_windows.window_key AS s_window_key, quota_windows.period_ms AS s_period,
              quota_windows.used AS s_used, quota_windows.previous_used AS s_previous,
