@@ -114,8 +114,9 @@ std::int64_t TestDatabase::integer(const std::string& sql) const {
 std::string TestDatabase::dump() const {
   if (backend_ == Backend::sqlite) return test::dump(location_);
   std::string text;
-  for (const char* table : {"quota_limits", "quota_overrides", "quota_windows", "quota_log_owners",
-                            "quota_log", "quota_buckets", "quota_resets", "quota_migrations"}) {
+  for (const char* table :
+       {"quota_limits", "quota_overrides", "quota_anchors", "quota_windows", "quota_log_owners",
+        "quota_log", "quota_buckets", "quota_resets", "quota_migrations"}) {
     text += std::string(table) + "\n";
     for (const auto& row : rows(std::string("SELECT * FROM ") + table + " ORDER BY 1, 2")) {
       for (const auto& value : row) text += value + "|";

@@ -15,10 +15,10 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// 2026-11-30T23:59:00Z, a minute before December (UTC).
+// 2025-11-30T23:59:00Z, a minute before December (UTC).
 constexpr std::int64_t T = 1'764'547'140'000;
-constexpr std::int64_t kDecember = 1'764'547'200'000;  // 2026-12-01T00:00:00Z
-constexpr std::int64_t kJanuary = 1'767'225'600'000;   // 2027-01-01T00:00:00Z
+constexpr std::int64_t kDecember = 1'764'547'200'000;  // 2025-12-01T00:00:00Z
+constexpr std::int64_t kJanuary = 1'767'225'600'000;   // 2026-01-01T00:00:00Z
 
 TEST_CASE("the calendar migration upgrades a database in place, keeping every row",
           "[calendar][migrations]") {
@@ -92,7 +92,7 @@ TEST_CASE("the calendar migration upgrades a database in place, keeping every ro
   engine.set_anchor({"api", "w", T});
   CHECK(engine.anchors() == std::vector<Anchor>{{"api", "w", T}});
   // Anchored at 23:59:00 on the 30th: the window holding 1 December began on 30 November at
-  // 23:59 and ends on 2026-12-30T23:59:00Z.
+  // 23:59 and ends on 2025-12-30T23:59:00Z.
   CHECK(engine.consume("api", "w").reset_at_ms == kDecember + 30LL * 86'400'000 - 60'000);
 }
 

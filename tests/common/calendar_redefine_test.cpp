@@ -1,17 +1,21 @@
 // A calendar limit redefined while owners count (src/statements.cpp, kCalendarInput): the
 // window an owner counts keeps its end unless it is longer than the new unit's longest window.
+#include <sqlite3.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 
 #include "backend.h"
+#include "statements.h"
+#include "support.h"
 
 namespace quota::test {
 namespace {
 
 constexpr std::int64_t kDay = 86'400'000;
-constexpr std::int64_t T = 1'764'547'140'000;          // 2026-11-30T23:59:00Z
-constexpr std::int64_t kDecember = 1'764'547'200'000;  // 2026-12-01T00:00:00Z
-constexpr std::int64_t kNextYear = 1'767'225'600'000;  // 2027-01-01T00:00:00Z
+constexpr std::int64_t T = 1'764'547'140'000;          // 2025-11-30T23:59:00Z
+constexpr std::int64_t kDecember = 1'764'547'200'000;  // 2025-12-01T00:00:00Z
+constexpr std::int64_t kNextYear = 1'767'225'600'000;  // 2026-01-01T00:00:00Z
 constexpr std::int64_t kNine = 9 * 60 * 60 * 1000;     // +09:00 in ms
 
 TEST_CASE("a redefined calendar limit keeps the window an owner counts, up to the new unit",
@@ -71,6 +75,60 @@ TEST_CASE("a redefined calendar limit keeps the window an owner counts, up to th
     CHECK(engine.consume("api", "u").allowed);
     CHECK_FALSE(engine.consume("api", "u").allowed);
   }
+}
+
+}  // namespace
+}  // namespace quota::test
+
+namespace quota::test {
+namespace {
+
+// The statements of a kind match only limits of that kind (src/statements.h): a SQL client
+// that runs the fixed_window statement on a calendar limit, or the calendar one on a
+// fixed_window limit, gets "unknown limit" (check: no row) and changes nothing, as with the
+// statement of another algorithm.
+TEST_CASE("a calendar limit and a fixed_window one answer only their own statements",
+          "[calendar][sql]") {
+  TempDir dir;
+  const std::string path = dir.file("quota.db");
+  {
+    Engine engine = Engine::open(path);
+    engine.define(calendar_limit("monthly", 5, Calendar::month));
+    engine.define({"minutely", Algorithm::fixed_window, 5, std::chrono::minutes(1), std::nullopt});
+  }
+  const std::string before = dump(path);
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  const auto attempt = [&](detail::Operation operation, Algorithm kind, const char* limit) {
+    sqlite3_stmt* statement = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db, detail::statement(operation, kind).c_str(), -1, &statement,
+                               nullptr) == SQLITE_OK);
+    sqlite3_bind_text(statement, sqlite3_bind_parameter_index(statement, ":limit"), limit, -1,
+                      SQLITE_TRANSIENT);
+    sqlite3_bind_text(statement, sqlite3_bind_parameter_index(statement, ":owner"), "u", -1,
+                      SQLITE_TRANSIENT);
+    const int status = sqlite3_step(statement);
+    const std::string message = sqlite3_errmsg(db);
+    sqlite3_finalize(statement);
+    return std::pair{status, message};
+  };
+  for (const auto& [kind, limit] : {std::pair{Algorithm::fixed_window, "monthly"},
+                                    std::pair{detail::kCalendarWindow, "minutely"}}) {
+    CAPTURE(limit);
+    for (detail::Operation operation :
+         {detail::Operation::consume, detail::Operation::record, detail::Operation::refund}) {
+      const auto [status, message] = attempt(operation, kind, limit);
+      CHECK(status == SQLITE_CONSTRAINT);
+      CHECK_THAT(message, Catch::Contains("unknown limit"));
+    }
+    CHECK(attempt(detail::Operation::check, kind, limit).first == SQLITE_DONE);
+    // Each limit's own statement answers.
+    const Algorithm own =
+        kind == detail::kCalendarWindow ? Algorithm::fixed_window : detail::kCalendarWindow;
+    CHECK(attempt(detail::Operation::check, own, limit).first == SQLITE_ROW);
+  }
+  sqlite3_close(db);
+  CHECK(dump(path) == before);
 }
 
 }  // namespace

@@ -60,6 +60,35 @@ TEST_CASE("gc: the examples of src/gc.cpp", "[gc][backends]") {
   CHECK(engine.gc() == 0);
 }
 
+TEST_CASE("gc: a calendar window goes once it has ended, and answers stay the same",
+          "[gc][calendar][backends]") {
+  const TestDatabase database(each_backend());
+  CAPTURE(database.backend());
+  ManualClock clock;
+  Engine engine = Engine::open(database.location(), options_with(clock));
+  // Days at +09:00: 2025-11-26T15:00:00Z is 27 November 00:00 in Tokyo.
+  constexpr std::int64_t kMidnight = 1'764'169'200'000;
+  engine.define(calendar_limit("daily", 3, Calendar::day, std::chrono::minutes(9 * 60)));
+  clock.set(kMidnight - 1000);
+  engine.consume("daily", "old", 2);  // counts until kMidnight
+  clock.set(kMidnight);
+  engine.consume("daily", "new");  // counts until a day later
+  clock.set(kMidnight - 2000);
+  CHECK_FALSE(engine.consume("daily", "denied", 4).allowed);  // a denial keeps its row
+
+  clock.set(kMidnight + 10);
+  const Result new_before = engine.check("daily", "new");
+  const Result old_before = engine.check("daily", "old");
+  CHECK(old_before.remaining == 3);
+  CHECK(engine.gc() == 1);
+  CHECK(state_keys(database) ==
+        std::set<std::string>{"quota_windows|daily|denied", "quota_windows|daily|new"});
+  CHECK(engine.check("daily", "new") == new_before);
+  CHECK(engine.check("daily", "old") == old_before);
+  CHECK(engine.check("daily", "new").reset_at_ms == kMidnight + 86'400'000);
+  CHECK(engine.gc() == 0);
+}
+
 TEST_CASE("gc keeps what still counts and deletes what is left over", "[gc][backends]") {
   const TestDatabase database(each_backend());
   CAPTURE(database.backend());

@@ -3,7 +3,8 @@
 
   exports           the shared library (--library) exports the API and nothing else
   install           `cmake --install` of --build into WORK/prefix, and what lands there
-  find_package      README's find_package project against WORK/prefix
+  find_package      README's find_package project against WORK/prefix, and the same project
+                    with docs/concepts.md's calendar example as its main.cpp
   pkg_config        README's pkg-config commands (C++ and the C API) against WORK/prefix
   add_subdirectory  README's add_subdirectory project against --source
   shared            a BUILD_SHARED_LIBS=ON build of --source, installed and used by README's
@@ -33,7 +34,8 @@ README_FILE = re.compile(r"<!-- test-file: (\S+) -->\n```[\w+-]*\n(.*?)```\n", r
 # Every test-file block a step below uses; docs_test.py fails on a block outside this list.
 USED_FILES = ["main.cpp", "main.cpp.out", "find_package/CMakeLists.txt",
               "add_subdirectory/CMakeLists.txt", "pkg-config.sh", "c-api/main.c",
-              "c-api/pkg-config.sh", "c-api/main.c.out", "python/app.py", "python/app.py.out"]
+              "c-api/pkg-config.sh", "c-api/main.c.out", "python/app.py", "python/app.py.out",
+              "calendar/main.cpp", "calendar/main.cpp.out"]
 API_SYMBOL = re.compile(r"^(quota_\w+|quota::.*|(typeinfo|typeinfo name|vtable) for quota::.*)$")
 
 
@@ -200,6 +202,12 @@ def step_find_package(args, work, files):
                         [f"-DCMAKE_PREFIX_PATH={prefix}"], sanitized=True)
     run_program(files, os.path.join(work, "build", "app"), "main.cpp.out",
                 os.path.join(work, "run"))
+    calendar = os.path.join(work, "calendar")
+    write_project(files, calendar, ["find_package/CMakeLists.txt", "calendar/main.cpp"])
+    configure_and_build(args, calendar, os.path.join(work, "calendar-build"),
+                        [f"-DCMAKE_PREFIX_PATH={prefix}"], sanitized=True)
+    run_program(files, os.path.join(work, "calendar-build", "app"), "calendar/main.cpp.out",
+                os.path.join(work, "calendar-run"))
 
 
 def step_pkg_config(args, work, files):
