@@ -8,6 +8,8 @@
 #include <random>
 #include <thread>
 
+#include "migrations.h"
+
 namespace quota::test {
 
 const char* to_string(Backend backend) {
@@ -124,6 +126,17 @@ std::string TestDatabase::dump() const {
     }
   }
   return text;
+}
+
+void TestDatabase::migrate_before(int version) const {
+  const auto& built_in = backend_ == Backend::sqlite ? detail::built_in_sqlite_migrations()
+                                                     : detail::built_in_postgresql_migrations();
+  for (const auto& migration : built_in) {
+    if (migration.version >= version) break;
+    exec(migration.sql);
+    exec("INSERT INTO quota_migrations VALUES (" + std::to_string(migration.version) + ", '" +
+         migration.name + "', '" + migration.checksum + "', 0)");
+  }
 }
 
 Result run_statement(sqlite3* db, detail::Operation operation, Algorithm algorithm,

@@ -52,6 +52,9 @@ class TestDatabase {
   std::int64_t integer(const std::string& sql) const;
   // Every row of every quota_* table, ordered, to prove that an operation changed nothing.
   std::string dump() const;
+  // Applies this backend's built-in migrations before `version`, recording each in
+  // quota_migrations, as a build before that migration left the database.
+  void migrate_before(int version) const;
 
  private:
   Backend backend_;

@@ -25,14 +25,8 @@ TEST_CASE("the calendar migration upgrades a database in place, keeping every ro
   const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
   CAPTURE(to_string(backend));
   TestDatabase db(backend);
-  const auto& built_in = backend == Backend::sqlite ? detail::built_in_sqlite_migrations()
-                                                    : detail::built_in_postgresql_migrations();
   // Every migration before 0008, as a build before it left the database...
-  for (std::size_t i = 0; i < built_in.size() && built_in[i].version < 8; ++i) {
-    db.exec(built_in[i].sql);
-    db.exec("INSERT INTO quota_migrations VALUES (" + std::to_string(built_in[i].version) + ", '" +
-            built_in[i].name + "', '" + built_in[i].checksum + "', 0)");
-  }
+  db.migrate_before(8);
   // ...with limits, an override, an owner at its limit in a fixed window and a blocked one,
   // written with plain SQL (this build's statements are not the previous build's).
   db.exec(
