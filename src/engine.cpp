@@ -1136,12 +1136,14 @@ Usage Engine::owner_usage(std::string_view limit, std::string_view owner) {
 std::vector<Usage> Engine::owner_usage(std::string_view owner) {
   validate_owner(owner);
   return impl_->guarded([&] {
-    // The limits where the owner has state or an override, each read by the owner's key; a
-    // '*' override covers every limit.
+    // The limits where the owner has state, an override or a calendar anchor, each read by
+    // the owner's key; a '*' override covers every limit, a '*' anchor every calendar limit.
     const std::vector<Row> found = impl_->store->query(
-        "SELECT l.name, l.algorithm FROM quota_limits AS l WHERE EXISTS ("
+        "SELECT l.name, l.algorithm, l.calendar FROM quota_limits AS l WHERE EXISTS ("
         "SELECT 1 FROM quota_overrides AS o WHERE o.owner = ?1 "
         "AND (o.limit_name = l.name OR o.limit_name = '*')) "
+        "OR EXISTS (SELECT 1 FROM quota_anchors AS n WHERE n.owner = ?1 "
+        "AND (n.limit_name = l.name OR (n.limit_name = '*' AND l.calendar IS NOT NULL))) "
         "OR l.name IN (SELECT limit_name FROM quota_windows WHERE owner = ?1 "
         "UNION ALL SELECT limit_name FROM quota_log_owners WHERE owner = ?1 "
         "UNION ALL SELECT limit_name FROM quota_buckets WHERE owner = ?1) "
@@ -1153,7 +1155,8 @@ std::vector<Usage> Engine::owner_usage(std::string_view owner) {
       const std::string limit = text_of(row.at(0));
       const auto algorithm = parse_algorithm(text_of(row.at(1)));
       if (!algorithm) continue;
-      if (std::optional<Usage> usage = impl_->usage_at(*algorithm, limit, owner, now)) {
+      const Algorithm kind = detail::statement_algorithm(*algorithm, !detail::is_null(row.at(2)));
+      if (std::optional<Usage> usage = impl_->usage_at(kind, limit, owner, now)) {
         rows.push_back(std::move(*usage));
       }
     }

@@ -371,50 +371,41 @@ constexpr const char* kCalendarEnd = R"((WITH
         (SELECT n.anchor_ms FROM quota_anchors AS n
          WHERE n.limit_name = '*' AND n.owner = {anchor_owner}),
         l.anchor_ms, CASE l.calendar WHEN 'week' THEN 345600000 ELSE 0 END - l.utc_offset_ms)
-      + l.utc_offset_ms AS at),
-  calendar_days AS (
-    SELECT unit, off, lt, at, (at % 86400000 + 86400000) % 86400000 AS atod,
-      (lt + 86400000) / 86400000 - 1 + 719468 AS l_z,
-      (at + 86400000) / 86400000 - 1 + 719468 AS a_z
-    FROM calendar_request {barrier}),
+      + l.utc_offset_ms AS at {barrier}),
   calendar_years AS (
-    SELECT unit, off, lt, at, atod, l_z, a_z,
-      (l_z % 146097 - (l_z % 146097) / 1460 + (l_z % 146097) / 36524
-       - (l_z % 146097) / 146096) / 365 AS l_yoe,
-      (a_z % 146097 - (a_z % 146097) / 1460 + (a_z % 146097) / 36524
-       - (a_z % 146097) / 146096) / 365 AS a_yoe
-    FROM calendar_days {barrier}),
+    SELECT unit, off, lt, at, (at % 86400000 + 86400000) % 86400000 AS atod,
+      {l_z} AS l_z, {a_z} AS a_z,
+      ({l_z} % 146097 - ({l_z} % 146097) / 1460 + ({l_z} % 146097) / 36524
+       - ({l_z} % 146097) / 146096) / 365 AS l_yoe,
+      ({a_z} % 146097 - ({a_z} % 146097) / 1460 + ({a_z} % 146097) / 36524
+       - ({a_z} % 146097) / 146096) / 365 AS a_yoe
+    FROM calendar_request {barrier}),
   calendar_dates AS (
-    SELECT unit, off, lt, at, atod, l_z, a_z, l_yoe, a_yoe,
+    SELECT unit, off, lt, at, atod, l_z, l_yoe,
       l_z % 146097 - (365 * l_yoe + l_yoe / 4 - l_yoe / 100) AS l_doy,
       a_z % 146097 - (365 * a_yoe + a_yoe / 4 - a_yoe / 100) AS a_doy
     FROM calendar_years {barrier}),
-  calendar_months AS (
-    SELECT unit, off, lt, at, atod,
-      (l_yoe + (l_z / 146097) * 400) * 12 + (5 * l_doy + 2) / 153 + 2 AS l_month,
-      (a_yoe + (a_z / 146097) * 400) * 12 + (5 * a_doy + 2) / 153 + 2 AS a_month,
-      a_doy - (153 * ((5 * a_doy + 2) / 153) + 2) / 5 + 1 AS dom
-    FROM calendar_dates {barrier}),
   calendar_bases AS (
-    SELECT unit, off, lt, at, atod, dom,
-      CASE unit WHEN 'year' THEN (l_month / 12) * 12 + a_month % 12 ELSE l_month END AS b,
+    SELECT unit, off, lt, at, atod,
+      a_doy - (153 * ((5 * a_doy + 2) / 153) + 2) / 5 + 1 AS dom,
+      CASE unit WHEN 'year'
+        THEN (((l_yoe + (l_z / 146097) * 400) * 12 + (5 * l_doy + 2) / 153 + 2) / 12) * 12
+             + ((5 * a_doy + 2) / 153 + 2) % 12
+        ELSE (l_yoe + (l_z / 146097) * 400) * 12 + (5 * l_doy + 2) / 153 + 2 END AS b,
       CASE unit WHEN 'year' THEN 12 ELSE 1 END AS step
-    FROM calendar_months {barrier}),
+    FROM calendar_dates {barrier}),
   calendar_firsts AS (
     SELECT unit, off, lt, at, atod, dom, {fd0} AS fd0, {fd1} AS fd1, {fdn} AS fdn,
       {fdn1} AS fdn1
-    FROM calendar_bases {barrier}),
-  calendar_starts AS (
-    SELECT unit, off, lt, at,
-      (fd0 + {min}(dom, fd1 - fd0) - 1) * 86400000 + atod AS this_start,
-      (fdn + {min}(dom, fdn1 - fdn) - 1) * 86400000 + atod AS next_start
-    FROM calendar_firsts {barrier})
-  SELECT CASE unit
-      WHEN 'day' THEN lt - ((lt - at) % 86400000 + 86400000) % 86400000 + 86400000
-      WHEN 'week' THEN lt - ((lt - at) % 604800000 + 604800000) % 604800000 + 604800000
-      ELSE CASE WHEN lt >= this_start THEN next_start ELSE this_start END
+    FROM calendar_bases {barrier})
+  SELECT CASE
+      WHEN unit = 'day' THEN lt - ((lt - at) % 86400000 + 86400000) % 86400000 + 86400000
+      WHEN unit = 'week' THEN lt - ((lt - at) % 604800000 + 604800000) % 604800000 + 604800000
+      WHEN lt >= (fd0 + {min}(dom, fd1 - fd0) - 1) * 86400000 + atod
+      THEN (fdn + {min}(dom, fdn1 - fdn) - 1) * 86400000 + atod
+      ELSE (fd0 + {min}(dom, fd1 - fd0) - 1) * 86400000 + atod
     END - off
-  FROM calendar_starts))";
+  FROM calendar_firsts))";
 
 // days_from_civil of the 1st of month index m (year * 12 + month - 1, March-based inside:
 // q = m - 2 counts months from 0000-03-01), for a month index >= 2.
@@ -430,6 +421,8 @@ std::string first_day(std::string_view month) {
 std::string calendar_input(std::string_view t, std::string_view row, std::string_view owner) {
   const std::string end =
       expand(kCalendarEnd, fmt::arg("time", t), fmt::arg("anchor_owner", owner),
+             fmt::arg("l_z", "((lt + 86400000) / 86400000 + 719467)"),
+             fmt::arg("a_z", "((at + 86400000) / 86400000 + 719467)"),
              fmt::arg("fd0", first_day("b")), fmt::arg("fd1", first_day("b + 1")),
              fmt::arg("fdn", first_day("b + step")), fmt::arg("fdn1", first_day("b + step + 1")));
   return expand(kCalendarInput, fmt::arg("t", t), fmt::arg("row", row),

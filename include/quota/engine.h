@@ -265,8 +265,9 @@ class QUOTA_API Engine {
   // `capacity` and `reset_at_ms` for an owner without state). Changes nothing.
   Usage owner_usage(std::string_view limit, std::string_view owner);
   // One owner on every limit where it has state (even all zero: an owner written by a
-  // refund, or whose usage has expired) or an override (its own or a '*' one, which covers
-  // every limit), by limit name; the limits where it has neither are left out, since they
+  // refund, or whose usage has expired), an override (its own or a '*' one, which covers
+  // every limit) or a calendar anchor (its own, or a '*' one on a calendar limit), by limit
+  // name; the limits where it has neither are left out, since they
   // would show only the limit's capacity. The first thing to look at when a customer says "I
   // am being rate limited". Changes nothing.
   std::vector<Usage> owner_usage(std::string_view owner);

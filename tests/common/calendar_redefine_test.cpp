@@ -67,6 +67,32 @@ TEST_CASE("a redefined calendar limit keeps the window an owner counts, up to th
     CHECK(engine.consume("api", "u").retry_after_ms == kNextYear - kDecember);
   }
 
+  SECTION("owner_usage reads calendar limits with their own statements") {
+    engine.define(calendar_limit("api", 5, Calendar::month));
+    engine.define(
+        {"plain", Algorithm::fixed_window, 5, std::chrono::milliseconds(kDay), std::nullopt});
+    engine.consume("api", "u", 2);
+    engine.consume("plain", "u");
+    const std::vector<Usage> rows = engine.owner_usage("u");
+    REQUIRE(rows.size() == 2);
+    CHECK(rows[0].limit == "api");
+    CHECK(rows[0].used == 2);
+    CHECK(rows[0].reset_at_ms == kDecember);
+    CHECK(rows[1].limit == "plain");
+    CHECK(rows[1].used == 1);
+    // An owner with only an anchor, its own or a '*' one, is shown on the calendar limit.
+    engine.set_anchor({"api", "anchored", T - 10 * kDay});
+    engine.set_anchor({"*", "everywhere", T - 10 * kDay});
+    for (const char* owner : {"anchored", "everywhere"}) {
+      CAPTURE(owner);
+      const std::vector<Usage> anchored = engine.owner_usage(owner);
+      REQUIRE(anchored.size() == 1);
+      CHECK(anchored[0].limit == "api");
+      CHECK(anchored[0].used == 0);
+      CHECK(anchored[0].remaining == 5);
+    }
+  }
+
   SECTION("a period in ms and a calendar unit do not share a count") {
     engine.define(
         {"api", Algorithm::fixed_window, 1, std::chrono::milliseconds(kDay), std::nullopt});

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "backend.h"
@@ -22,11 +23,12 @@ using nlohmann::json;
 constexpr std::int64_t kStart = 1'700'000'000'000;
 
 // One command of the script, at a time relative to kStart, and the exit status it means to
-// meet on every backend.
+// meet on every backend (and, where given, the reset_at_ms it answers).
 struct Command {
   std::int64_t at_ms;
   std::vector<std::string> args;
   int status = 0;
+  std::optional<std::int64_t> reset_at_ms = std::nullopt;
 };
 
 // What a command gave: its exit status, and its JSON document (or, for a failure, the one
@@ -101,6 +103,56 @@ std::vector<Command> script() {
   };
 }
 
+// Calendar periods (SPEC §9): limits per month at +09:00 from an anchor and per ISO week, the
+// owners' anchors (for a limit and for '*'), the windows they give, and the refusals. kStart
+// is Tuesday 2023-11-14T22:13:20Z, 07:13:20 on the 15th at +09:00.
+std::vector<Command> calendar_script() {
+  const std::int64_t day = 24 * 60 * 60'000;
+  return {
+      {0, {"migrate"}},
+      {0,
+       {"limit", "set", "plan", "--max", "3", "--per", "month", "--utc-offset", "+09:00",
+        "--anchor", "2026-03-17T09:30:00+09:00"}},
+      {0, {"limit", "set", "weekly", "--max", "2", "--per", "week"}},
+      {0, {"limit", "set", "daily", "--max", "5", "--per", "1d", "--algo", "fixed_window"}},
+      {0, {"limit", "set", "plan", "--max", "3", "--per", "month", "--algo", "token_bucket"}, 2},
+      {0, {"limit", "set", "daily", "--max", "5", "--per", "1d", "--utc-offset", "+09:00"}, 2},
+      {0, {"limit", "set", "plan", "--max", "3", "--per", "month", "--anchor", "2026-03-17"}, 2},
+      {0, {"limit", "get", "plan"}},
+      {0, {"limit", "list"}},
+      // The 17th at 09:30 (+09:00) is 2023-11-17T00:30:00Z.
+      {0, {"consume", "plan", "u1"}, 0, 1'700'181'000'000},
+      // Monday 2023-11-20T00:00:00Z.
+      {0, {"consume", "weekly", "u1"}, 0, 1'700'438'400'000},
+      {10, {"consume", "weekly", "u1"}},
+      {20, {"consume", "weekly", "u1"}, 1, 1'700'438'400'000},
+      {30, {"override", "set", "plan", "u2", "--anchor", "2026-01-31T00:00:00+09:00"}},
+      {30, {"override", "set", "plan", "u3", "--max", "5", "--anchor", "2026-01-02T00:00:00Z"}},
+      {30, {"override", "set", "*", "u4", "--anchor", "2026-01-07T12:00:00Z"}},
+      {30, {"override", "set", "daily", "u2", "--anchor", "2026-01-31T00:00:00Z"}, 2},
+      {30, {"override", "set", "daily", "u2", "--max", "9", "--anchor", "2026-01-31T00:00:00Z"}, 2},
+      {40, {"override", "list"}},
+      {40, {"override", "list", "plan"}},
+      // 30 November (November lacks the 31st) at 00:00 +09:00.
+      {50, {"consume", "plan", "u2"}, 0, 1'701'270'000'000},
+      // The 2nd at 09:00 +09:00, the anchor's place at the limit's offset.
+      {50, {"consume", "plan", "u3", "--cost", "5"}, 0, 1'701'475'200'000},
+      {60, {"consume", "plan", "u3"}, 1},
+      // '*': Wednesdays at 12:00 UTC.
+      {60, {"consume", "weekly", "u4"}, 0, 1'700'049'600'000},
+      {70, {"usage", "plan"}},
+      {70, {"usage", "--owner", "u3"}},
+      {80, {"override", "rm", "plan", "u3"}},
+      {80, {"override", "rm", "plan", "u3"}, 2},
+      {80, {"override", "rm", "*", "u4"}},
+      {90, {"reset", "plan", "u1"}},
+      // Ten days on, past the 17th: the next month, to 17 December.
+      {10 * day, {"consume", "plan", "u1"}, 0, 1'702'773'000'000},
+      {10 * day, {"limit", "list"}},
+      {10 * day, {"override", "list"}},
+  };
+}
+
 std::vector<int> versions_of(const std::vector<detail::Migration>& migrations) {
   std::vector<int> versions;
   for (const auto& migration : migrations) versions.push_back(migration.version);
@@ -112,11 +164,12 @@ const std::vector<detail::Migration>& migrations_of(const TestDatabase& db) {
                                              : detail::built_in_sqlite_migrations();
 }
 
-std::vector<Answer> run_script(const TestDatabase& db) {
+std::vector<Answer> run_script(const TestDatabase& db,
+                               const std::vector<Command>& commands = script()) {
   // An empty file is an empty database, as a server's empty schema is: status reads both.
   if (db.backend() == Backend::sqlite) std::ofstream(db.location()).flush();
   std::vector<Answer> answers;
-  for (const Command& command : script()) {
+  for (const Command& command : commands) {
     std::vector<std::string> args = {"--db", db.location(), "--now",
                                      std::to_string(kStart + command.at_ms), "--json"};
     args.insert(args.end(), command.args.begin(), command.args.end());
@@ -207,6 +260,40 @@ TEST_CASE("quotactl gives the same JSON and exit codes on SQLite and on PostgreS
     CHECK(answer.status == expected.status);
     CHECK(answer.document.dump() == expected.document.dump());
   }
+}
+
+TEST_CASE("quotactl gives the same answers for calendar periods on SQLite and on PostgreSQL",
+          "[quotactl][backends][calendar]") {
+  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  CAPTURE(to_string(backend));
+  TestDatabase reference_db(Backend::sqlite);
+  TestDatabase db(backend);
+  const std::vector<Command> commands = calendar_script();
+  std::vector<Answer> reference = run_script(reference_db, commands);
+  std::vector<Answer> answers = run_script(db, commands);
+  REQUIRE(answers.size() == reference.size());
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    Answer& answer = answers[i];
+    Answer& expected = reference[i];
+    INFO("command " << i << ": " << json(answer.args).dump() << "\n" << answer.error);
+    CHECK(answer.status == commands[i].status);
+    if (commands[i].reset_at_ms) CHECK(answer.document["reset_at_ms"] == *commands[i].reset_at_ms);
+    check_and_strip_backend_fields(reference_db, expected);
+    check_and_strip_backend_fields(db, answer);
+    CHECK(answer.document.dump() == expected.document.dump());
+  }
+  // What the JSON of the limits and the owners' rows holds, at the end.
+  const json limits = answers[answers.size() - 2].document;
+  REQUIRE(limits.size() == 3);
+  CHECK(limits[1]["period"] == "month");
+  CHECK(limits[1]["period_ms"].is_null());
+  CHECK(limits[1]["utc_offset"] == "+09:00");
+  CHECK(limits[1]["anchor_ms"] == 1'773'707'400'000);
+  CHECK(limits[0]["period"].is_null());
+  CHECK(limits[0]["period_ms"] == 86'400'000);
+  CHECK(answers.back().document ==
+        json::parse(R"([{"limit":"plan","owner":"u2","policy":null,"maximum":null,"burst":null,)"
+                    R"("anchor_ms":1769785200000}])"));
 }
 
 TEST_CASE("override list without a limit works on every backend", "[quotactl][backends]") {

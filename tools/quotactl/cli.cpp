@@ -59,13 +59,27 @@ void declare_limit_set(CLI::App& command, Arguments& arguments) {
   command.add_option("--max", arguments.maximum, "units allowed per period")
       ->required()
       ->type_name("N");
-  command.add_option("--per", arguments.per, "the period: 500ms, 30s, 1m, 1h, 1d (at most 366d)")
+  command
+      .add_option("--per", arguments.per,
+                  "the period: a DURATION, 500ms, 30s, 1m, 1h, 1d (at most 366d), or a calendar "
+                  "unit, day, week, month or year (fixed_window)")
       ->required()
-      ->type_name("DURATION");
+      ->type_name("DURATION|UNIT");
+  command
+      .add_option("--utc-offset", arguments.utc_offset,
+                  "with a calendar unit: the calendar's offset from UTC, -14:00 to +14:00 "
+                  "(default +00:00)")
+      ->type_name("±HH:MM");
+  command
+      .add_option("--anchor", arguments.anchor,
+                  "with a calendar unit: an ISO-8601 instant (2026-03-17T09:30:00Z) whose "
+                  "place in the unit starts every window (default: the unit's own start)")
+      ->type_name("INSTANT");
   command
       .add_option("--algo", arguments.algorithm,
-                  "sliding_log, fixed_window, sliding_window or token_bucket (default: the "
-                  "existing limit's, else sliding_log)")
+                  "sliding_log, fixed_window, sliding_window or token_bucket (default: "
+                  "fixed_window for a calendar unit, else the existing limit's, else "
+                  "sliding_log)")
       ->type_name("ALGO");
   command.add_option("--burst", arguments.burst, "token_bucket only: the bucket's capacity")
       ->type_name("N");
@@ -116,6 +130,11 @@ void declare_override_set(CLI::App& command, Arguments& arguments) {
   command.add_flag("--deny", arguments.deny, "always denied (owner_denied)")
       ->excludes(maximum)
       ->excludes(exempt);
+  command
+      .add_option("--anchor", arguments.anchor,
+                  "the owner's own start of a calendar limit's windows: an ISO-8601 instant "
+                  "(2026-03-17T09:30:00Z), alone or with a policy")
+      ->type_name("INSTANT");
 }
 
 void declare_override_list(CLI::App& command, Arguments& arguments) {
@@ -201,13 +220,15 @@ constexpr Command kCommands[] = {
     {"watch",
      "usage, live: a table redrawn in place on a terminal, a JSON array per change with --json",
      declare_watch, run_watch},
-    {"override", "per-owner overrides: own maximum, exempt, deny", nullptr, nullptr},
+    {"override", "per-owner overrides: own maximum, exempt, deny; own calendar anchor", nullptr,
+     nullptr},
     {"override set",
      "create or replace an owner's override (--max N [--burst N] | --exempt | "
-     "--deny)",
+     "--deny) and/or anchor (--anchor INSTANT)",
      declare_override_set, run_override_set},
-    {"override rm", "remove an owner's override", declare_override_owner, run_override_rm},
-    {"override list", "show the overrides, of one limit or all", declare_override_list,
+    {"override rm", "remove an owner's override and anchor", declare_override_owner,
+     run_override_rm},
+    {"override list", "show the overrides and anchors, of one limit or all", declare_override_list,
      run_override_list},
     {"gc", "delete state that no longer affects any answer, in short batches", declare_gc, run_gc},
     {"sql", "print the SQL statement quota runs for an operation", declare_sql, run_sql},

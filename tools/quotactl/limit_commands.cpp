@@ -1,9 +1,12 @@
 // limit set, get, list and rm.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "commands.h"
@@ -16,15 +19,23 @@ using quota::Algorithm;
 using quota::Limit;
 
 nlohmann::ordered_json to_json(const Limit& limit) {
-  return {{"name", limit.name},
-          {"algorithm", quota::to_string(limit.algorithm)},
-          {"maximum", limit.maximum},
-          {"period_ms", limit.period.count()},
-          {"burst",
-           limit.burst ? nlohmann::ordered_json(*limit.burst) : nlohmann::ordered_json(nullptr)},
-          {"shadow", limit.shadow},
-          {"block_ms", limit.block ? nlohmann::ordered_json(limit.block->count())
-                                   : nlohmann::ordered_json(nullptr)}};
+  const nlohmann::ordered_json null = nullptr;
+  // A calendar limit's period_ms is only the bound of its windows (quota::longest_window):
+  // its windows are the calendar's, so it shows null there and the unit in `period`.
+  return {
+      {"name", limit.name},
+      {"algorithm", quota::to_string(limit.algorithm)},
+      {"maximum", limit.maximum},
+      {"period_ms", limit.calendar ? null : nlohmann::ordered_json(limit.period.count())},
+      {"period", limit.calendar ? nlohmann::ordered_json(quota::to_string(*limit.calendar)) : null},
+      {"utc_offset",
+       limit.calendar ? nlohmann::ordered_json(format_utc_offset(limit.utc_offset)) : null},
+      {"anchor_ms", limit.anchor_ms ? nlohmann::ordered_json(*limit.anchor_ms) : null},
+      {"burst",
+       limit.burst ? nlohmann::ordered_json(*limit.burst) : nlohmann::ordered_json(nullptr)},
+      {"shadow", limit.shadow},
+      {"block_ms", limit.block ? nlohmann::ordered_json(limit.block->count())
+                               : nlohmann::ordered_json(nullptr)}};
 }
 
 Algorithm parse_algorithm_option(const std::string& text) {
@@ -68,15 +79,59 @@ void require_fits(const Limit& limit, const Arguments& arguments) {
                   quota::to_string(limit.algorithm), overflow->rule, advice));
 }
 
+// `--per WORD [--utc-offset ±HH:MM] [--anchor INSTANT]`: a calendar limit, fixed_window (the
+// only algorithm that counts per calendar unit) unless --algo says otherwise, which is refused.
+// Without --utc-offset the offset is +00:00 and without --anchor there is none: like --per,
+// they are given whole each time, never kept from the existing limit.
+Limit parse_calendar_limit(const Arguments& arguments, std::int64_t maximum,
+                           quota::Calendar calendar, std::optional<Algorithm>& algorithm) {
+  if (algorithm && *algorithm != Algorithm::fixed_window) {
+    throw quota::Error(
+        quota::ErrorCode::invalid_argument,
+        fmt::format("calendar periods count only with fixed_window: --per {} takes --algo "
+                    "fixed_window (its default), not --algo {}; for {} give --per a DURATION",
+                    quota::to_string(calendar), quota::to_string(*algorithm),
+                    quota::to_string(*algorithm)));
+  }
+  algorithm = Algorithm::fixed_window;
+  const std::chrono::minutes offset = arguments.utc_offset
+                                          ? parse_utc_offset(*arguments.utc_offset, "--utc-offset")
+                                          : std::chrono::minutes{0};
+  std::optional<std::int64_t> anchor;
+  if (arguments.anchor) anchor = parse_instant(*arguments.anchor, "--anchor");
+  return quota::calendar_limit(arguments.limit, maximum, calendar, offset, anchor);
+}
+
+// --utc-offset and --anchor place calendar windows; a DURATION's windows have neither.
+void refuse_calendar_options(const Arguments& arguments) {
+  for (const auto& [option, given] : {std::pair{"--utc-offset", arguments.utc_offset.has_value()},
+                                      std::pair{"--anchor", arguments.anchor.has_value()}}) {
+    if (!given) continue;
+    throw quota::Error(
+        quota::ErrorCode::invalid_argument,
+        fmt::format("{} needs a calendar period: use --per day, week, month or year (--per {} is "
+                    "a DURATION, whose windows follow one another from the Unix epoch)",
+                    option, arguments.per.value()));
+  }
+}
+
 // The limit as typed, checked as far as possible without the database: only the algorithm
 // may still come from the existing limit.
 Limit parse_limit(const Arguments& arguments, std::optional<Algorithm>& algorithm) {
   quota::validate_limit_name(arguments.limit);
-  Limit limit;
-  limit.name = arguments.limit;
-  limit.maximum = parse_whole(arguments.maximum.value(), "--max", 1, quota::kMaximumBound);
-  limit.period = parse_duration(arguments.per.value(), "--per");
+  const std::int64_t maximum =
+      parse_whole(arguments.maximum.value(), "--max", 1, quota::kMaximumBound);
+  const Period period = parse_period(arguments.per.value(), "--per");
   if (arguments.algorithm) algorithm = parse_algorithm_option(*arguments.algorithm);
+  Limit limit;
+  if (period.calendar) {
+    limit = parse_calendar_limit(arguments, maximum, *period.calendar, algorithm);
+  } else {
+    refuse_calendar_options(arguments);
+    limit.name = arguments.limit;
+    limit.maximum = maximum;
+    limit.period = period.duration;
+  }
   if (arguments.burst) {
     limit.burst = parse_whole(*arguments.burst, "--burst", 1, quota::kMaximumBound);
   }
@@ -163,13 +218,22 @@ int run_limit_list(Session& session, const Arguments&) {
   }
   std::vector<std::vector<std::string>> rows{
       {"NAME", "ALGORITHM", "MAXIMUM", "PER", "BURST", "BLOCK", "MODE"}};
+  // The STARTS column only when a limit counts per calendar unit.
+  const bool calendar = std::any_of(limits.begin(), limits.end(),
+                                    [](const Limit& limit) { return limit.calendar.has_value(); });
+  if (calendar) rows[0].push_back("STARTS");
   for (const Limit& limit : limits) {
     rows.push_back(
         {limit.name, std::string(quota::to_string(limit.algorithm)), std::to_string(limit.maximum),
-         format_period(limit.period), limit.burst ? std::to_string(*limit.burst) : "-",
+         format_limit_period(limit), limit.burst ? std::to_string(*limit.burst) : "-",
          limit.block ? format_period(*limit.block) : "-", limit.shadow ? "shadow" : "enforce"});
+    if (calendar) {
+      rows.back().push_back(
+          limit.calendar ? describe_window_start(*limit.calendar, limit.utc_offset, limit.anchor_ms)
+                         : "-");
+    }
   }
-  session.out << format_table(rows, {false, false, true, false, true, false, false});
+  session.out << format_table(rows, {false, false, true, false, true, false, false, false});
   return 0;
 }
 

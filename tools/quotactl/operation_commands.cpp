@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+#include <map>
 #include <ostream>
 #include <stdexcept>
 
@@ -59,6 +61,21 @@ nlohmann::ordered_json to_json(const Request& request, const quota::Result& resu
           {"shadow_denied", result.shadow_denied}};
 }
 
+// What the human line shows of the limit beside the result; each is absent when the limit is
+// gone (a refund or reset of a limit removed meanwhile).
+struct Shown {
+  // The capacity the owner's answers are out of: its override's, if it has one.
+  std::optional<std::int64_t> capacity;
+  // A calendar limit's offset: its times are shown at that offset, as its windows are cut.
+  std::optional<std::chrono::minutes> calendar_offset;
+};
+
+// An instant of the human line: ISO-8601 UTC, or at a calendar limit's offset.
+std::string instant(std::int64_t unix_ms, const Shown& shown) {
+  return shown.calendar_offset ? format_local_time(unix_ms, *shown.calendar_offset)
+                               : format_time(unix_ms);
+}
+
 // The first word of the human line, padded so that the lines of a burst align.
 std::string verdict(const Session& session, Operation operation, const quota::Result& result) {
   if (operation == Operation::reset) return "reset   ";
@@ -73,8 +90,10 @@ std::string verdict(const Session& session, Operation operation, const quota::Re
 
 // e.g. "allowed  send/u1: 9 of 10 left, resets in 59.9s"
 //      "denied   send/u1: 0 of 10 left, retry in 1.234s (at 2023-11-14T22:14:20.000Z)"
+//      "allowed  plan/u1: 99 of 100 left, resets on 2026-12-01 00:00 +09:00" (calendar)
 std::string human_line(const Session& session, Operation operation, const Request& request,
-                       const quota::Result& result, std::optional<std::int64_t> capacity) {
+                       const quota::Result& result, const Shown& shown) {
+  const std::optional<std::int64_t>& capacity = shown.capacity;
   std::string line = fmt::format("{} {}/{}: ", verdict(session, operation, result), request.limit,
                                  printable(request.owner, 64));
   if (result.reason == quota::Reason::cost_exceeds_capacity) {
@@ -92,9 +111,10 @@ std::string human_line(const Session& session, Operation operation, const Reques
     return line + ")";
   }
   if (result.allowed) {
-    line += result.reset_at_ms > session.now
-                ? ", resets in " + format_duration(result.reset_at_ms - session.now)
-                : ", nothing in use";
+    line += result.reset_at_ms <= session.now ? ", nothing in use"
+            : shown.calendar_offset
+                ? ", resets on " + instant(result.reset_at_ms, shown)
+                : ", resets in " + format_duration(result.reset_at_ms - session.now);
     return line;
   }
   if (result.reason != quota::Reason::rate_limited) {
@@ -103,22 +123,25 @@ std::string human_line(const Session& session, Operation operation, const Reques
   if (result.retry_after_ms < 0) return line + ", never allowed";
   line += fmt::format(
       ", {} in {} (at {})", operation == Operation::record ? "a consume is allowed again" : "retry",
-      format_duration(result.retry_after_ms), format_time(session.now + result.retry_after_ms));
+      format_duration(result.retry_after_ms), instant(session.now + result.retry_after_ms, shown));
   if (operation == Operation::consume && result.denied > 0) {
     line += fmt::format(", {} denied so far", result.denied);
   }
   return line;
 }
 
-// The capacity the owner's answers are out of (its override's, if it has one), for the human
-// line; nullopt when the limit is gone (a refund or reset of a limit removed meanwhile).
-std::optional<std::int64_t> owner_capacity(quota::Engine& engine, const Request& request) {
+// What the human line shows of the request's limit, read after the operation.
+Shown shown_of(quota::Engine& engine, const Request& request) {
+  Shown shown;
   try {
-    return engine.owner_usage(request.limit, request.owner).capacity;
+    shown.capacity = engine.owner_usage(request.limit, request.owner).capacity;
   } catch (const quota::Error& error) {
     if (error.code() != quota::ErrorCode::unknown_limit) throw;
-    return std::nullopt;
+    return shown;
   }
+  const std::optional<quota::Limit> limit = engine.get(request.limit);
+  if (limit && limit->calendar) shown.calendar_offset = limit->utc_offset;
+  return shown;
 }
 
 // The limits of `consume a,b`: each a valid name, none twice (Engine::consume_all checks).
@@ -155,7 +178,7 @@ int consume_all(Session& session, const Arguments& arguments) {
     return status;
   }
   session.out << human_line(session, Operation::consume, request, decision.result,
-                            owner_capacity(engine, request))
+                            shown_of(engine, request))
               << fmt::format(" [decided by {} of {} limits]", decision.limit, limits.size())
               << '\n';
   return status;
@@ -187,8 +210,7 @@ int operate(Session& session, const Arguments& arguments, Operation operation) {
     session.emit(to_json(request, result));
     return status;
   }
-  session.out << human_line(session, operation, request, result, owner_capacity(engine, request))
-              << '\n';
+  session.out << human_line(session, operation, request, result, shown_of(engine, request)) << '\n';
   return status;
 }
 
@@ -235,6 +257,15 @@ nlohmann::ordered_json optional_time(const std::optional<std::int64_t>& time) {
   return time ? nlohmann::ordered_json(*time) : nlohmann::ordered_json(nullptr);
 }
 
+// When a row's usage resets: "59.9s" from now, or a calendar limit's next window start at its
+// offset, "2026-12-01 00:00 +09:00"; "-" when nothing is in use.
+std::string resets(const quota::Usage& row, std::int64_t now,
+                   std::optional<std::chrono::minutes> calendar_offset) {
+  if (row.reset_at_ms <= now) return "-";
+  return calendar_offset ? format_local_time(row.reset_at_ms, *calendar_offset)
+                         : format_duration(row.reset_at_ms - now);
+}
+
 // "12.5s" while the owner is locked out, else "-".
 std::string blocked_for(const quota::Usage& row, std::int64_t now) {
   return row.blocked_until_ms && *row.blocked_until_ms > now
@@ -262,13 +293,25 @@ int owner_on_every_limit(Session& session, const Arguments& arguments) {
     session.out << "no state and no override on any limit for that owner\n";
     return 0;
   }
+  // Calendar limits reset on a date, the others in a while: with any, each cell says which.
+  std::map<std::string, std::chrono::minutes> calendar_offsets;
+  for (const quota::Limit& limit : engine.list()) {
+    if (limit.calendar) calendar_offsets[limit.name] = limit.utc_offset;
+  }
+  const bool any_calendar = std::any_of(rows.begin(), rows.end(), [&](const quota::Usage& row) {
+    return calendar_offsets.contains(row.limit);
+  });
   std::vector<std::vector<std::string>> table{
-      {"LIMIT", "USAGE", "USED", "DENIED", "BLOCKED FOR", "RESETS IN"}};
+      {"LIMIT", "USAGE", "USED", "DENIED", "BLOCKED FOR", any_calendar ? "RESETS" : "RESETS IN"}};
   for (const quota::Usage& row : rows) {
-    table.push_back(
-        {row.limit, bar(row.used, row.capacity), fmt::format("{}/{}", row.used, row.capacity),
-         std::to_string(row.denied), blocked_for(row, session.now),
-         row.reset_at_ms > session.now ? format_duration(row.reset_at_ms - session.now) : "-"});
+    const auto found = calendar_offsets.find(row.limit);
+    const bool calendar = found != calendar_offsets.end();
+    std::string reset =
+        resets(row, session.now, calendar ? std::optional{found->second} : std::nullopt);
+    if (any_calendar && reset != "-") reset = (calendar ? "on " : "in ") + reset;
+    table.push_back({row.limit, bar(row.used, row.capacity),
+                     fmt::format("{}/{}", row.used, row.capacity), std::to_string(row.denied),
+                     blocked_for(row, session.now), reset});
   }
   session.out << format_table(table, {false, false, true, true, false, false});
   return 0;
@@ -347,14 +390,17 @@ std::string usage_text(const Session& session, const quota::Limit& limit,
   // The BLOCKED FOR column only for a limit that blocks.
   const bool blocking = limit.block.has_value();
   if (blocking) table[0].push_back("BLOCKED FOR");
-  table[0].push_back("RESETS IN");
+  // A calendar limit resets on a date (at its offset), the others in a while.
+  const std::optional<std::chrono::minutes> calendar_offset =
+      limit.calendar ? std::optional{limit.utc_offset} : std::nullopt;
+  table[0].push_back(calendar_offset ? "RESETS ON" : "RESETS IN");
   for (const quota::Usage& row : rows) {
     // Out of the owner's own capacity: its override's, if it has one.
     table.push_back({printable(row.owner, 40), bar(row.used, row.capacity),
                      fmt::format("{}/{}", row.used, row.capacity), std::to_string(row.denied)});
     if (shadow) table.back().push_back(std::to_string(row.shadow_denied));
     if (blocking) table.back().push_back(blocked_for(row, now));
-    table.back().push_back(row.reset_at_ms > now ? format_duration(row.reset_at_ms - now) : "-");
+    table.back().push_back(resets(row, now, calendar_offset));
   }
   std::vector<bool> right_aligned{false, false, true, true};
   if (shadow) right_aligned.push_back(true);

@@ -37,11 +37,13 @@ struct Arguments {
   std::optional<std::string> burst;
   std::optional<std::string> owner_filter;  // usage --owner
   std::optional<std::string> top;
-  std::optional<std::string> batch;  // gc --batch
-  std::optional<std::string> by;     // usage --by
-  std::optional<std::string> block;  // limit set --block
-  std::optional<std::string> wait;   // consume --wait
-  bool no_block = false;             // limit set --no-block
+  std::optional<std::string> batch;       // gc --batch
+  std::optional<std::string> by;          // usage --by
+  std::optional<std::string> block;       // limit set --block
+  std::optional<std::string> wait;        // consume --wait
+  std::optional<std::string> utc_offset;  // limit set --utc-offset
+  std::optional<std::string> anchor;      // limit set --anchor, override set --anchor
+  bool no_block = false;                  // limit set --no-block
   bool dry_run = false;
   bool shadow = false;                        // limit set --shadow
   bool enforce = false;                       // limit set --enforce

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,7 +40,40 @@ std::string format_duration(std::int64_t milliseconds);
 // Unix milliseconds as ISO-8601 UTC: 2023-11-14T22:13:20.000Z.
 std::string format_time(std::int64_t unix_ms);
 
-// A limit's numbers for a person: "10 per 1m (sliding_log)", with a token bucket's burst.
+// --per: a DURATION, or a calendar unit without a number (day, week, month or year).
+struct Period {
+  std::chrono::milliseconds duration{0};    // a DURATION's length; 0 for a calendar unit
+  std::optional<quota::Calendar> calendar;  // the calendar unit, if that was given
+};
+Period parse_period(std::string_view text, std::string_view what);
+
+// A fixed offset from UTC, +HH:MM or -HH:MM, from -14:00 to +14:00 (quota::kUtcOffsetBound).
+std::chrono::minutes parse_utc_offset(std::string_view text, std::string_view what);
+
+// "+09:00", "-05:30", "+00:00".
+std::string format_utc_offset(std::chrono::minutes offset);
+
+// An ISO-8601 instant, YYYY-MM-DDTHH:MM:SS with an optional fraction of 1 to 3 digits, then Z
+// or an offset +HH:MM / -HH:MM (2026-03-17T09:30:00Z, 2026-03-17T09:30:00.250+09:00), from
+// 1970-01-01T00:00:00Z to the end of 9999 in UTC: Unix ms, below quota::kAnchorBound.
+std::int64_t parse_instant(std::string_view text, std::string_view what);
+
+// Unix milliseconds as the local time at `offset`, to the minute, with seconds (and
+// milliseconds) only when there are any: "2026-12-01 00:00 +09:00", "2026-12-01 00:00:30
+// -05:00".
+std::string format_local_time(std::int64_t unix_ms, std::chrono::minutes offset);
+
+// Where a calendar limit's windows start, for a person: "the 17th 09:30 UTC+09:00", "Monday
+// 00:00 UTC", "00:00 UTC" (day), "1 January 00:00 UTC", at the limit's offset and from
+// `anchor_ms` (the limit's own anchor, or an owner's) when given.
+std::string describe_window_start(quota::Calendar calendar, std::chrono::minutes offset,
+                                  std::optional<std::int64_t> anchor_ms);
+
+// A limit's period as `limit set --per` takes it: "1m", or "month" for a calendar limit.
+std::string format_limit_period(const quota::Limit& limit);
+
+// A limit's numbers for a person: "10 per 1m (sliding_log)", with a token bucket's burst;
+// "10000 per month (fixed_window, from the 17th 09:30 UTC+09:00)" for a calendar limit.
 std::string describe_limit(const quota::Limit& limit);
 
 // An owner made safe for a terminal line: control bytes become \xNN. The result is cut to

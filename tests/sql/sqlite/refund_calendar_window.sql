@@ -44,50 +44,41 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
         (SELECT n.anchor_ms FROM quota_anchors AS n
          WHERE n.limit_name = '*' AND n.owner = excluded.owner),
         l.anchor_ms, CASE l.calendar WHEN 'week' THEN 345600000 ELSE 0 END - l.utc_offset_ms)
-      + l.utc_offset_ms AS at),
-  calendar_days AS (
-    SELECT unit, off, lt, at, (at % 86400000 + 86400000) % 86400000 AS atod,
-      (lt + 86400000) / 86400000 - 1 + 719468 AS l_z,
-      (at + 86400000) / 86400000 - 1 + 719468 AS a_z
-    FROM calendar_request LIMIT -1 OFFSET 0),
+      + l.utc_offset_ms AS at LIMIT -1 OFFSET 0),
   calendar_years AS (
-    SELECT unit, off, lt, at, atod, l_z, a_z,
-      (l_z % 146097 - (l_z % 146097) / 1460 + (l_z % 146097) / 36524
-       - (l_z % 146097) / 146096) / 365 AS l_yoe,
-      (a_z % 146097 - (a_z % 146097) / 1460 + (a_z % 146097) / 36524
-       - (a_z % 146097) / 146096) / 365 AS a_yoe
-    FROM calendar_days LIMIT -1 OFFSET 0),
+    SELECT unit, off, lt, at, (at % 86400000 + 86400000) % 86400000 AS atod,
+      ((lt + 86400000) / 86400000 + 719467) AS l_z, ((at + 86400000) / 86400000 + 719467) AS a_z,
+      (((lt + 86400000) / 86400000 + 719467) % 146097 - (((lt + 86400000) / 86400000 + 719467) % 146097) / 1460 + (((lt + 86400000) / 86400000 + 719467) % 146097) / 36524
+       - (((lt + 86400000) / 86400000 + 719467) % 146097) / 146096) / 365 AS l_yoe,
+      (((at + 86400000) / 86400000 + 719467) % 146097 - (((at + 86400000) / 86400000 + 719467) % 146097) / 1460 + (((at + 86400000) / 86400000 + 719467) % 146097) / 36524
+       - (((at + 86400000) / 86400000 + 719467) % 146097) / 146096) / 365 AS a_yoe
+    FROM calendar_request LIMIT -1 OFFSET 0),
   calendar_dates AS (
-    SELECT unit, off, lt, at, atod, l_z, a_z, l_yoe, a_yoe,
+    SELECT unit, off, lt, at, atod, l_z, l_yoe,
       l_z % 146097 - (365 * l_yoe + l_yoe / 4 - l_yoe / 100) AS l_doy,
       a_z % 146097 - (365 * a_yoe + a_yoe / 4 - a_yoe / 100) AS a_doy
     FROM calendar_years LIMIT -1 OFFSET 0),
-  calendar_months AS (
-    SELECT unit, off, lt, at, atod,
-      (l_yoe + (l_z / 146097) * 400) * 12 + (5 * l_doy + 2) / 153 + 2 AS l_month,
-      (a_yoe + (a_z / 146097) * 400) * 12 + (5 * a_doy + 2) / 153 + 2 AS a_month,
-      a_doy - (153 * ((5 * a_doy + 2) / 153) + 2) / 5 + 1 AS dom
-    FROM calendar_dates LIMIT -1 OFFSET 0),
   calendar_bases AS (
-    SELECT unit, off, lt, at, atod, dom,
-      CASE unit WHEN 'year' THEN (l_month / 12) * 12 + a_month % 12 ELSE l_month END AS b,
+    SELECT unit, off, lt, at, atod,
+      a_doy - (153 * ((5 * a_doy + 2) / 153) + 2) / 5 + 1 AS dom,
+      CASE unit WHEN 'year'
+        THEN (((l_yoe + (l_z / 146097) * 400) * 12 + (5 * l_doy + 2) / 153 + 2) / 12) * 12
+             + ((5 * a_doy + 2) / 153 + 2) % 12
+        ELSE (l_yoe + (l_z / 146097) * 400) * 12 + (5 * l_doy + 2) / 153 + 2 END AS b,
       CASE unit WHEN 'year' THEN 12 ELSE 1 END AS step
-    FROM calendar_months LIMIT -1 OFFSET 0),
+    FROM calendar_dates LIMIT -1 OFFSET 0),
   calendar_firsts AS (
     SELECT unit, off, lt, at, atod, dom, (((b) - 2) / 12 / 400) * 146097 + (((b) - 2) / 12 % 400) * 365 + (((b) - 2) / 12 % 400) / 4 - (((b) - 2) / 12 % 400) / 100 + (153 * (((b) - 2) % 12) + 2) / 5 - 719468 AS fd0, (((b + 1) - 2) / 12 / 400) * 146097 + (((b + 1) - 2) / 12 % 400) * 365 + (((b + 1) - 2) / 12 % 400) / 4 - (((b + 1) - 2) / 12 % 400) / 100 + (153 * (((b + 1) - 2) % 12) + 2) / 5 - 719468 AS fd1, (((b + step) - 2) / 12 / 400) * 146097 + (((b + step) - 2) / 12 % 400) * 365 + (((b + step) - 2) / 12 % 400) / 4 - (((b + step) - 2) / 12 % 400) / 100 + (153 * (((b + step) - 2) % 12) + 2) / 5 - 719468 AS fdn,
       (((b + step + 1) - 2) / 12 / 400) * 146097 + (((b + step + 1) - 2) / 12 % 400) * 365 + (((b + step + 1) - 2) / 12 % 400) / 4 - (((b + step + 1) - 2) / 12 % 400) / 100 + (153 * (((b + step + 1) - 2) % 12) + 2) / 5 - 719468 AS fdn1
-    FROM calendar_bases LIMIT -1 OFFSET 0),
-  calendar_starts AS (
-    SELECT unit, off, lt, at,
-      (fd0 + min(dom, fd1 - fd0) - 1) * 86400000 + atod AS this_start,
-      (fdn + min(dom, fdn1 - fdn) - 1) * 86400000 + atod AS next_start
-    FROM calendar_firsts LIMIT -1 OFFSET 0)
-  SELECT CASE unit
-      WHEN 'day' THEN lt - ((lt - at) % 86400000 + 86400000) % 86400000 + 86400000
-      WHEN 'week' THEN lt - ((lt - at) % 604800000 + 604800000) % 604800000 + 604800000
-      ELSE CASE WHEN lt >= this_start THEN next_start ELSE this_start END
+    FROM calendar_bases LIMIT -1 OFFSET 0)
+  SELECT CASE
+      WHEN unit = 'day' THEN lt - ((lt - at) % 86400000 + 86400000) % 86400000 + 86400000
+      WHEN unit = 'week' THEN lt - ((lt - at) % 604800000 + 604800000) % 604800000 + 604800000
+      WHEN lt >= (fd0 + min(dom, fd1 - fd0) - 1) * 86400000 + atod
+      THEN (fdn + min(dom, fdn1 - fdn) - 1) * 86400000 + atod
+      ELSE (fd0 + min(dom, fd1 - fd0) - 1) * 86400000 + atod
     END - off
-  FROM calendar_starts) END AS calendar_end, 1 AS cost, excluded.cost AS refund, excluded.seen_ms AS now, coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow,
+  FROM calendar_firsts) END AS calendar_end, 1 AS cost, excluded.cost AS refund, excluded.seen_ms AS now, coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow,
              l.block_ms AS block_ms, quota_windows.blocked_until_ms AS s_blocked_until,
              quota_windows.window_key AS s_window_key, quota_windows.period_ms AS s_period,
              quota_windows.used AS s_used, quota_windows.previous_used AS s_previous,
