@@ -108,6 +108,8 @@ for name, case in cases.items():
         number(ratios, "point_select", name)
     if name.endswith("limit_1000"):
         number(ratios, "short_log", name)
+    if name.endswith("/block") or name.endswith("/calendar"):
+        number(ratios, "plain", name)
     expect(len(case["repetitions"]) == 1, f"{name}: not one repetition")
     if case["subject"] in ("consume", "record") and case.get("log_limit") is None:
         expect(case["allowed_share"] > 0, f"{name}: nothing was allowed")
@@ -157,7 +159,7 @@ with tempfile.TemporaryDirectory() as work:
         expect(size == 1024, f"{name}: page size {size}, not 1024")
 
 measures = [row["measure"] for row in document["targets"]]
-expect(len(measures) == 12, f"expected 12 targets, got {len(measures)}")
+expect(len(measures) == 13, f"expected 13 targets, got {len(measures)}")
 for row in document["targets"]:
     expect(row["met"] in (True, False), f"target {row['measure']}: not evaluated ({row['figures']})")
 

@@ -10,6 +10,8 @@
 //   consume, check, record   quota::Engine, each algorithm
 //   consume/.../block        fixed_window consume on a limit with a block (Limit::block),
 //                            beside the plain one (memory and wal_normal, 1,000 owners)
+//   consume/.../calendar     the same on a calendar month at +09:00 anchored on the 31st
+//                            (Limit::calendar), as many requests per window per owner
 // in the settings memory (":memory:"), wal_normal and wal_full (WAL, synchronous NORMAL or
 // FULL), with 1,000 owners; consume and the upserts also with 1,000,000 owners (wal_normal);
 // the sliding log held at capacity with limit 10 and limit 100,000 (10 owners, memory and
@@ -304,6 +306,8 @@ std::vector<Case> all_cases(const Scale& scale) {
     if (setting != Setting::wal_full) {
       add(Subject::consume, setting, scale.owners);
       cases.back().block = true;
+      add(Subject::consume, setting, scale.owners);
+      cases.back().calendar = true;
     }
   }
   add(Subject::upsert_int, Setting::wal_normal, scale.large_owners);
@@ -350,6 +354,8 @@ std::vector<Case> all_cases(const Scale& scale) {
 // The baselines a case's ratios are taken against (by name).
 struct References {
   std::string upsert, upsert_text, select, select_text, short_log;
+  // A case with a block or a calendar: the same case without it.
+  std::string plain;
 };
 
 References references_of(const Case& c, const Scale& scale) {
@@ -361,12 +367,14 @@ References references_of(const Case& c, const Scale& scale) {
       base.clients = c.clients;
       return base.name();
     };
-    return {name(Subject::upsert_text), "",
-            c.subject == Subject::check ? name(Subject::select_text) : "", "", ""};
+    References references;
+    references.upsert = name(Subject::upsert_text);
+    if (c.subject == Subject::check) references.select = name(Subject::select_text);
+    return references;
   }
   const std::int64_t owners = c.log_limit > 0 ? scale.owners : c.owners;
   auto name = [&](Subject subject) { return Case{subject, c.setting, {}, owners, 0}.name(); };
-  References references{name(Subject::upsert_int), name(Subject::upsert_text), "", "", ""};
+  References references{name(Subject::upsert_int), name(Subject::upsert_text), "", "", "", ""};
   if (c.subject == Subject::check) {
     references.select = name(Subject::select_int);
     references.select_text = name(Subject::select_text);
@@ -375,6 +383,11 @@ References references_of(const Case& c, const Scale& scale) {
     Case short_log = c;
     short_log.log_limit = scale.short_log;
     references.short_log = short_log.name();
+  }
+  if (c.block || c.calendar) {
+    Case plain = c;
+    plain.block = plain.calendar = false;
+    references.plain = plain.name();
   }
   return references;
 }
@@ -397,7 +410,7 @@ std::vector<Case> select_cases(const std::vector<Case>& cases, const Scale& scal
     if (!selected(c.name(), filters)) continue;
     const References r = references_of(c, scale);
     for (const std::string& name :
-         {c.name(), r.upsert, r.upsert_text, r.select, r.select_text, r.short_log}) {
+         {c.name(), r.upsert, r.upsert_text, r.select, r.select_text, r.short_log, r.plain}) {
       if (!name.empty()) wanted.push_back(name);
     }
   }
@@ -498,6 +511,7 @@ nlohmann::json case_json(const Case& c, const std::vector<CaseRun>& runs,
   ratio("point_select", references.select);
   ratio("point_select_text", references.select_text);
   ratio("short_log", references.short_log);
+  ratio("plain", references.plain);
   // A server's memory is not the client process's: no RSS ratio on PostgreSQL.
   if (c.setting != Setting::postgresql) ratio("rss", references.upsert, true);
   json["ratios"] = ratios;

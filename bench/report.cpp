@@ -74,7 +74,7 @@ std::string ops(const json& item) {
 
 Table cases_table(const json& run) {
   Table table = {{"case", "ops/s", "p50 µs", "p99 µs", "p99.9 µs", "max µs", "RSS MiB", "× upsert",
-                  "× text upsert", "× point SELECT", "× limit 10", "× RSS"}};
+                  "× text upsert", "× point SELECT", "× limit 10", "× plain", "× RSS"}};
   for (const json& item : run.at("cases")) {
     const json& ratios = item.at("ratios");
     table.push_back({item.at("name").get<std::string>(), ops(item),
@@ -83,7 +83,8 @@ Table cases_table(const json& run) {
                      fmt::format("{:.1f}", item.value("peak_rss_kib", 0.0) / 1024),
                      number(ratios, "upsert", "{:.2f}"), number(ratios, "upsert_text", "{:.2f}"),
                      number(ratios, "point_select", "{:.2f}"),
-                     number(ratios, "short_log", "{:.2f}"), number(ratios, "rss", "{:.2f}")});
+                     number(ratios, "short_log", "{:.2f}"), number(ratios, "plain", "{:.2f}"),
+                     number(ratios, "rss", "{:.2f}")});
   }
   return table;
 }
@@ -363,6 +364,18 @@ json evaluate_targets(const json& run) {
   }
   targets.push_back(target(fmt::format("sliding log, limit {} vs limit {}", long_log, short_log),
                            "≤ 1.3×", logs, ratio_of("short_log"), 1.3, true, "{:.2f}×"));
+  // Issue 19's cost: a lockout or a calendar period on a limit costs a consume little.
+  std::vector<std::pair<std::string, const json*>> variants;
+  for (const char* variant : {"block", "calendar"}) {
+    for (const char* setting : {"memory", "wal_normal"}) {
+      variants.emplace_back(fmt::format("{} {}", variant, setting),
+                            find_named(cases, fmt::format("consume/fixed_window/{}/{}/{}", setting,
+                                                          owners, variant)));
+    }
+  }
+  targets.push_back(target("consume with a block, with a calendar month",
+                           "≤ 1.1× the plain fixed_window consume", variants, ratio_of("plain"),
+                           1.1, true, "{:.2f}×"));
 
   const json* engine = find_named(run.at("contention"), "contention/engine");
   const std::vector<std::pair<std::string, const json*>> contended = {{"engine handler", engine}};

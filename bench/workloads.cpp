@@ -46,6 +46,14 @@ constexpr std::int64_t kStartMs = 1'700'000'000'000;  // 2023-11-14, a realistic
 // records, the path a limit in front of an action takes most often.
 constexpr std::int64_t kMaximum = 100;
 constexpr std::int64_t kPeriodMs = 10'000;
+// The calendar case's limit: kMaximum per month at +09:00, its windows beginning on the 31st
+// at midnight there (the anchor is 2026-01-31T00:00+09:00 = 2026-01-30T15:00Z), the last day
+// of a shorter month. Its clock moves a month's share of kPeriodMs per operation (31 days /
+// 10,000 = 267.84 s), so that an owner sees as many requests per window as in the plain case
+// (about 10 of its 100): the same share allowed, and a new window as often.
+constexpr std::int64_t kCalendarAnchorMs = 1'769'785'200'000;
+constexpr std::chrono::minutes kCalendarOffset{9 * 60};
+constexpr std::int64_t kCalendarStepMs = 31LL * 24 * 60 * 60 * 1000 / kPeriodMs;
 // The sliding log held at capacity: this many owners in turn, period = limit x owners ms.
 constexpr std::int64_t kLogOwners = 10;
 // Above this many owners a template is used in place rather than copied (see open_database).
@@ -497,8 +505,15 @@ void with_operation(const Case& c, const Templates& templates, int repetition,
   quota::Options options;
   // Atomic: a watch's thread reads the clock too.
   std::atomic<std::int64_t> tick{now};
-  options.clock = [&tick] { return tick.fetch_add(1, std::memory_order_relaxed); };
+  const std::int64_t step = c.calendar ? kCalendarStepMs : 1;
+  options.clock = [&tick, step] { return tick.fetch_add(step, std::memory_order_relaxed); };
   quota::Engine engine = quota::sqlite::attach(*db, options);
+  // The calendar, on the same limit, maximum and state as the case without it (the windows
+  // counting keep their ends); the plain limit again after, for a template used in place.
+  if (c.calendar) {
+    engine.define(quota::calendar_limit(limit_name(c.algorithm), kMaximum, quota::Calendar::month,
+                                        kCalendarOffset, kCalendarAnchorMs));
+  }
   EngineOperation operation{&engine, c.subject, limit_name(c.algorithm),
                             Owners(c.owners, log_at_capacity, populated)};
   quota::Watch watch;
@@ -509,6 +524,10 @@ void with_operation(const Case& c, const Templates& templates, int repetition,
   }
   use(operation);
   if (c.block) set_block("NULL");
+  if (c.calendar) {
+    engine.define(
+        {limit_name(c.algorithm), c.algorithm, kMaximum, std::chrono::milliseconds(kPeriodMs), {}});
+  }
 }
 
 }  // namespace
@@ -575,6 +594,7 @@ std::string Case::name() const {
   if (clients > 1) name += fmt::format("/{}_clients", clients);
   if (watched) name += "/watched";
   if (block) name += "/block";
+  if (calendar) name += "/calendar";
   return name;
 }
 

@@ -107,6 +107,43 @@ quota::Algorithm algorithm_of(int algorithm) {
   }
 }
 
+quota::Calendar calendar_of(int calendar) {
+  switch (calendar) {
+    case QUOTA_DAY:
+      return quota::Calendar::day;
+    case QUOTA_WEEK:
+      return quota::Calendar::week;
+    case QUOTA_MONTH:
+      return quota::Calendar::month;
+    case QUOTA_YEAR:
+      return quota::Calendar::year;
+    default:
+      throw Error(ErrorCode::invalid_argument,
+                  "unknown calendar number " + std::to_string(calendar) +
+                      ": use QUOTA_DAY, QUOTA_WEEK, QUOTA_MONTH or QUOTA_YEAR");
+  }
+}
+
+// The C names of the bounds, in the messages; the bounds themselves are the C++ API's.
+void check_anchor(std::int64_t anchor_ms, const char* otherwise) {
+  if (anchor_ms < 0 || anchor_ms > quota::kAnchorBound) {
+    throw Error(ErrorCode::invalid_argument,
+                "anchor_ms " + std::to_string(anchor_ms) + " is out of range: give a Unix ms " +
+                    "time from 0 to " + std::to_string(quota::kAnchorBound) +
+                    " (10000-01-01T00:00:00Z)" + otherwise);
+  }
+}
+
+void check_utc_offset(int utc_offset_minutes) {
+  const int bound = static_cast<int>(quota::kUtcOffsetBound.count());
+  if (utc_offset_minutes < -bound || utc_offset_minutes > bound) {
+    throw Error(ErrorCode::invalid_argument,
+                "utc_offset_minutes " + std::to_string(utc_offset_minutes) +
+                    " is out of range: give -" + std::to_string(bound) + " to " +
+                    std::to_string(bound) + " (-14:00 to +14:00), e.g. 540 for +09:00");
+  }
+}
+
 int fail(int status, const char* prefix, const char* what) noexcept {
   try {
     last_error.storage.assign(prefix);
@@ -355,6 +392,47 @@ int quota_set_block(quota_engine* engine, const char* name, size_t name_length, 
       limit->block = std::chrono::milliseconds(block_ms);
     }
     target.define(*limit);
+  });
+}
+
+int quota_define_calendar(quota_engine* engine, const char* name, size_t name_length,
+                          int64_t maximum, int calendar, int utc_offset_minutes,
+                          int64_t anchor_ms) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    const std::string_view limit_name = text(name, name_length, "the limit name");
+    const quota::Calendar unit = calendar_of(calendar);
+    check_utc_offset(utc_offset_minutes);
+    std::optional<std::int64_t> anchor;
+    if (anchor_ms != QUOTA_NO_ANCHOR) {
+      check_anchor(anchor_ms, ", or QUOTA_NO_ANCHOR for none");
+      anchor = anchor_ms;
+    }
+    target.define(quota::calendar_limit(std::string(limit_name), maximum, unit,
+                                        std::chrono::minutes(utc_offset_minutes), anchor));
+  });
+}
+
+int quota_set_anchor(quota_engine* engine, const char* limit, size_t limit_length,
+                     const char* owner, size_t owner_length, int64_t anchor_ms) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    quota::Anchor anchor;
+    anchor.limit = std::string(text(limit, limit_length, "the limit name"));
+    anchor.owner = std::string(text(owner, owner_length, "the owner"));
+    check_anchor(anchor_ms, "; quota_remove_anchor removes an owner's anchor");
+    anchor.anchor_ms = anchor_ms;
+    target.set_anchor(anchor);
+  });
+}
+
+int quota_remove_anchor(quota_engine* engine, const char* limit, size_t limit_length,
+                        const char* owner, size_t owner_length, int* removed) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    const bool existed = target.remove_anchor(text(limit, limit_length, "the limit name"),
+                                              text(owner, owner_length, "the owner"));
+    if (removed != nullptr) *removed = existed ? 1 : 0;
   });
 }
 

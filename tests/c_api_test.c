@@ -254,6 +254,178 @@ static void test_lockout_and_owner_view(void) {
   quota_close(engine);
 }
 
+/* Calendar periods from C: quota_define_calendar, quota_set_anchor, quota_remove_anchor. Every
+ * instant below is worked out by hand from one count of days, written next to it:
+ *   2026-01-01T00:00Z = 20454 days after 1970-01-01 (56 years of 365 days, plus the 14 leap
+ *   days of 1972, 1976, ..., 2024) = 20454 x 86400000 = 1767225600000 ms, a Thursday
+ *   (1970-01-01 was a Thursday and 20454 = 7 x 2922).
+ * and "now" is 2026-01-31T12:00Z (a Saturday: 30 days after a Thursday, 30 = 4 x 7 + 2). */
+#define HOUR_MS 3600000LL
+#define DAY_MS 86400000LL
+#define JAN_1_2026 1767225600000LL
+#define JAN_31_2026 (JAN_1_2026 + 30 * DAY_MS) /* 2026-01-31T00:00Z */
+
+/* Consumes 1 on a limit of maximum 1 twice: allowed, then denied. Both answers point at the
+ * next window's start, `next`; the denial waits exactly until then. */
+static void check_window_end(quota_engine* engine, const char* limit, size_t limit_length,
+                             const char* owner, size_t owner_length, int64_t next) {
+  quota_result r;
+  CHECK(quota_consume(engine, limit, limit_length, owner, owner_length, 1, &r) == QUOTA_OK);
+  CHECK(r.allowed == 1 && r.remaining == 0 && r.reset_at_ms == next);
+  CHECK(quota_consume(engine, limit, limit_length, owner, owner_length, 1, &r) == QUOTA_OK);
+  CHECK(r.allowed == 0 && r.reason == QUOTA_REASON_RATE_LIMITED);
+  CHECK(r.retry_after_ms == next - now_ms && r.reset_at_ms == next);
+}
+
+static void test_calendar(void) {
+  quota_engine* engine = open_engine("calendar.db");
+  quota_result r;
+  const int64_t saved_now = now_ms;
+  now_ms = JAN_31_2026 + 12 * HOUR_MS; /* 2026-01-31T12:00Z = 1769860800000 */
+
+  /* A month anchored on the 31st (2026-01-31T00:00Z itself), UTC: this window began on
+   * 2026-01-31T00:00Z; February lacks a 31st, so the next begins on its last day,
+   * 2026-02-28T00:00Z = 2026-01-01 + (31 + 27) days = 1767225600000 + 58 x 86400000
+   * = 1772236800000: 27.5 days = 2376000000 ms after now. */
+  const int64_t feb_28 = JAN_1_2026 + 58 * DAY_MS;
+  CHECK(feb_28 == 1772236800000LL && feb_28 - now_ms == 2376000000LL);
+  CHECK(quota_define_calendar(engine, TEXT("monthly"), 3, QUOTA_MONTH, 0, JAN_31_2026) == QUOTA_OK);
+  CHECK(strcmp(quota_last_error(), "") == 0);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(quota_consume(engine, TEXT("monthly"), TEXT("alice"), 1, &r) == QUOTA_OK);
+    CHECK(r.allowed == 1 && r.remaining == 2 - i && r.reset_at_ms == feb_28);
+  }
+  CHECK(quota_consume(engine, TEXT("monthly"), TEXT("alice"), 1, &r) == QUOTA_OK);
+  CHECK(r.allowed == 0 && r.reason == QUOTA_REASON_RATE_LIMITED && r.remaining == 0);
+  CHECK(r.retry_after_ms == 2376000000LL && r.reset_at_ms == feb_28 && r.denied == 1);
+  /* One ms before the next window: still denied, 1 ms to wait. On time: a new window, which
+   * ends on 2026-03-31T00:00Z (March has a 31st) = 2026-01-01 + (31 + 28 + 30) days
+   * = 1767225600000 + 89 x 86400000 = 1774915200000. */
+  now_ms = feb_28 - 1;
+  CHECK(quota_consume(engine, TEXT("monthly"), TEXT("alice"), 1, &r) == QUOTA_OK);
+  CHECK(r.allowed == 0 && r.retry_after_ms == 1);
+  now_ms = feb_28;
+  CHECK(quota_consume(engine, TEXT("monthly"), TEXT("alice"), 1, &r) == QUOTA_OK);
+  CHECK(r.allowed == 1 && r.remaining == 2 && r.reset_at_ms == 1774915200000LL);
+  now_ms = JAN_31_2026 + 12 * HOUR_MS;
+
+  /* The other units, each with maximum 1 and its own answer, so that every QUOTA_* calendar
+   * number is seen to mean its own unit. */
+  /* A day at +09:00: now is 21:00 there, the next day begins at 2026-02-01T00:00+09:00
+   * = 2026-01-31T15:00Z = 1769817600000 + 15 x 3600000 = 1769871600000, 3 hours away. */
+  CHECK(quota_define_calendar(engine, TEXT("daily_tokyo"), 1, QUOTA_DAY, 9 * 60, QUOTA_NO_ANCHOR) ==
+        QUOTA_OK);
+  check_window_end(engine, TEXT("daily_tokyo"), TEXT("alice"), JAN_31_2026 + 15 * HOUR_MS);
+  CHECK(JAN_31_2026 + 15 * HOUR_MS == 1769871600000LL);
+  /* An ISO week, UTC: now is a Saturday; the next week begins on Monday 2026-02-02T00:00Z
+   * = 2026-01-01 + 32 days = 1767225600000 + 32 x 86400000 = 1769990400000, 1.5 days away. */
+  CHECK(quota_define_calendar(engine, TEXT("weekly"), 1, QUOTA_WEEK, 0, QUOTA_NO_ANCHOR) ==
+        QUOTA_OK);
+  check_window_end(engine, TEXT("weekly"), TEXT("alice"), JAN_1_2026 + 32 * DAY_MS);
+  CHECK(JAN_1_2026 + 32 * DAY_MS == 1769990400000LL);
+  /* A year at -05:00: now is 2026-01-31T07:00-05:00; the next year begins on
+   * 2027-01-01T00:00-05:00 = 2027-01-01T05:00Z = 1767225600000 + 365 x 86400000 + 5 x 3600000
+   * = 1798779600000. */
+  CHECK(quota_define_calendar(engine, TEXT("yearly"), 1, QUOTA_YEAR, -5 * 60, QUOTA_NO_ANCHOR) ==
+        QUOTA_OK);
+  check_window_end(engine, TEXT("yearly"), TEXT("alice"), 1798779600000LL);
+  CHECK(JAN_1_2026 + 365 * DAY_MS + 5 * HOUR_MS == 1798779600000LL);
+
+  /* An owner's own anchor beats the limit's: bob's months begin on the 15th, so his window
+   * holding now began on 2026-01-15T00:00Z and the next begins on 2026-02-15T00:00Z
+   * = 2026-01-01 + (31 + 14) days = 1767225600000 + 45 x 86400000 = 1771113600000. */
+  const int64_t jan_15 = JAN_1_2026 + 14 * DAY_MS;
+  CHECK(quota_set_anchor(engine, TEXT("monthly"), TEXT("bob"), jan_15) == QUOTA_OK);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(quota_consume(engine, TEXT("monthly"), TEXT("bob"), 1, &r) == QUOTA_OK);
+  }
+  CHECK(quota_consume(engine, TEXT("monthly"), TEXT("bob"), 1, &r) == QUOTA_OK);
+  CHECK(r.allowed == 0 && r.reset_at_ms == 1771113600000LL);
+  CHECK(r.retry_after_ms == 1771113600000LL - now_ms);
+  CHECK(JAN_1_2026 + 45 * DAY_MS == 1771113600000LL);
+  /* On every limit ("*"): carol's days at +09:00 begin at 10:00 there (the anchor
+   * 2026-01-01T01:00Z is 10:00 at +09:00); now is 21:00 there, so the next begins at
+   * 2026-02-01T10:00+09:00 = 2026-02-01T01:00Z = 1767225600000 + 31 x 86400000 + 3600000
+   * = 1769907600000. */
+  CHECK(quota_set_anchor(engine, TEXT("*"), TEXT("carol"), JAN_1_2026 + HOUR_MS) == QUOTA_OK);
+  check_window_end(engine, TEXT("daily_tokyo"), TEXT("carol"), 1769907600000LL);
+  CHECK(JAN_1_2026 + 31 * DAY_MS + HOUR_MS == 1769907600000LL);
+
+  /* Removing reports whether there was one, as quota_remove does. */
+  int removed = -1;
+  CHECK(quota_remove_anchor(engine, TEXT("monthly"), TEXT("bob"), &removed) == QUOTA_OK);
+  CHECK(removed == 1);
+  CHECK(quota_remove_anchor(engine, TEXT("monthly"), TEXT("bob"), &removed) == QUOTA_OK);
+  CHECK(removed == 0);
+  CHECK(quota_remove_anchor(engine, TEXT("*"), TEXT("carol"), NULL) == QUOTA_OK);
+  CHECK(quota_remove_anchor(engine, TEXT("*"), TEXT("carol"), &removed) == QUOTA_OK);
+  CHECK(removed == 0);
+
+  /* quota_set_block keeps the calendar (it redefines the limit as it is): alice's month
+   * still ends on 2026-03-31 after a lockout is added (now is back in her February window). */
+  now_ms = feb_28 + DAY_MS;
+  CHECK(quota_set_block(engine, TEXT("monthly"), HOUR_MS) == QUOTA_OK);
+  CHECK(quota_check(engine, TEXT("monthly"), TEXT("alice"), 1, &r) == QUOTA_OK);
+  CHECK(r.allowed == 1 && r.remaining == 2 && r.reset_at_ms == 1774915200000LL);
+  now_ms = JAN_31_2026 + 12 * HOUR_MS;
+
+  /* Bad input: QUOTA_ERROR_INVALID_ARGUMENT with a message, and nothing changed. */
+  CHECK(quota_define_calendar(engine, TEXT("monthly"), 3, 4, 0, QUOTA_NO_ANCHOR) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(quota_last_error(), "QUOTA_MONTH") != NULL);
+  CHECK(quota_define_calendar(engine, TEXT("monthly"), 3, -1, 0, QUOTA_NO_ANCHOR) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_define_calendar(engine, TEXT("monthly"), 3, QUOTA_MONTH, 841, QUOTA_NO_ANCHOR) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(quota_last_error(), "utc_offset_minutes 841") != NULL);
+  CHECK(quota_define_calendar(engine, TEXT("monthly"), 3, QUOTA_MONTH, -841, QUOTA_NO_ANCHOR) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_define_calendar(engine, TEXT("monthly"), 3, QUOTA_MONTH, 0, -2) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(quota_last_error(), "QUOTA_NO_ANCHOR") != NULL);
+  CHECK(quota_define_calendar(engine, TEXT("monthly"), 3, QUOTA_MONTH, 0, 253402300800001LL) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(quota_last_error(), "anchor_ms 253402300800001") != NULL);
+  CHECK(quota_define_calendar(engine, TEXT("monthly"), 0, QUOTA_MONTH, 0, QUOTA_NO_ANCHOR) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_define_calendar(engine, TEXT("bad name!"), 3, QUOTA_MONTH, 0, QUOTA_NO_ANCHOR) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_define_calendar(NULL, TEXT("monthly"), 3, QUOTA_MONTH, 0, QUOTA_NO_ANCHOR) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  /* The bounds themselves are accepted (on a limit of their own). */
+  CHECK(quota_define_calendar(engine, TEXT("edge"), 1, QUOTA_DAY, 840, 0) == QUOTA_OK);
+  CHECK(quota_define_calendar(engine, TEXT("edge"), 1, QUOTA_DAY, -840, 253402300800000LL) ==
+        QUOTA_OK);
+  /* An anchor: out of range, on a limit without a calendar, on no limit, for no owner. */
+  CHECK(quota_define(engine, TEXT("plain"), QUOTA_FIXED_WINDOW, 3, 60000, QUOTA_NO_BURST) ==
+        QUOTA_OK);
+  CHECK(quota_set_anchor(engine, TEXT("monthly"), TEXT("dave"), -1) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(quota_last_error(), "anchor_ms -1") != NULL);
+  CHECK(quota_set_anchor(engine, TEXT("monthly"), TEXT("dave"), 253402300800001LL) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_set_anchor(engine, TEXT("plain"), TEXT("dave"), jan_15) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_last_error()[0] != '\0');
+  CHECK(quota_set_anchor(engine, TEXT("nope"), TEXT("dave"), jan_15) == QUOTA_ERROR_UNKNOWN_LIMIT);
+  CHECK(quota_set_anchor(engine, TEXT("monthly"), "", 0, jan_15) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_set_anchor(engine, TEXT("monthly"), NULL, 4, jan_15) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_remove_anchor(engine, TEXT("monthly"), NULL, 4, &removed) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  /* None of it changed anything: dave has no anchor, and the limit is still a month of 3
+   * anchored on the 31st, as a new owner's first window shows (on 2026-03-01T00:00Z, inside
+   * the window from 2026-02-28 to 2026-03-31T00:00Z = 1774915200000). */
+  removed = -1;
+  CHECK(quota_remove_anchor(engine, TEXT("monthly"), TEXT("dave"), &removed) == QUOTA_OK);
+  CHECK(removed == 0);
+  now_ms = feb_28 + DAY_MS;
+  CHECK(quota_consume(engine, TEXT("monthly"), TEXT("erin"), 1, &r) == QUOTA_OK);
+  CHECK(r.allowed == 1 && r.remaining == 2 && r.reset_at_ms == 1774915200000LL);
+
+  quota_close(engine);
+  now_ms = saved_now;
+}
+
 static void test_batch_calls(void) {
   quota_engine* engine = open_engine("batch.db");
   quota_result results[4];
@@ -477,6 +649,7 @@ int main(int argc, char** argv) {
   test_refund_and_consume_all();
   test_batch_calls();
   test_lockout_and_owner_view();
+  test_calendar();
   test_errors();
   test_threads();
   test_watch();
@@ -486,7 +659,8 @@ int main(int argc, char** argv) {
       "errors.db-wal",   "errors.db-shm",     "policies.db",       "policies.db-wal",
       "policies.db-shm", "batch.db",          "batch.db-wal",      "batch.db-shm",
       "lockout.db",      "lockout.db-wal",    "lockout.db-shm",    "watch.db",
-      "watch.db-wal",    "watch.db-shm",      "not-a-database.txt"};
+      "watch.db-wal",    "watch.db-shm",      "calendar.db",       "calendar.db-wal",
+      "calendar.db-shm", "not-a-database.txt"};
   for (size_t i = 0; i < sizeof files / sizeof files[0]; ++i) unlink(path_in_scratch(files[i]));
   CHECK(rmdir(scratch) == 0);
   if (failures) fprintf(stderr, "%d check(s) failed\n", failures);

@@ -28,7 +28,7 @@
  * serialized on its connection), but quota_close must not run concurrently with any other
  * call on the same engine. Several engines and processes may share one database file.
  *
- * The status, reason and algorithm numbers are part of the ABI and never change once
+ * The status, reason, algorithm and calendar numbers are part of the ABI and never change once
  * released; new ones are only ever added. */
 #ifndef QUOTA_QUOTA_H_
 #define QUOTA_QUOTA_H_
@@ -84,6 +84,14 @@ enum {
 /* quota_define's burst for "none": a token bucket's capacity is then its maximum, and the
  * other algorithms take no burst at all. */
 #define QUOTA_NO_BURST 0
+
+/* The calendar unit of quota_define_calendar (quota::Calendar): a day starts at midnight, a
+ * week on Monday at midnight (ISO 8601), a month on the 1st, a year on 1 January, at the
+ * limit's UTC offset, unless an anchor moves the start within the unit. */
+enum { QUOTA_DAY = 0, QUOTA_WEEK = 1, QUOTA_MONTH = 2, QUOTA_YEAR = 3 };
+
+/* quota_define_calendar's anchor for "none": the windows start where the unit does. */
+#define QUOTA_NO_ANCHOR (-1)
 
 /* An open database. Opaque: only pointers to it exist. */
 typedef struct quota_engine quota_engine;
@@ -190,6 +198,36 @@ QUOTA_API int quota_define(quota_engine* engine, const char* name, size_t name_l
  * QUOTA_ERROR_INVALID_ARGUMENT (changing nothing) for a block out of range. */
 QUOTA_API int quota_set_block(quota_engine* engine, const char* name, size_t name_length,
                               int64_t block_ms);
+
+/* Creates or updates a calendar limit (quota::calendar_limit): a fixed_window of at most
+ * `maximum` units per calendar `calendar` (QUOTA_DAY, QUOTA_WEEK, QUOTA_MONTH or QUOTA_YEAR)
+ * at a fixed offset of `utc_offset_minutes` from UTC (-840 ... 840, i.e. -14:00 ... +14:00;
+ * no daylight-saving rules). `anchor_ms` (Unix ms, 0 ... 253402300800000, the start of the
+ * year 10000) moves every window's start to its place in the unit at that offset: its time
+ * of day (day), weekday and time (week), day of the month and time (month; a day that a
+ * month lacks is its last day), date and time (year; 29 February is 28 February in other
+ * years); QUOTA_NO_ANCHOR: none. retry_after_ms of a denial and reset_at_ms point at the next
+ * window's start. Like quota_define, it sets every setting of the limit (a lockout of
+ * quota_set_block is removed: set it again after) and keeps the state of a limit that was a
+ * fixed_window already (a window already counting keeps its end). QUOTA_ERROR_INVALID_ARGUMENT
+ * (changing nothing) for a calendar, offset or anchor out of range. */
+QUOTA_API int quota_define_calendar(quota_engine* engine, const char* name, size_t name_length,
+                                    int64_t maximum, int calendar, int utc_offset_minutes,
+                                    int64_t anchor_ms);
+
+/* An owner's own anchor of a calendar limit (quota::Engine::set_anchor, e.g. the day this
+ * customer's subscription began): it beats the limit's anchor, from the owner's next window
+ * on (a window already counting keeps its end). `limit` "*" sets it for every calendar limit
+ * that has no anchor of the owner's for itself. QUOTA_ERROR_UNKNOWN_LIMIT when there is no
+ * such limit; QUOTA_ERROR_INVALID_ARGUMENT (changing nothing) for an anchor out of range (0
+ * ... 253402300800000), a bad owner, or a limit without a calendar period. */
+QUOTA_API int quota_set_anchor(quota_engine* engine, const char* limit, size_t limit_length,
+                               const char* owner, size_t owner_length, int64_t anchor_ms);
+
+/* Removes an owner's anchor of `limit` (or of "*"). *removed (may be NULL) is 1 if there was
+ * one, 0 if not. */
+QUOTA_API int quota_remove_anchor(quota_engine* engine, const char* limit, size_t limit_length,
+                                  const char* owner, size_t owner_length, int* removed);
 
 /* Removes the limit and its state. *removed (may be NULL) is 1 if there was such a limit. */
 QUOTA_API int quota_remove(quota_engine* engine, const char* name, size_t name_length,

@@ -34,7 +34,8 @@ README_FILE = re.compile(r"<!-- test-file: (\S+) -->\n```[\w+-]*\n(.*?)```\n", r
 # Every test-file block a step below uses; docs_test.py fails on a block outside this list.
 USED_FILES = ["main.cpp", "main.cpp.out", "find_package/CMakeLists.txt",
               "add_subdirectory/CMakeLists.txt", "pkg-config.sh", "c-api/main.c",
-              "c-api/pkg-config.sh", "c-api/main.c.out", "python/app.py", "python/app.py.out",
+              "c-api/pkg-config.sh", "c-api/main.c.out", "c-api-calendar/main.c",
+              "c-api-calendar/main.c.out", "python/app.py", "python/app.py.out",
               "calendar/main.cpp", "calendar/main.cpp.out"]
 API_SYMBOL = re.compile(r"^(quota_\w+|quota::.*|(typeinfo|typeinfo name|vtable) for quota::.*)$")
 
@@ -160,10 +161,13 @@ def compiler_wrappers(args, directory):
 
 
 def pkg_config_builds(args, files, work, prefix, env):
-    """README's two pkg-config commands, each run by sh in a folder holding its source."""
+    """README's two pkg-config commands, each run by sh in a folder holding its source (the C
+    one also for embedding.md's calendar example)."""
     env = dict(env, PKG_CONFIG_PATH=os.path.dirname(find_one(f"{prefix}/lib*/pkgconfig/quota.pc")))
     for source, script, expected in [("main.cpp", "pkg-config.sh", "main.cpp.out"),
-                                     ("c-api/main.c", "c-api/pkg-config.sh", "c-api/main.c.out")]:
+                                     ("c-api/main.c", "c-api/pkg-config.sh", "c-api/main.c.out"),
+                                     ("c-api-calendar/main.c", "c-api/pkg-config.sh",
+                                      "c-api-calendar/main.c.out")]:
         project = os.path.join(work, os.path.dirname(source) or "cpp")
         write_project(files, project, [source])
         run(files[script], cwd=project, env=env)
