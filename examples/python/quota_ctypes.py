@@ -3,10 +3,12 @@
 
     python3 quota_ctypes.py [--library PATH] [--db PATH] [--check]
 
-Engine, Result, Decision and QuotaError below are a complete, thin binding of the C API
-(every operation: check, consume, record, reset, refund, consume_all; every option of
-quota_open); the rest is a short demo on a clock that the script moves by hand. See
-README.md beside this file for how to build, install and run it.
+Engine, Result, Decision, Usage, Cancel, Watch and QuotaError below are a complete, thin
+binding of the C API (every operation: check, consume, record, reset, refund, consume_all,
+acquire, the batch calls; limits with a lockout or a calendar period, owners' anchors, an
+owner's usage and watches; every option of quota_open); the rest is a short demo on a clock
+that the script moves by hand. See README.md beside this file for how to build, install and
+run it.
 
 The library is a shared libquota: --library, else $QUOTA_LIBRARY, else whatever the dynamic
 loader finds as "quota". `cmake --install` puts one beside the static library:
@@ -21,15 +23,51 @@ import os
 import sqlite3
 import sys
 import tempfile
+import threading
+import time
 
 SLIDING_LOG, FIXED_WINDOW, SLIDING_WINDOW, TOKEN_BUCKET = 0, 1, 2, 3
 NO_BURST = 0
+# QUOTA_DAY ... QUOTA_YEAR: a calendar limit's unit (define_calendar).
+DAY, WEEK, MONTH, YEAR = 0, 1, 2, 3
+# QUOTA_NO_ANCHOR: define_calendar's anchor_ms=None.
+NO_ANCHOR = -1
 # QUOTA_REASON_*: why an operation answered as it did.
 (REASON_OK, REASON_RATE_LIMITED, REASON_COST_EXCEEDS_CAPACITY, REASON_OWNER_DENIED,
  REASON_HOOK_DENIED, REASON_STORE_UNAVAILABLE, REASON_BLOCKED) = range(7)
 
 _CLOCK = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
 _ON_ERROR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
+
+
+class _Usage(ctypes.Structure):
+    _fields_ = [
+        ("limit", ctypes.POINTER(ctypes.c_char)),
+        ("limit_length", ctypes.c_size_t),
+        ("owner", ctypes.POINTER(ctypes.c_char)),
+        ("owner_length", ctypes.c_size_t),
+        ("used", ctypes.c_int64),
+        ("remaining", ctypes.c_int64),
+        ("denied", ctypes.c_int64),
+        ("reset_at_ms", ctypes.c_int64),
+        ("shadow_denied", ctypes.c_int64),
+        ("capacity", ctypes.c_int64),
+        ("blocked_until_ms", ctypes.c_int64),
+    ]
+
+
+# quota_usage_fn and quota_watch_fn: the same signature.
+_USAGE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_Usage))
+
+
+class _Request(ctypes.Structure):
+    _fields_ = [
+        ("limit", ctypes.c_char_p),
+        ("limit_length", ctypes.c_size_t),
+        ("owner", ctypes.c_char_p),
+        ("owner_length", ctypes.c_size_t),
+        ("cost", ctypes.c_int64),
+    ]
 
 
 class _Options(ctypes.Structure):
@@ -89,6 +127,25 @@ class Decision:
         return f"Decision(limit={self.limit!r}, index={self.index}, result={self.result})"
 
 
+class Usage:
+    """An owner's usage of a limit (quota_usage), copied out of the call that reported it:
+    limit, owner, used, remaining, denied, reset_at_ms, shadow_denied (a count of would-be
+    denials in shadow mode), capacity and blocked_until_ms (0 if not locked out)."""
+
+    _NUMBERS = ("used", "remaining", "denied", "reset_at_ms", "shadow_denied", "capacity",
+                "blocked_until_ms")
+
+    def __init__(self, usage):
+        self.limit = ctypes.string_at(usage.limit, usage.limit_length).decode("utf-8")
+        self.owner = ctypes.string_at(usage.owner, usage.owner_length).decode("utf-8")
+        for name in self._NUMBERS:
+            setattr(self, name, getattr(usage, name))
+
+    def __repr__(self):
+        numbers = ", ".join(f"{name}={getattr(self, name)}" for name in self._NUMBERS)
+        return f"Usage(limit={self.limit!r}, owner={self.owner!r}, {numbers})"
+
+
 class QuotaError(Exception):
     """A failed call: `status` is the QUOTA_ERROR_* number, `name` its stable name."""
 
@@ -117,6 +174,7 @@ def load(path=None):
     text = [ctypes.c_char_p, ctypes.c_size_t]
     engine = ctypes.c_void_p
     result = ctypes.POINTER(Result)
+    many = [engine, ctypes.POINTER(_Request), ctypes.c_size_t, result]
     signatures = {
         "quota_version": (ctypes.c_char_p, []),
         "quota_options_init_sized": (None, [ctypes.POINTER(_Options), ctypes.c_size_t]),
@@ -126,6 +184,12 @@ def load(path=None):
         "quota_define": (ctypes.c_int, [engine] + text + [ctypes.c_int, ctypes.c_int64,
                                                           ctypes.c_int64, ctypes.c_int64]),
         "quota_remove": (ctypes.c_int, [engine] + text + [ctypes.POINTER(ctypes.c_int)]),
+        "quota_set_block": (ctypes.c_int, [engine] + text + [ctypes.c_int64]),
+        "quota_define_calendar": (ctypes.c_int, [engine] + text + [ctypes.c_int64, ctypes.c_int,
+                                                                   ctypes.c_int, ctypes.c_int64]),
+        "quota_set_anchor": (ctypes.c_int, [engine] + text + text + [ctypes.c_int64]),
+        "quota_remove_anchor": (ctypes.c_int,
+                                [engine] + text + text + [ctypes.POINTER(ctypes.c_int)]),
         "quota_check": (ctypes.c_int, [engine] + text + text + [ctypes.c_int64, result]),
         "quota_consume": (ctypes.c_int, [engine] + text + text + [ctypes.c_int64, result]),
         "quota_record": (ctypes.c_int, [engine] + text + text + [ctypes.c_int64, result]),
@@ -135,6 +199,19 @@ def load(path=None):
                                              ctypes.POINTER(ctypes.c_size_t), ctypes.c_size_t]
                               + text + [ctypes.c_int64, result,
                                         ctypes.POINTER(ctypes.c_size_t)]),
+        "quota_consume_many": (ctypes.c_int, many),
+        "quota_check_many": (ctypes.c_int, many),
+        "quota_record_many": (ctypes.c_int, many),
+        "quota_owner_usage": (ctypes.c_int, [engine] + text + [
+            _USAGE, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]),
+        "quota_watch_usage": (ctypes.c_int, [engine] + text + text + [
+            _USAGE, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
+        "quota_watch_end": (None, [ctypes.c_void_p]),
+        "quota_cancel_new": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p)]),
+        "quota_cancel_request": (ctypes.c_int, [ctypes.c_void_p]),
+        "quota_cancel_free": (None, [ctypes.c_void_p]),
+        "quota_acquire": (ctypes.c_int, [engine] + text + text + [
+            ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, result]),
         "quota_last_error": (ctypes.c_char_p, []),
         "quota_status_name": (ctypes.c_char_p, [ctypes.c_int]),
         "quota_reason_name": (ctypes.c_char_p, [ctypes.c_int]),
@@ -172,6 +249,58 @@ def _checked(status):
                          lib.quota_last_error().decode("utf-8", "replace"))
 
 
+class Cancel:
+    """A cancellation for Engine.acquire (quota_cancel): one thread waits with it, another
+    calls request(), and every acquire waiting on it returns its last denial at once (later
+    ones wait no more). Freed by close(), at the end of a `with`, or when collected."""
+
+    def __init__(self):
+        lib = load()
+        self._free, self._handle = lib.quota_cancel_free, ctypes.c_void_p()
+        _checked(lib.quota_cancel_new(ctypes.byref(self._handle)))
+
+    def request(self):
+        _checked(load().quota_cancel_request(self._handle))
+
+    def close(self):
+        # An acquire that uses this Cancel holds a reference to it: close() from another thread
+        # during that call is the one way to free it too early; do not.
+        if self._handle:
+            self._free(self._handle)
+            self._handle = ctypes.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exception):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+
+class Watch:
+    """A running watch (quota_watch) from Engine.watch. end() (or the end of a `with`) stops
+    it: no call of its callback begins after end() returns, and one running on another thread
+    is waited for. The Watch keeps the ctypes callback alive until then."""
+
+    def __init__(self, engine, handle, callback):
+        self._engine, self._handle, self._callback = engine, handle, callback
+
+    def end(self):
+        if self._handle:
+            load().quota_watch_end(self._handle)
+            self._handle = ctypes.c_void_p()
+            self._engine._watches.discard(self)
+            self._callback = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exception):
+        self.end()
+
+
 class Engine:
     """An open quota database: quota_open with its options (see quota_options in quota.h).
 
@@ -201,10 +330,15 @@ class Engine:
             self._on_error = _ON_ERROR(lambda _context, status, message: on_error(
                 lib.quota_status_name(status).decode(), message.decode("utf-8", "replace")))
             options.on_error = self._on_error
+        # Watches still running: the engine keeps them (and their callbacks) alive.
+        self._watches = set()
         self._handle = ctypes.c_void_p()
         _checked(lib.quota_open(*_utf8(path), ctypes.byref(options), ctypes.byref(self._handle)))
 
     def close(self):
+        """Ends the watches still running, then closes the database."""
+        for watch in list(self._watches):
+            watch.end()
         if self._handle:
             load().quota_close(self._handle)
             self._handle = ctypes.c_void_p()
@@ -222,6 +356,34 @@ class Engine:
     def remove(self, name):
         removed = ctypes.c_int()
         _checked(load().quota_remove(self._handle, *_utf8(name), ctypes.byref(removed)))
+        return bool(removed.value)
+
+    def set_block(self, name, block_ms):
+        """Sets the lockout of the existing limit `name`: a consume denied as rate_limited then
+        blocks its owner for `block_ms` (1 ms ... 366 days); None removes the lockout."""
+        _checked(load().quota_set_block(self._handle, *_utf8(name),
+                                        0 if block_ms is None else block_ms))
+
+    def define_calendar(self, name, maximum, unit, utc_offset_minutes=0, anchor_ms=None):
+        """Creates or updates a calendar limit: at most `maximum` units per calendar DAY, WEEK,
+        MONTH or YEAR at `utc_offset_minutes` from UTC (-840 ... 840), its windows starting
+        where `anchor_ms` (Unix ms) places them in the unit, or where the unit does (None).
+        Like define, it sets every setting (a lockout of set_block is removed)."""
+        _checked(load().quota_define_calendar(
+            self._handle, *_utf8(name), maximum, unit, utc_offset_minutes,
+            NO_ANCHOR if anchor_ms is None else anchor_ms))
+
+    def set_anchor(self, limit, owner, anchor_ms):
+        """The owner's own anchor of the calendar limit `limit` ("*": every calendar limit
+        without one of the owner's for itself); it beats the limit's from the owner's next
+        window on."""
+        _checked(load().quota_set_anchor(self._handle, *_utf8(limit), *_utf8(owner), anchor_ms))
+
+    def remove_anchor(self, limit, owner):
+        """Removes the owner's anchor of `limit` (or of "*"); True if there was one."""
+        removed = ctypes.c_int()
+        _checked(load().quota_remove_anchor(self._handle, *_utf8(limit), *_utf8(owner),
+                                            ctypes.byref(removed)))
         return bool(removed.value)
 
     def _operate(self, function, limit, owner, *cost):
@@ -257,6 +419,68 @@ class Engine:
                                           *_utf8(owner), cost, ctypes.byref(result),
                                           ctypes.byref(deciding)))
         return Decision(limits[deciding.value], deciding.value, result)
+
+    def acquire(self, limit, owner, cost=1, max_wait_ms=0, cancel=None):
+        """Waits for its turn: consumes; while denied with a wait that ends within
+        `max_wait_ms` of the call, sleeps exactly that long (the engine stays usable by other
+        threads) and consumes again. Answers the first allowance, or the last denial: at once
+        when the wait would end past the deadline, can never end, or `cancel` (a Cancel) is
+        requested."""
+        result = Result()
+        _checked(load().quota_acquire(self._handle, *_utf8(limit), *_utf8(owner), cost,
+                                      max_wait_ms, cancel._handle if cancel else None,
+                                      ctypes.byref(result)))
+        return result
+
+    def _many(self, function, requests):
+        # The encoded strings must outlive the call: the structs only point into them.
+        texts = [(_utf8(request[0]), _utf8(request[1])) for request in requests]
+        array = (_Request * len(requests))(*[
+            _Request(limit[0], limit[1], owner[0], owner[1],
+                     request[2] if len(request) > 2 else 1)
+            for (limit, owner), request in zip(texts, requests)])
+        results = (Result * len(requests))()
+        _checked(function(self._handle, array, len(requests), results))
+        return list(results)
+
+    def consume_many(self, requests):
+        """Batch consume: `requests` are (limit, owner) or (limit, owner, cost) tuples, each
+        decided on its own, in order, in one transaction; answers a Result per request, in
+        their order. A bad request raises (naming its index) before any runs; any other
+        failure rolls every request back."""
+        return self._many(load().quota_consume_many, requests)
+
+    def check_many(self, requests):
+        """Batch check: as consume_many, never writing."""
+        return self._many(load().quota_check_many, requests)
+
+    def record_many(self, requests):
+        """Batch record: as consume_many, recording each cost even beyond its limit."""
+        return self._many(load().quota_record_many, requests)
+
+    def owner_usage(self, owner):
+        """The owner's Usage of every limit on which it has state or an override, by limit
+        name. Changes nothing."""
+        rows = []
+        collect = _USAGE(lambda _context, usage: rows.append(Usage(usage.contents)))
+        _checked(load().quota_owner_usage(self._handle, *_utf8(owner), collect, None, None))
+        return rows
+
+    def watch(self, limit, owner, callback):
+        """Calls callback(usage) with the owner's Usage of `limit` now and again whenever it
+        changes (through this engine, another one or another process, or time alone); with
+        owner None, every owner of the limit (an owner whose state has gone gets one last
+        empty Usage). Answers a Watch: end() it, or use it in a `with`; close() ends the
+        engine's watches still running. The callback runs on the engine's watch thread; it may
+        use the engine but not close it, and an exception it raises is printed and ignored."""
+        reported = _USAGE(lambda _context, usage: callback(Usage(usage.contents)))
+        owner_text = (None, 0) if owner is None else _utf8(owner)
+        handle = ctypes.c_void_p()
+        _checked(load().quota_watch_usage(self._handle, *_utf8(limit), *owner_text, reported,
+                                          None, ctypes.byref(handle)))
+        watch = Watch(self, handle, reported)
+        self._watches.add(watch)
+        return watch
 
 
 def demo(database, check):
@@ -343,10 +567,229 @@ def demo(database, check):
                 expect(error.name == "invalid_argument", f"invalid_argument: {error}")
 
         expect(engine.remove("api") and not engine.remove("api"), "remove")
+
+        demo_lockout_and_usage(engine, now, expect)
+        demo_batch(engine, expect)
+        demo_calendar(engine, now, expect)
+        demo_watch(engine, expect)
+    demo_acquire(expect)
     print("libquota", version())
     for failure in failures:
         print("FAILED:", failure, file=sys.stderr)
     return 1 if failures else 0
+
+
+def expect_error(expect, name, call, what, words=""):
+    """Expects call() to raise QuotaError `name` with `words` in its message."""
+    try:
+        call()
+        expect(False, f"{what}: no error")
+    except QuotaError as error:
+        expect(error.name == name and words in error.message, f"{what}: {error}")
+
+
+def demo_lockout_and_usage(engine, now, expect):
+    # A lockout: the denial that crosses the limit blocks the owner for an hour.
+    engine.define("login", FIXED_WINDOW, 2, 900_000)
+    engine.set_block("login", 3_600_000)
+    engine.consume("login", "eve", 2)
+    denied = engine.consume("login", "eve")
+    blocked = engine.check("login", "eve")
+    print("blocked:", blocked)
+    expect(denied.allowed == 0 and denied.reason_name == "rate_limited", "denied, then blocked")
+    expect(blocked.allowed == 0 and blocked.reason_name == "blocked" and
+           blocked.retry_after_ms == 3_600_000, "set_block: locked out for exactly an hour")
+
+    # One owner across every limit, by limit name.
+    engine.define("reads", SLIDING_LOG, 10, 60_000)
+    engine.consume("reads", "eve", 3)
+    rows = engine.owner_usage("eve")
+    for row in rows:
+        print("owner_usage:", row)
+    expect([(row.limit, row.owner, row.used, row.remaining, row.capacity) for row in rows] ==
+           [("login", "eve", 2, 0, 2), ("reads", "eve", 3, 7, 10)], "owner_usage's rows")
+    expect(rows[0].blocked_until_ms == now[0] + 3_600_000 and rows[0].denied == 1 and
+           rows[1].blocked_until_ms == 0, "owner_usage: the lockout's end and the denial")
+    expect(engine.owner_usage("nobody") == [], "owner_usage of an owner without state")
+
+    # None lifts the lockout: a denial is a plain rate_limited again.
+    engine.set_block("login", None)
+    expect(engine.check("login", "eve").reason_name == "rate_limited", "set_block(None)")
+    expect_error(expect, "invalid_argument", lambda: engine.set_block("login", -1),
+                 "set_block -1")
+    expect_error(expect, "unknown_limit", lambda: engine.set_block("nope", 1000),
+                 "set_block of no limit")
+
+
+def demo_batch(engine, expect):
+    # Each request decided on its own, in order, in one transaction.
+    engine.define("minute", FIXED_WINDOW, 2, 60_000)
+    results = engine.consume_many([("minute", "u", 1), ("minute", "v", 2), ("minute", "u"),
+                                   ("minute", "u", 1)])
+    print("consume_many:", results)
+    expect([(r.allowed, r.remaining, r.denied) for r in results] ==
+           [(1, 1, 0), (1, 0, 0), (1, 0, 0), (0, 0, 1)], "consume_many answers in order")
+    checked = engine.check_many([("minute", "u"), ("minute", "w")])
+    expect([r.allowed for r in checked] == [0, 1], "check_many")
+    recorded = engine.record_many([("minute", "w", 3)])
+    expect(recorded[0].allowed == 0 and recorded[0].remaining == 0,
+           "record_many records beyond the limit")
+    expect(engine.consume_many([]) == [], "an empty batch")
+    expect_error(expect, "invalid_argument",
+                 lambda: engine.consume_many([("minute", "x", 1), ("minute", "x", 0)]),
+                 "a bad request", "request 1")
+    expect_error(expect, "unknown_limit",
+                 lambda: engine.consume_many([("minute", "x"), ("nope", "x")]), "no such limit")
+    expect(engine.check("minute", "x").remaining == 2, "a failed batch keeps nothing")
+
+
+# Calendar instants, worked out by hand from a count of days (2023-01-01T00:00Z is 19358 days
+# after 1970-01-01: 53 years of 365 days and the 13 leap days of 1972 ... 2020; 1 December is
+# day 334 of a common year, counting from 0; 1970-01-01 was a Thursday).
+DAY_MS, HOUR_MS = 86_400_000, 3_600_000
+JAN_1_2023 = 19358 * DAY_MS  # 1672531200000
+# "now": 1700000000000 = 19675 days (2023-11-14, day 317, a Tuesday: 19675 = 7 x 2810 + 5)
+# and 80000 s (22:13:20) after 1970-01-01T00:00Z.
+CALENDAR_NOW = 1_700_000_000_000
+DEC_1_2023 = JAN_1_2023 + 334 * DAY_MS  # 1701388800000
+JAN_1_2024 = JAN_1_2023 + 365 * DAY_MS  # 1704067200000
+
+
+def demo_calendar(engine, now, expect):
+    now[0] = CALENDAR_NOW
+    expect(CALENDAR_NOW == JAN_1_2023 + 317 * DAY_MS + 80_000_000, "the hand count of now")
+    # A month, UTC: every answer of November points at 1 December.
+    engine.define_calendar("monthly", 3, MONTH)
+    answers = [engine.consume("monthly", "alice") for _ in range(4)]
+    print("monthly:", answers[3])
+    expect([(a.allowed, a.reset_at_ms) for a in answers] ==
+           [(1, DEC_1_2023)] * 3 + [(0, DEC_1_2023)], "a month's window ends on 1 December")
+    expect(answers[3].retry_after_ms == DEC_1_2023 - CALENDAR_NOW == 1_388_800_000,
+           "a denial waits until 1 December")
+    now[0] = DEC_1_2023 - 1
+    expect(engine.consume("monthly", "alice").retry_after_ms == 1, "1 ms before December")
+    now[0] = DEC_1_2023
+    december = engine.consume("monthly", "alice")
+    expect(december.allowed == 1 and december.remaining == 2 and
+           december.reset_at_ms == JAN_1_2024, "December's window ends on 1 January")
+    now[0] = CALENDAR_NOW
+
+    # Each unit and an offset: a day at +09:00 (now 07:13:20 on 15 November there) ends at
+    # 16 November 00:00+09:00 = 15 November 15:00Z; an ISO week, UTC, on Monday 20 November;
+    # a year at -05:00 on 2024-01-01T00:00-05:00 = 05:00Z.
+    ends = {"daily_tokyo": (DAY, 9 * 60, JAN_1_2023 + 318 * DAY_MS + 15 * HOUR_MS),
+            "weekly": (WEEK, 0, JAN_1_2023 + 323 * DAY_MS),
+            "yearly": (YEAR, -5 * 60, JAN_1_2024 + 5 * HOUR_MS)}
+    for name, (unit, offset, end) in ends.items():
+        engine.define_calendar(name, 1, unit, utc_offset_minutes=offset)
+        answer = engine.consume(name, "alice")
+        expect(answer.allowed == 1 and answer.reset_at_ms == end, f"{name} ends at {end}")
+    expect([end for _, _, end in ends.values()] ==
+           [1_700_060_400_000, 1_700_438_400_000, 1_704_085_200_000], "the ends, in numbers")
+
+    # Anchored on 31 January: the window began on 31 October; November lacks a 31st, so the
+    # next begins on its last day, 30 November (day 333).
+    engine.define_calendar("billing", 1, MONTH, anchor_ms=JAN_1_2023 + 30 * DAY_MS)
+    billing = engine.consume("billing", "alice")
+    expect(billing.reset_at_ms == JAN_1_2023 + 333 * DAY_MS == 1_701_302_400_000,
+           "an anchor on the 31st: 30 November")
+
+    # An owner's anchor beats the limit's: bob's months begin on the 15th (next: 15 November,
+    # day 318); "*": carol's days begin at 01:00Z, 10:00 at +09:00 (next: 15 November 01:00Z).
+    engine.set_anchor("monthly", "bob", JAN_1_2023 + 14 * DAY_MS)
+    bob = engine.consume("monthly", "bob")
+    expect(bob.reset_at_ms == JAN_1_2023 + 318 * DAY_MS == 1_700_006_400_000,
+           "bob's anchor: 15 November")
+    engine.set_anchor("*", "carol", JAN_1_2023 + HOUR_MS)
+    carol = engine.consume("daily_tokyo", "carol")
+    print("carol's day:", carol)
+    expect(carol.reset_at_ms == JAN_1_2023 + 318 * DAY_MS + HOUR_MS, "carol's anchor on '*'")
+    expect(engine.remove_anchor("monthly", "bob") and not engine.remove_anchor("monthly", "bob")
+           and engine.remove_anchor("*", "carol"), "remove_anchor says whether there was one")
+
+    # Bad input changes nothing.
+    for what, call, words in [
+            ("unit 4", lambda: engine.define_calendar("monthly", 3, 4), "QUOTA_MONTH"),
+            ("offset 841", lambda: engine.define_calendar("monthly", 3, MONTH, 841),
+             "utc_offset_minutes 841"),
+            ("anchor -2", lambda: engine.define_calendar("monthly", 3, MONTH, anchor_ms=-2),
+             "QUOTA_NO_ANCHOR"),
+            ("an owner's anchor -1", lambda: engine.set_anchor("monthly", "dave", -1),
+             "anchor_ms -1"),
+            ("an anchor on a plain limit",
+             lambda: engine.set_anchor("minute", "dave", JAN_1_2023), "")]:
+        expect_error(expect, "invalid_argument", call, what, words)
+    expect_error(expect, "unknown_limit", lambda: engine.set_anchor("nope", "dave", JAN_1_2023),
+                 "an anchor on no limit")
+    expect(engine.consume("monthly", "erin").reset_at_ms == DEC_1_2023 and
+           not engine.remove_anchor("monthly", "dave"), "the bad calls changed nothing")
+
+
+class _Reports:
+    """What a watch's callback received, for the demo to wait on (the callback runs on the
+    engine's watch thread)."""
+
+    def __init__(self):
+        self.usages, self.changed = [], threading.Condition()
+
+    def __call__(self, usage):
+        with self.changed:
+            self.usages.append(usage)
+            self.changed.notify_all()
+
+    def wait(self, owner, used):
+        """Waits (up to 10 s) for a report of `used` for `owner`; True if it came."""
+        with self.changed:
+            return self.changed.wait_for(lambda: any(
+                (u.owner, u.used) == (owner, used) for u in self.usages), timeout=10)
+
+
+def demo_watch(engine, expect):
+    engine.define("uploads", SLIDING_LOG, 5, 60_000)
+    one, every = _Reports(), _Reports()
+    with engine.watch("uploads", None, every):
+        watch = engine.watch("uploads", "user:ü", one)
+        expect(one.wait("user:ü", 0), "a watch reports the usage when it begins")
+        engine.consume("uploads", "user:ü", 2)
+        expect(one.wait("user:ü", 2) and every.wait("user:ü", 2), "a watch reports a change")
+        print("watch:", one.usages[-1])
+        expect(one.usages[-1].remaining == 3 and one.usages[-1].limit == "uploads",
+               "the change's usage")
+        watch.end()
+        calls = len(one.usages)
+        engine.consume("uploads", "other")
+        expect(every.wait("other", 1), "a watch of every owner reports each owner")
+        expect(len(one.usages) == calls, "an ended watch reports nothing more")
+        watch.end()  # again: nothing
+    expect(not engine._watches, "the with block ended the watch of every owner")
+    expect_error(expect, "unknown_limit", lambda: engine.watch("nope", "u", one),
+                 "a watch of no limit")
+
+
+def demo_acquire(expect):
+    # acquire sleeps in real time: an engine on the system clock.
+    with Engine(":memory:") as engine:
+        engine.define("slow", SLIDING_LOG, 1, 1500)
+        engine.consume("slow", "u")
+        at_once = engine.acquire("slow", "u", max_wait_ms=0)
+        waited = engine.acquire("slow", "u", max_wait_ms=10_000)
+        print("acquire:", at_once, waited)
+        expect(at_once.allowed == 0 and at_once.retry_after_ms > 0,
+               "acquire without a wait answers the denial")
+        expect(waited.allowed == 1, "acquire waits its turn")
+
+        # Cancelled from another thread: without the cancel, it would wait 30 s and succeed.
+        engine.define("hourly", SLIDING_LOG, 1, 30_000)
+        engine.consume("hourly", "u")
+        with Cancel() as cancel:
+            threading.Timer(0.2, cancel.request).start()
+            cancelled = engine.acquire("hourly", "u", max_wait_ms=60_000, cancel=cancel)
+            again = engine.acquire("hourly", "u", max_wait_ms=60_000, cancel=cancel)
+        print("cancelled acquire:", cancelled)
+        expect(cancelled.allowed == 0 and cancelled.reason_name == "rate_limited" and
+               again.allowed == 0, "a cancel from another thread ends the wait")
+        expect_error(expect, "invalid_argument",
+                     lambda: engine.acquire("slow", "u", max_wait_ms=-1), "max_wait_ms -1")
 
 
 def main():
