@@ -44,6 +44,9 @@ void define_counter(const std::string& path) {
 struct AppConnection {
   explicit AppConnection(const std::string& path, int threshold)
       : db(path, SQLite::OPEN_READWRITE) {
+    // As an application would: without a busy timeout its first statement fails at once
+    // ("database is locked") when it meets another process recovering the WAL.
+    db.setBusyTimeout(5000);
     db.exec("PRAGMA synchronous = NORMAL");
     db.exec("PRAGMA wal_autocheckpoint = " + std::to_string(threshold));
   }
@@ -92,8 +95,10 @@ std::int64_t wal_after_two_processes(const std::string& path, int consumes, Open
     });
   }
   close(start[0]);
-  // Open while the children run, so that the last of them to close does not remove the WAL.
+  // Open while the children run, so that the last of them to close does not remove the WAL;
+  // it waits out a child's recovery of the WAL, as they wait out each other.
   RawDb keeper(path);
+  sqlite3_busy_timeout(keeper.handle(), 5000);
   REQUIRE(keeper.integer("SELECT count(*) FROM quota_limits") == 1);  // now it uses the WAL
   close(start[1]);                                                    // both start now
   for (const int child : children) CHECK(wait_child(child) == 0);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -130,7 +131,13 @@ int fork_child(const std::function<int()>& body) {
   int status = 125;
   try {
     status = body();
+  } catch (const std::exception& error) {
+    // The child's exception would be lost with it: say what it was.
+    std::fprintf(stderr, "child process %d: exception: %s\n", static_cast<int>(getpid()),
+                 error.what());
   } catch (...) {
+    std::fprintf(stderr, "child process %d: an exception that is not a std::exception\n",
+                 static_cast<int>(getpid()));
   }
   _exit(status);  // no atexit handlers, no flushing of the parent's buffers a second time
 }
