@@ -66,6 +66,11 @@ Result read_result(const Row& row) {
   return result;
 }
 
+// A limit's name, or kEveryLimit where an override or an anchor may name every limit.
+void validate_limit_or_every(std::string_view name) {
+  if (name != kEveryLimit) validate_limit_name(name);
+}
+
 Limit read_limit(const Row& row) {
   Limit limit;
   limit.name = text_of(row.at(0));
@@ -1012,7 +1017,7 @@ void Engine::set_override(const Override& override) {
 }
 
 bool Engine::remove_override(std::string_view limit, std::string_view owner) {
-  if (limit != kEveryLimit) validate_limit_name(limit);
+  validate_limit_or_every(limit);
   validate_owner(owner);
   return impl_->writing([&] {
     return impl_->store->execute("DELETE FROM quota_overrides WHERE limit_name = ?1 AND owner = ?2",
@@ -1021,7 +1026,7 @@ bool Engine::remove_override(std::string_view limit, std::string_view owner) {
 }
 
 std::vector<Override> Engine::overrides(std::optional<std::string_view> limit) {
-  if (limit && *limit != kEveryLimit) validate_limit_name(*limit);
+  if (limit) validate_limit_or_every(*limit);
   return impl_->guarded([&] {
     std::vector<Override> found;
     // The cast gives the parameter a type where it may be NULL: PostgreSQL cannot infer one
@@ -1043,7 +1048,7 @@ std::vector<Override> Engine::overrides(std::optional<std::string_view> limit) {
 }
 
 void Engine::set_anchor(const Anchor& anchor) {
-  if (anchor.limit != kEveryLimit) validate_limit_name(anchor.limit);
+  validate_limit_or_every(anchor.limit);
   validate_owner(anchor.owner);
   validate_anchor(anchor.anchor_ms);
   impl_->writing([&] {
@@ -1066,7 +1071,7 @@ void Engine::set_anchor(const Anchor& anchor) {
 }
 
 bool Engine::remove_anchor(std::string_view limit, std::string_view owner) {
-  if (limit != kEveryLimit) validate_limit_name(limit);
+  validate_limit_or_every(limit);
   validate_owner(owner);
   return impl_->writing([&] {
     return impl_->store->execute("DELETE FROM quota_anchors WHERE limit_name = ?1 AND owner = ?2",
@@ -1075,7 +1080,7 @@ bool Engine::remove_anchor(std::string_view limit, std::string_view owner) {
 }
 
 std::vector<Anchor> Engine::anchors(std::optional<std::string_view> limit) {
-  if (limit && *limit != kEveryLimit) validate_limit_name(*limit);
+  if (limit) validate_limit_or_every(*limit);
   return impl_->guarded([&] {
     std::vector<Anchor> found;
     for (const Row& row : impl_->store->query(
