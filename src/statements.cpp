@@ -36,7 +36,7 @@
 //   consume :now=5400  -> allowed 1, ok,           remaining 0, retry 0,    reset_at 6400
 //   consume :now=5500  -> allowed 0, rate_limited, remaining 0, retry 500,  reset_at 6400
 //   check   :now=6000  -> allowed 1, ok,           remaining 1, retry 0,    reset_at 6400
-//   consume :now=4000  -> evaluated at 5500 (seen_ms): allowed 0, retry 500
+//   consume :now=4000  -> evaluated at 5500 (seen_ms): allowed 0, retry 2000 (from 4000)
 // tests/engine_test.cpp and tests/sql_test.cpp run these examples.
 #include "statements.h"
 
@@ -120,7 +120,7 @@ OperationParts parts_of(Operation operation) {
               kRequest,
               kBlockStarted,
               "WHEN reason = 'rate_limited' AND NOT shadow "
-              "THEN {max}(retry_after_ms, coalesce(block_ms, 0)) "};
+              "THEN {max}(retry_after_ms, coalesce(block_ms, 0)){caller} "};
     case Operation::record:
       return {"policy IS DISTINCT FROM 'exempt'",
               "FALSE",
@@ -188,17 +188,25 @@ constexpr const char* kAllowed =
 // The answer's remaining and retry_after_ms under the owner's policy and block: an exempt
 // owner has the whole capacity, a denied one nothing and never a retry, a blocked one nothing
 // until its block ends.
+// Every wait above is measured from t, the time the owner's state was evaluated at; the
+// answer measures a finite wait from the caller's own time `now` (docs/concepts.md, "Time"),
+// which is t - now earlier when the caller's clock is behind the owner's remembered time:
+// {caller} adds that to each branch whose wait is finite and positive. 0 and -1 stay.
 constexpr const char* kAnswerRemaining =
     "CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 "
     "ELSE CASE reason WHEN 'blocked' THEN 0 ELSE remaining END END";
 constexpr const char* kAnswerRetry =
     "CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 "
     "WHEN reason = 'blocked' AND retry_after_ms >= 0 "
-    "THEN {max}(s_blocked_until - t, retry_after_ms) {started}ELSE retry_after_ms END";
+    "THEN {max}(s_blocked_until - t, retry_after_ms){caller} {started}"
+    "WHEN retry_after_ms > 0 THEN retry_after_ms{caller} ELSE retry_after_ms END";
+constexpr const char* kFromCaller = " + (t - now)";
 
 // kAnswerRetry for `parts`' operation.
 std::string answer_retry(const OperationParts& parts) {
-  return expand(kAnswerRetry, fmt::arg("started", parts.started));
+  return expand(kAnswerRetry,
+                fmt::arg("started", expand(parts.started, fmt::arg("caller", kFromCaller))),
+                fmt::arg("caller", kFromCaller));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -796,7 +804,7 @@ std::string decision_of(Operation operation, Algorithm algorithm, const Family& 
              : std::string(kBucketRefill);
   // What the window layers, which pass on only the columns later layers use, carry for the
   // policies: the owner's policy and the shadow flag, the refund, check's shadow count.
-  const std::string carry = std::string(", policy, shadow, block_ms, s_blocked_until") +
+  const std::string carry = std::string(", now, policy, shadow, block_ms, s_blocked_until") +
                             (refund ? ", refund" : "") + (check ? ", s_shadow_denied" : "");
   const WindowExpressions none{};
   const WindowExpressions& window = family.window ? *family.window : none;

@@ -22,6 +22,13 @@ Limit limit_for(Algorithm algorithm) {
                                               : make_limit("l", algorithm, 3, kPeriod);
 }
 
+// `steady`'s answer as a caller `lag` ms behind is told it: a finite wait is measured from
+// the caller's own time (docs/concepts.md), `lag` longer; everything else is the same.
+Result from_behind(Result steady, std::int64_t lag) {
+  if (steady.retry_after_ms > 0) steady.retry_after_ms += lag;
+  return steady;
+}
+
 struct Twin {
   ManualClock clock;
   Engine engine = Engine::open(":memory:", options_with(clock));
@@ -49,15 +56,21 @@ TEST_CASE("a clock that goes back is answered as at the latest time seen, for ev
   behind.clock.set(latest - back);
   steady.clock.set(latest);
   // Every operation that reads or writes the owner's state, including denials and a record
-  // beyond the limit, answers exactly as at the latest time.
-  CHECK(behind.engine.check("l", "u") == steady.engine.check("l", "u"));
-  CHECK(behind.engine.consume("l", "u") == steady.engine.consume("l", "u"));
-  CHECK(behind.engine.consume("l", "u", 2) == steady.engine.consume("l", "u", 2));
-  CHECK(behind.engine.record("l", "u", 3) == steady.engine.record("l", "u", 3));
+  // beyond the limit, answers exactly as at the latest time, but for a wait, which is
+  // measured from the caller's time.
+  CHECK(behind.engine.check("l", "u") == from_behind(steady.engine.check("l", "u"), back));
+  CHECK(behind.engine.consume("l", "u") == from_behind(steady.engine.consume("l", "u"), back));
+  CHECK(behind.engine.consume("l", "u", 2) ==
+        from_behind(steady.engine.consume("l", "u", 2), back));
+  CHECK(behind.engine.record("l", "u", 3) ==
+        from_behind(steady.engine.record("l", "u", 3), back));
   const Result denied = behind.engine.consume("l", "u");
   CHECK_FALSE(denied.allowed);
-  CHECK(denied == steady.engine.consume("l", "u"));
-  CHECK(denied.retry_after_ms > 0);  // counted from the latest time, not from the earlier one
+  const Result denied_steady = steady.engine.consume("l", "u");
+  CHECK(denied == from_behind(denied_steady, back));
+  // The wait at the latest time, plus the time the caller is behind it.
+  CHECK(denied_steady.retry_after_ms > 0);
+  CHECK(denied.retry_after_ms == denied_steady.retry_after_ms + back);
   CHECK(behind.engine.usage("l").at(0).used == steady.engine.usage("l").at(0).used);
 
   // The clock comes forward again: both agree at every later moment, so going back granted
@@ -96,8 +109,9 @@ TEST_CASE("check never moves the remembered time, a denied consume does", "[cloc
   model.consume("l", "u", too_much, T + 10 * kPeriod);
   twin.clock.set(T);
   CHECK(twin.engine.check("l", "u") == model.check("l", "u", 1, T));
+  // The wait at the remembered time, told from the caller's: 10 periods longer.
   CHECK(twin.engine.check("l", "u").retry_after_ms ==
-        model.check("l", "u", 1, T + 10 * kPeriod).retry_after_ms);
+        model.check("l", "u", 1, T + 10 * kPeriod).retry_after_ms + 10 * kPeriod);
 }
 
 TEST_CASE("reset forgets the remembered time: an earlier time then counts as it is", "[clock]") {

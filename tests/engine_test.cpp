@@ -96,9 +96,10 @@ TEST_CASE("the worked examples of src/statements.cpp", "[engine]") {
   CHECK(f.engine.consume("send", "u") == limited(0, 500, 6400, 1));
   f.clock.set(6000);
   CHECK(f.engine.check("send", "u") == ok(1, 6400, 1));
-  // The clock went back: evaluated at 5500, the latest time the owner's state has seen.
+  // The clock went back: evaluated at 5500, the latest time the owner's state has seen, and
+  // the wait told from 4000, the caller's time: 500 + 1500.
   f.clock.set(4000);
-  CHECK(f.engine.consume("send", "u") == limited(0, 500, 6400, 2));
+  CHECK(f.engine.consume("send", "u") == limited(0, 2000, 6400, 2));
 }
 
 TEST_CASE("retry_after_ms is tight: sliding_log, several events must expire", "[engine]") {
@@ -157,15 +158,16 @@ TEST_CASE("retry_after_ms is tight after a record overdraws", "[engine]") {
   require_tight_retry(f, "win", "u", 2, T + 10, win);
 }
 
-TEST_CASE("retry_after_ms is relative to the owner's remembered time", "[engine]") {
+TEST_CASE("retry_after_ms is measured from the caller's time, behind the remembered one",
+          "[engine]") {
   Fixture f;
   f.engine.define(make_limit("win", Algorithm::fixed_window, 1, 1000));
   f.clock.set(T + 600);
   f.engine.consume("win", "u");
-  f.clock.set(T + 100);  // backwards: evaluated at T + 600
+  f.clock.set(T + 100);  // backwards: evaluated at T + 600, the wait told from T + 100
   const Result denial = f.engine.consume("win", "u");
-  CHECK(denial == limited(0, 400, T + 1000, 1));
-  require_tight_retry(f, "win", "u", 1, T + 600, denial);
+  CHECK(denial == limited(0, 900, T + 1000, 1));
+  require_tight_retry(f, "win", "u", 1, T + 100, denial);
 }
 
 TEST_CASE("retry_after_ms is tight: sliding_window, wherever the wait ends", "[engine]") {
@@ -287,10 +289,10 @@ TEST_CASE("retry_after_ms is tight: token_bucket, fractional rates, bursts and d
     CHECK(f.engine.check("tb", "u") == ok(1, T + 35'715));  // 70000 / 60000 tokens
     f.clock.set(T + 15'000);  // before the check, after the consume: evaluated at T + 15000
     CHECK(f.engine.consume("tb", "u") == limited(0, 3'572, T + 35'715, 1));
-    f.clock.set(T + 5'000);  // before the consume: evaluated at T + 15000
+    f.clock.set(T + 5'000);  // before the consume: evaluated at T + 15000, told from T + 5000
     const Result denial = f.engine.consume("tb", "u");
-    CHECK(denial == limited(0, 3'572, T + 35'715, 2));
-    require_tight_retry(f, "tb", "u", 1, T + 15'000, denial);
+    CHECK(denial == limited(0, 13'572, T + 35'715, 2));
+    require_tight_retry(f, "tb", "u", 1, T + 5'000, denial);
   }
 }
 

@@ -362,18 +362,25 @@ Result Model::answer(const Rule& rule, const OwnerState& state, std::int64_t t, 
   return result;
 }
 
+Result Model::from_caller(Result result, std::int64_t t, std::int64_t now) {
+  if (result.retry_after_ms > 0) result.retry_after_ms += t - now;
+  return result;
+}
+
 Result Model::check(const std::string& limit, const std::string& owner, std::int64_t cost,
                     std::int64_t now) const {
   const Rule rule = rule_for(limit, owner);
   const OwnerState* existing = find(limit, owner);
   const std::int64_t t = time_of(existing, now);
   if (existing) {
-    return answer(rule, *existing, t, cost, verdict(rule, *existing, t, cost),
-                  block_at(rule, *existing, t));
+    return from_caller(answer(rule, *existing, t, cost, verdict(rule, *existing, t, cost),
+                              block_at(rule, *existing, t)),
+                       t, now);
   }
   OwnerState fresh;
   fresh.counter = new_counter(rule.limit.algorithm);
-  return answer(rule, fresh, t, cost, verdict(rule, fresh, t, cost), std::nullopt);
+  return from_caller(answer(rule, fresh, t, cost, verdict(rule, fresh, t, cost), std::nullopt), t,
+                     now);
 }
 
 Result Model::consume(const std::string& limit, const std::string& owner, std::int64_t cost,
@@ -410,7 +417,7 @@ Result Model::consume(const std::string& limit, const std::string& owner, std::i
     result.allowed = true;
     result.shadow_denied = true;
   }
-  return result;
+  return from_caller(result, t, now);
 }
 
 Result Model::record(const std::string& limit, const std::string& owner, std::int64_t cost,
@@ -424,7 +431,7 @@ Result Model::record(const std::string& limit, const std::string& owner, std::in
   if (rule.policy != Policy::exempt) owner_state.counter->add(rule.limit, t, cost);
   owner_state.remembered = t;
   owner_state.blocked_until = block;  // a record never starts a block
-  return answer(rule, owner_state, t, cost, allowed, block);
+  return from_caller(answer(rule, owner_state, t, cost, allowed, block), t, now);
 }
 
 Result Model::refund(const std::string& limit, const std::string& owner, std::int64_t cost,
@@ -437,7 +444,8 @@ Result Model::refund(const std::string& limit, const std::string& owner, std::in
   owner_state.counter->take(rule.limit, t, cost);
   owner_state.remembered = t;
   owner_state.blocked_until = block;  // a refund leaves a block as it is
-  return answer(rule, owner_state, t, 1, verdict(rule, owner_state, t, 1), block);
+  return from_caller(answer(rule, owner_state, t, 1, verdict(rule, owner_state, t, 1), block), t,
+                     now);
 }
 
 Result Model::reset(const std::string& limit, const std::string& owner, std::int64_t now) {

@@ -4,7 +4,8 @@
 //
 // How it works. Each (limit, owner) has an OwnerState: the remembered time (the latest time
 // an operation that writes has seen), the denied counter, and a Counter that knows one
-// algorithm's usage. Every operation is evaluated at t = max(request time, remembered time).
+// algorithm's usage. Every operation is evaluated at t = max(request time, remembered time);
+// its retry_after_ms is measured from the request's time (the wait at t, plus t - request time).
 // Everything the Result reports is derived from a few questions put to the Counter:
 //   used(t)            the usage at t, as the docs' table defines it (`remaining` is the
 //                      capacity minus that, for every algorithm);
@@ -200,6 +201,9 @@ class Model {
   Result answer(const Rule& rule, const OwnerState& state, std::int64_t t, std::int64_t cost,
                 bool allowed, std::optional<std::int64_t> block) const;
   static bool fits(const Limit& limit, const Counter& counter, std::int64_t t, std::int64_t cost);
+  // `result`, evaluated at t, as answered to a caller whose time is `now` (<= t): a finite
+  // wait is measured from the caller's time, t - now longer; 0 and -1 stay.
+  static Result from_caller(Result result, std::int64_t t, std::int64_t now);
   // The smallest d >= 1 at which a request of `cost` (which does not fit at t) fits at t + d.
   static std::int64_t wait(const Limit& limit, const Counter& counter, std::int64_t t,
                            std::int64_t cost);

@@ -322,11 +322,12 @@ class Run {
     return compare_usage();
   }
 
-  // The model's own promise, checked before trusting it: after a denial with wait d at t,
-  // the same request is still denied at t + d - 1 and allowed at t + d.
+  // The model's own promise, checked before trusting it: after a denial with wait d for a
+  // request at t (the caller's time, perhaps behind the owner's remembered time), the same
+  // request is still denied at t + d - 1 and allowed at t + d.
   bool retry_is_tight(const std::string& limit, const std::string& owner, std::int64_t cost,
                       const Result& denial) {
-    const std::int64_t t = model_.evaluation_time(limit, owner, now());
+    const std::int64_t t = now();
     const Result before = model_.check(limit, owner, cost, t + denial.retry_after_ms - 1);
     const Result at = model_.check(limit, owner, cost, t + denial.retry_after_ms);
     if (!before.allowed && at.allowed) return true;

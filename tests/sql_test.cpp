@@ -189,7 +189,7 @@ TEST_CASE("the worked examples of src/statements.cpp, in plain SQL", "[sql][sqli
   CHECK(run(Operation::consume, 5400) == Result{true, Reason::ok, 0, 0, 6400, 0});
   CHECK(run(Operation::consume, 5500) == Result{false, Reason::rate_limited, 0, 500, 6400, 1});
   CHECK(run(Operation::check, 6000) == Result{true, Reason::ok, 1, 0, 6400, 1});
-  CHECK(run(Operation::consume, 4000) == Result{false, Reason::rate_limited, 0, 500, 6400, 2});
+  CHECK(run(Operation::consume, 4000) == Result{false, Reason::rate_limited, 0, 2000, 6400, 2});
 }
 
 TEST_CASE("plain SQL: an unknown limit fails the writes, writes nothing, and checks no row",

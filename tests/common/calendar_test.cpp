@@ -607,15 +607,16 @@ TEST_CASE("calendar: an earlier time after a later one is evaluated at the later
   Result r = f.engine.consume("m", "u");
   REQUIRE(r.allowed);
   CHECK(r.reset_at_ms == utc(2027, 1, 1));
-  // A host whose clock is behind, still in November: evaluated in December, at 01:00.
+  // A host whose clock is behind, still in November: evaluated in December, at 01:00, and
+  // told the wait from its own time (docs/concepts.md): until January by its clock.
   f.clock.set(utc(2026, 11, 30, 23));
   r = f.engine.consume("m", "u");
   CHECK_FALSE(r.allowed);
-  CHECK(r.retry_after_ms == utc(2027, 1, 1) - utc(2026, 12, 1, 1));
+  CHECK(r.retry_after_ms == utc(2027, 1, 1) - utc(2026, 11, 30, 23));
   CHECK(r.reset_at_ms == utc(2027, 1, 1));
   r = f.engine.check("m", "u");
   CHECK_FALSE(r.allowed);
-  CHECK(r.retry_after_ms == utc(2027, 1, 1) - utc(2026, 12, 1, 1));
+  CHECK(r.retry_after_ms == utc(2027, 1, 1) - utc(2026, 11, 30, 23));
 }
 
 TEST_CASE("calendar: a configuration change keeps the window being counted, up to the new unit",

@@ -1,7 +1,7 @@
 INSERT INTO quota_windows (limit_name, owner, window_key, used, previous_used, denied, seen_ms, cost, maximum, period_ms,
    last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms, blocked_until_ms, shadow_denied)
 SELECT $1, $2, window_key, used_after, previous_used, denied, t, CASE WHEN $3 IS NULL THEN 1 WHEN $3 BETWEEN 1 AND 1000000000000 THEN $3 ELSE quota_refuse('the cost must be a whole number from 1 to 1000000000000 (NULL: 1)') END, maximum, period_ms,
-          (allowed AND NOT coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE)) OR shadow, reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE CASE reason WHEN 'blocked' THEN 0 ELSE remaining END END, CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 WHEN reason = 'blocked' AND retry_after_ms >= 0 THEN greatest(s_blocked_until - t, retry_after_ms) WHEN reason = 'rate_limited' AND NOT shadow THEN greatest(retry_after_ms, coalesce(block_ms, 0)) ELSE retry_after_ms END, reset_at_ms,
+          (allowed AND NOT coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE)) OR shadow, reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE CASE reason WHEN 'blocked' THEN 0 ELSE remaining END END, CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 WHEN reason = 'blocked' AND retry_after_ms >= 0 THEN greatest(s_blocked_until - t, retry_after_ms) + (t - now) WHEN reason = 'rate_limited' AND NOT shadow THEN greatest(retry_after_ms, coalesce(block_ms, 0)) + (t - now) WHEN retry_after_ms > 0 THEN retry_after_ms + (t - now) ELSE retry_after_ms END, reset_at_ms,
           CASE WHEN coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) THEN s_blocked_until WHEN reason = 'rate_limited' AND NOT shadow THEN t + block_ms END, int4(NOT allowed AND shadow)
 FROM (
   SELECT *,
@@ -11,20 +11,20 @@ FROM (
     CASE WHEN used_after > 0 THEN window_key ELSE t END AS reset_at_ms,
     used_after AS shown_used
   FROM (
-    SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed, policy, shadow, block_ms, s_blocked_until,
+    SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed, now, policy, shadow, block_ms, s_blocked_until,
       least(used + CASE WHEN allowed AND NOT coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) AND policy IS DISTINCT FROM 'exempt' THEN cost ELSE 0 END, 4611686018427387904) AS used_after,
       denied_before + int4((NOT allowed OR coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE)) AND NOT shadow) AS denied
     FROM (
       SELECT maximum, capacity, period_ms, cost, t, window_key, rest, used, previous_used,
-        denied_before, policy, shadow, block_ms, s_blocked_until,
+        denied_before, now, policy, shadow, block_ms, s_blocked_until,
         CASE policy WHEN 'exempt' THEN TRUE WHEN 'deny' THEN FALSE ELSE cost <= capacity AND used + cost <= maximum END AS allowed
       FROM (
-        SELECT maximum, capacity, period_ms, cost, t, window_key, rest, denied_before, policy, shadow, block_ms, s_blocked_until,
+        SELECT maximum, capacity, period_ms, cost, t, window_key, rest, denied_before, now, policy, shadow, block_ms, s_blocked_until,
           CASE WHEN row_key = window_key THEN s_used ELSE 0 END AS used,
           CASE row_key WHEN window_key THEN s_previous WHEN window_key - 1 THEN s_used
                        ELSE 0 END AS previous_used
         FROM (
-          SELECT maximum, capacity, period_ms, cost, t, s_used, s_previous, policy, shadow, block_ms, s_blocked_until,
+          SELECT maximum, capacity, period_ms, cost, t, s_used, s_previous, now, policy, shadow, block_ms, s_blocked_until,
             calendar_end AS window_key, period_ms - t % period_ms AS rest,
             s_window_key AS row_key,
             coalesce(s_denied, 0) AS denied_before
@@ -94,7 +94,7 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
   (window_key, used, previous_used, denied, seen_ms, cost, maximum, period_ms,
    last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms, blocked_until_ms, shadow_denied) =
   (SELECT window_key, used_after, previous_used, denied, t, cost, maximum, period_ms,
-          (allowed AND NOT coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE)) OR shadow, reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE CASE reason WHEN 'blocked' THEN 0 ELSE remaining END END, CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 WHEN reason = 'blocked' AND retry_after_ms >= 0 THEN greatest(s_blocked_until - t, retry_after_ms) WHEN reason = 'rate_limited' AND NOT shadow THEN greatest(retry_after_ms, coalesce(block_ms, 0)) ELSE retry_after_ms END, reset_at_ms,
+          (allowed AND NOT coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE)) OR shadow, reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE CASE reason WHEN 'blocked' THEN 0 ELSE remaining END END, CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 WHEN reason = 'blocked' AND retry_after_ms >= 0 THEN greatest(s_blocked_until - t, retry_after_ms) + (t - now) WHEN reason = 'rate_limited' AND NOT shadow THEN greatest(retry_after_ms, coalesce(block_ms, 0)) + (t - now) WHEN retry_after_ms > 0 THEN retry_after_ms + (t - now) ELSE retry_after_ms END, reset_at_ms,
           CASE WHEN coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) THEN s_blocked_until WHEN reason = 'rate_limited' AND NOT shadow THEN t + block_ms END, quota_windows.shadow_denied + int4(NOT allowed AND shadow)
    FROM (
   SELECT *,
@@ -104,20 +104,20 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
     CASE WHEN used_after > 0 THEN window_key ELSE t END AS reset_at_ms,
     used_after AS shown_used
   FROM (
-    SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed, policy, shadow, block_ms, s_blocked_until,
+    SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed, now, policy, shadow, block_ms, s_blocked_until,
       least(used + CASE WHEN allowed AND NOT coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) AND policy IS DISTINCT FROM 'exempt' THEN cost ELSE 0 END, 4611686018427387904) AS used_after,
       denied_before + int4((NOT allowed OR coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE)) AND NOT shadow) AS denied
     FROM (
       SELECT maximum, capacity, period_ms, cost, t, window_key, rest, used, previous_used,
-        denied_before, policy, shadow, block_ms, s_blocked_until,
+        denied_before, now, policy, shadow, block_ms, s_blocked_until,
         CASE policy WHEN 'exempt' THEN TRUE WHEN 'deny' THEN FALSE ELSE cost <= capacity AND used + cost <= maximum END AS allowed
       FROM (
-        SELECT maximum, capacity, period_ms, cost, t, window_key, rest, denied_before, policy, shadow, block_ms, s_blocked_until,
+        SELECT maximum, capacity, period_ms, cost, t, window_key, rest, denied_before, now, policy, shadow, block_ms, s_blocked_until,
           CASE WHEN row_key = window_key THEN s_used ELSE 0 END AS used,
           CASE row_key WHEN window_key THEN s_previous WHEN window_key - 1 THEN s_used
                        ELSE 0 END AS previous_used
         FROM (
-          SELECT maximum, capacity, period_ms, cost, t, s_used, s_previous, policy, shadow, block_ms, s_blocked_until,
+          SELECT maximum, capacity, period_ms, cost, t, s_used, s_previous, now, policy, shadow, block_ms, s_blocked_until,
             calendar_end AS window_key, period_ms - t % period_ms AS rest,
             s_window_key AS row_key,
             coalesce(s_denied, 0) AS denied_before

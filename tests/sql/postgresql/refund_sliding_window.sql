@@ -1,7 +1,7 @@
 INSERT INTO quota_windows (limit_name, owner, window_key, used, previous_used, denied, seen_ms, cost, maximum, period_ms,
    last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms, blocked_until_ms)
 SELECT $1, $2, window_key, used_after, previous_used, denied, t, CASE WHEN $3 IS NULL THEN 1 WHEN $3 BETWEEN 1 AND 1000000000000 THEN $3 ELSE quota_refuse('the cost must be a whole number from 1 to 1000000000000 (NULL: 1)') END, maximum, period_ms,
-          allowed AND NOT coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE), reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE CASE reason WHEN 'blocked' THEN 0 ELSE remaining END END, CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 WHEN reason = 'blocked' AND retry_after_ms >= 0 THEN greatest(s_blocked_until - t, retry_after_ms) ELSE retry_after_ms END, reset_at_ms,
+          allowed AND NOT coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE), reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE CASE reason WHEN 'blocked' THEN 0 ELSE remaining END END, CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 WHEN reason = 'blocked' AND retry_after_ms >= 0 THEN greatest(s_blocked_until - t, retry_after_ms) + (t - now) WHEN retry_after_ms > 0 THEN retry_after_ms + (t - now) ELSE retry_after_ms END, reset_at_ms,
           CASE WHEN coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) THEN s_blocked_until END
 FROM (
   SELECT *,
@@ -11,20 +11,20 @@ FROM (
     CASE WHEN used_after > 0 THEN (window_key + 2) * period_ms     WHEN previous_used > 0 THEN (window_key + 1) * period_ms ELSE t END AS reset_at_ms,
     used_after + (previous_used / period_ms) * rest + ((previous_used % period_ms) * (rest / 262144) / period_ms) * 262144 + (((previous_used % period_ms) * (rest / 262144)) % period_ms * 262144 + (previous_used % period_ms) * (rest % 262144) + period_ms - 1) / period_ms AS shown_used
   FROM (
-    SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed, policy, shadow, block_ms, s_blocked_until, refund,
+    SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed, now, policy, shadow, block_ms, s_blocked_until, refund,
       least(used + CASE WHEN FALSE THEN cost ELSE 0 END, 4611686018427387904) AS used_after,
       denied_before + int4(FALSE) AS denied
     FROM (
       SELECT maximum, capacity, period_ms, cost, t, window_key, rest, used, previous_used,
-        denied_before, policy, shadow, block_ms, s_blocked_until, refund,
+        denied_before, now, policy, shadow, block_ms, s_blocked_until, refund,
         CASE policy WHEN 'exempt' THEN TRUE WHEN 'deny' THEN FALSE ELSE cost <= capacity AND CASE WHEN used + cost <= maximum     THEN previous_used <= ((maximum - used - cost) * period_ms) / rest ELSE FALSE END END AS allowed
       FROM (
-        SELECT maximum, capacity, period_ms, cost, t, window_key, rest, denied_before, policy, shadow, block_ms, s_blocked_until, refund,
+        SELECT maximum, capacity, period_ms, cost, t, window_key, rest, denied_before, now, policy, shadow, block_ms, s_blocked_until, refund,
           CASE WHEN row_key = window_key THEN s_used - least(s_used, refund) ELSE 0 END AS used,
           CASE row_key WHEN window_key THEN s_previous WHEN window_key - 1 THEN s_used
                        ELSE 0 END AS previous_used
         FROM (
-          SELECT maximum, capacity, period_ms, cost, t, s_used, s_previous, policy, shadow, block_ms, s_blocked_until, refund,
+          SELECT maximum, capacity, period_ms, cost, t, s_used, s_previous, now, policy, shadow, block_ms, s_blocked_until, refund,
             t / period_ms AS window_key, period_ms - t % period_ms AS rest,
             CASE WHEN s_period = period_ms THEN s_window_key ELSE s_seen / period_ms END AS row_key,
             coalesce(s_denied, 0) AS denied_before
@@ -51,7 +51,7 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
   (window_key, used, previous_used, denied, seen_ms, cost, maximum, period_ms,
    last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms, blocked_until_ms) =
   (SELECT window_key, used_after, previous_used, denied, t, cost, maximum, period_ms,
-          allowed AND NOT coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE), reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE CASE reason WHEN 'blocked' THEN 0 ELSE remaining END END, CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 WHEN reason = 'blocked' AND retry_after_ms >= 0 THEN greatest(s_blocked_until - t, retry_after_ms) ELSE retry_after_ms END, reset_at_ms,
+          allowed AND NOT coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE), reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE CASE reason WHEN 'blocked' THEN 0 ELSE remaining END END, CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 WHEN reason = 'blocked' AND retry_after_ms >= 0 THEN greatest(s_blocked_until - t, retry_after_ms) + (t - now) WHEN retry_after_ms > 0 THEN retry_after_ms + (t - now) ELSE retry_after_ms END, reset_at_ms,
           CASE WHEN coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) THEN s_blocked_until END
    FROM (
   SELECT *,
@@ -61,20 +61,20 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
     CASE WHEN used_after > 0 THEN (window_key + 2) * period_ms     WHEN previous_used > 0 THEN (window_key + 1) * period_ms ELSE t END AS reset_at_ms,
     used_after + (previous_used / period_ms) * rest + ((previous_used % period_ms) * (rest / 262144) / period_ms) * 262144 + (((previous_used % period_ms) * (rest / 262144)) % period_ms * 262144 + (previous_used % period_ms) * (rest % 262144) + period_ms - 1) / period_ms AS shown_used
   FROM (
-    SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed, policy, shadow, block_ms, s_blocked_until, refund,
+    SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed, now, policy, shadow, block_ms, s_blocked_until, refund,
       least(used + CASE WHEN FALSE THEN cost ELSE 0 END, 4611686018427387904) AS used_after,
       denied_before + int4(FALSE) AS denied
     FROM (
       SELECT maximum, capacity, period_ms, cost, t, window_key, rest, used, previous_used,
-        denied_before, policy, shadow, block_ms, s_blocked_until, refund,
+        denied_before, now, policy, shadow, block_ms, s_blocked_until, refund,
         CASE policy WHEN 'exempt' THEN TRUE WHEN 'deny' THEN FALSE ELSE cost <= capacity AND CASE WHEN used + cost <= maximum     THEN previous_used <= ((maximum - used - cost) * period_ms) / rest ELSE FALSE END END AS allowed
       FROM (
-        SELECT maximum, capacity, period_ms, cost, t, window_key, rest, denied_before, policy, shadow, block_ms, s_blocked_until, refund,
+        SELECT maximum, capacity, period_ms, cost, t, window_key, rest, denied_before, now, policy, shadow, block_ms, s_blocked_until, refund,
           CASE WHEN row_key = window_key THEN s_used - least(s_used, refund) ELSE 0 END AS used,
           CASE row_key WHEN window_key THEN s_previous WHEN window_key - 1 THEN s_used
                        ELSE 0 END AS previous_used
         FROM (
-          SELECT maximum, capacity, period_ms, cost, t, s_used, s_previous, policy, shadow, block_ms, s_blocked_until, refund,
+          SELECT maximum, capacity, period_ms, cost, t, s_used, s_previous, now, policy, shadow, block_ms, s_blocked_until, refund,
             t / period_ms AS window_key, period_ms - t % period_ms AS rest,
             CASE WHEN s_period = period_ms THEN s_window_key ELSE s_seen / period_ms END AS row_key,
             coalesce(s_denied, 0) AS denied_before

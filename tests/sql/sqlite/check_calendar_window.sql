@@ -1,5 +1,5 @@
 SELECT allowed AND NOT coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) AS allowed, reason, CASE policy WHEN 'exempt' THEN capacity WHEN 'deny' THEN 0 ELSE CASE reason WHEN 'blocked' THEN 0 ELSE remaining END END AS remaining,
-  CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 WHEN reason = 'blocked' AND retry_after_ms >= 0 THEN max(s_blocked_until - t, retry_after_ms) ELSE retry_after_ms END AS retry_after_ms, reset_at_ms, denied, FALSE AS shadow_denied, shown_used AS used,
+  CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 WHEN reason = 'blocked' AND retry_after_ms >= 0 THEN max(s_blocked_until - t, retry_after_ms) + (t - now) WHEN retry_after_ms > 0 THEN retry_after_ms + (t - now) ELSE retry_after_ms END AS retry_after_ms, reset_at_ms, denied, FALSE AS shadow_denied, shown_used AS used,
   coalesce(s_shadow_denied, 0) AS shadow_denials, capacity,
   CASE WHEN coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) THEN s_blocked_until END AS blocked_until_ms
 FROM (
@@ -10,20 +10,20 @@ FROM (
     CASE WHEN used_after > 0 THEN window_key ELSE t END AS reset_at_ms,
     used_after AS shown_used
   FROM (
-    SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed, policy, shadow, block_ms, s_blocked_until, s_shadow_denied,
+    SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed, now, policy, shadow, block_ms, s_blocked_until, s_shadow_denied,
       min(used + CASE WHEN FALSE THEN cost ELSE 0 END, 4611686018427387904) AS used_after,
       denied_before + (FALSE) AS denied
     FROM (
       SELECT maximum, capacity, period_ms, cost, t, window_key, rest, used, previous_used,
-        denied_before, policy, shadow, block_ms, s_blocked_until, s_shadow_denied,
+        denied_before, now, policy, shadow, block_ms, s_blocked_until, s_shadow_denied,
         CASE policy WHEN 'exempt' THEN TRUE WHEN 'deny' THEN FALSE ELSE cost <= capacity AND used + cost <= maximum END AS allowed
       FROM (
-        SELECT maximum, capacity, period_ms, cost, t, window_key, rest, denied_before, policy, shadow, block_ms, s_blocked_until, s_shadow_denied,
+        SELECT maximum, capacity, period_ms, cost, t, window_key, rest, denied_before, now, policy, shadow, block_ms, s_blocked_until, s_shadow_denied,
           CASE WHEN row_key = window_key THEN s_used ELSE 0 END AS used,
           CASE row_key WHEN window_key THEN s_previous WHEN window_key - 1 THEN s_used
                        ELSE 0 END AS previous_used
         FROM (
-          SELECT maximum, capacity, period_ms, cost, t, s_used, s_previous, policy, shadow, block_ms, s_blocked_until, s_shadow_denied,
+          SELECT maximum, capacity, period_ms, cost, t, s_used, s_previous, now, policy, shadow, block_ms, s_blocked_until, s_shadow_denied,
             calendar_end AS window_key, period_ms - t % period_ms AS rest,
             s_window_key AS row_key,
             coalesce(s_denied, 0) AS denied_before
