@@ -62,8 +62,7 @@ TEST_CASE("a clock that goes back is answered as at the latest time seen, for ev
   CHECK(behind.engine.consume("l", "u") == from_behind(steady.engine.consume("l", "u"), back));
   CHECK(behind.engine.consume("l", "u", 2) ==
         from_behind(steady.engine.consume("l", "u", 2), back));
-  CHECK(behind.engine.record("l", "u", 3) ==
-        from_behind(steady.engine.record("l", "u", 3), back));
+  CHECK(behind.engine.record("l", "u", 3) == from_behind(steady.engine.record("l", "u", 3), back));
   const Result denied = behind.engine.consume("l", "u");
   CHECK_FALSE(denied.allowed);
   const Result denied_steady = steady.engine.consume("l", "u");

@@ -142,8 +142,8 @@ TEST_CASE("quotactl counts the wait from its own --now, in the line and in usage
   REQUIRE(f.engine.consume("login", "u").allowed);
   REQUIRE(f.engine.consume("login", "u").reason == Reason::rate_limited);  // blocked for 1 h
   const auto quotactl = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), {"--db", f.database.location(), "--now",
-                               std::to_string(start - 60'000)});
+    args.insert(args.begin(),
+                {"--db", f.database.location(), "--now", std::to_string(start - 60'000)});
     std::ostringstream out;
     std::ostringstream err;
     const int status = quotactl::run(args, out, err, {});

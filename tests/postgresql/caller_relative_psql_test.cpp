@@ -37,8 +37,7 @@ std::string psql_output(const std::string& uri, const std::string& script) {
   return output;
 }
 
-TEST_CASE("psql is told the wait from its own time when it is behind",
-          "[retry][sql][postgresql]") {
+TEST_CASE("psql is told the wait from its own time when it is behind", "[retry][sql][postgresql]") {
   TestDatabase db(Backend::postgresql);
   {
     ManualClock clock;
