@@ -3,7 +3,9 @@
 // The input is a command line, one argument per line (at most 16). It runs through
 // quotactl::run() in a scratch folder holding a migrated database with a limit of each
 // algorithm, and must end with exit status 0-3, nothing or exactly one "quotactl: error: "
-// line on stderr, and with --json and status 0 or 1, exactly one JSON document on stdout.
+// line on stderr, and with --json exactly one JSON document on stdout: the answer (status 0 or
+// 1), or the error (2 or 3) as {"error":{"code":...,"message":...}} with the stderr line's
+// message; without --json an error prints nothing on stdout.
 // Arguments holding a '/' are dropped, so that every file quotactl may create or change stays
 // in the scratch folder.
 //
@@ -64,6 +66,28 @@ int run(const std::vector<std::string>& args) {
   if (json && status <= 1) {
     // Throws (and so fails the run) on anything but exactly one JSON document.
     (void)nlohmann::json::parse(out.str());
+  }
+  if (status >= 2) {
+    require(!error.empty());
+    if (json) {
+      // The error is also exactly one document, {"error":{"code":...,"message":...}}, its
+      // message the stderr line's, its code one of the library's ErrorCode names.
+      const nlohmann::json document = nlohmann::json::parse(out.str());
+      require(document.size() == 1 && document.at("error").size() == 2);
+      const std::string code = document.at("error").at("code").get<std::string>();
+      bool known = false;
+      for (int c = 0; c <= static_cast<int>(quota::ErrorCode::permission_denied); ++c) {
+        known = known || code == quota::to_string(static_cast<quota::ErrorCode>(c));
+      }
+      require(known);
+      require((code == "invalid_argument" || code == "unknown_limit") == (status == 2));
+      const std::string line = error.substr(17, error.size() - 18);
+      const std::string shown =
+          nlohmann::json(line).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      require(document.at("error").at("message") == nlohmann::json::parse(shown));
+    } else {
+      require(out.str().empty());
+    }
   }
   return status;
 }

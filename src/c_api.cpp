@@ -525,6 +525,16 @@ int quota_reset(quota_engine* engine, const char* limit, size_t limit_length, co
   });
 }
 
+int quota_reset_everywhere(quota_engine* engine, const char* owner, size_t owner_length,
+                           size_t* limits) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    const std::size_t count =
+        target.reset_everywhere(text(owner, owner_length, "the owner")).size();
+    if (limits) *limits = count;
+  });
+}
+
 int quota_refund(quota_engine* engine, const char* limit, size_t limit_length, const char* owner,
                  size_t owner_length, int64_t cost, quota_result* result) {
   return operate(&quota::Engine::refund, engine, limit, limit_length, owner, owner_length, cost,

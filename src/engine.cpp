@@ -36,12 +36,20 @@ namespace {
 
 using detail::Operation;
 
-Error unknown_limit(std::string_view name) {
-  return Error(ErrorCode::unknown_limit,
-               fmt::format("unknown limit '{}': define it first (quotactl limit set {} --max N "
-                           "--per DURATION, or Engine::define)",
-                           name, name),
-               name);
+// `meant`: the stored limits the caller likely meant (quota::likely_meant), when known.
+Error unknown_limit(std::string_view name, std::vector<std::string> meant = {}) {
+  std::string message = fmt::format("unknown limit '{}'", name);
+  if (meant.empty()) {
+    message += ": define it first (Engine::define); Engine::list gives the limits there are";
+  } else {
+    message += ": did you mean ";
+    for (std::size_t i = 0; i < meant.size(); ++i) {
+      if (i > 0) message += i + 1 == meant.size() ? " or " : ", ";
+      message += fmt::format("'{}'", meant[i]);
+    }
+    message += "? (Engine::list gives the limits there are)";
+  }
+  return Error(ErrorCode::unknown_limit, message, name, std::move(meant));
 }
 
 // A failure of the database itself rather than of the request: what fail_open answers.
@@ -102,6 +110,14 @@ std::vector<std::string> owners_of(detail::Store& store, Algorithm algorithm,
     names.push_back(text_of(row.at(0)));
   }
   return names;
+}
+
+std::vector<Limit> list_locked(detail::Store& store) {
+  std::vector<Limit> limits;
+  for (const Row& row : store.query(std::string(kSelectLimits) + " ORDER BY name", {})) {
+    limits.push_back(read_limit(row));
+  }
+  return limits;
 }
 
 std::optional<Limit> get_locked(detail::Store& store, std::string_view name) {
@@ -196,7 +212,25 @@ struct Engine::Impl {
   template <typename Function>
   auto guarded(Function&& function) -> decltype(function()) {
     std::lock_guard lock(mutex);
-    return function();
+    try {
+      return function();
+    } catch (const Error& error) {
+      if (error.code() != ErrorCode::unknown_limit || error.limit().empty()) throw;
+      throw suggesting(error);
+    }
+  }
+
+  // An unknown_limit error that also offers the stored limits the caller likely meant, looked
+  // up once the failed statement's transaction has ended (the lock held); `error` as it is
+  // when the lookup fails.
+  Error suggesting(const Error& error) {
+    std::vector<std::string> names;
+    try {
+      for (Limit& limit : list_locked(*store)) names.push_back(std::move(limit.name));
+    } catch (const std::exception&) {
+      return error;
+    }
+    return unknown_limit(error.limit(), likely_meant(error.limit(), names));
   }
 
   // guarded, for an operation that may write: the watches look again after it, with the
@@ -227,6 +261,10 @@ struct Engine::Impl {
     } catch (const detail::TransactionConflict&) {
       throw;  // asks for the transaction to run again, not for a verdict
     } catch (const Error& error) {
+      if (error.code() == ErrorCode::unknown_limit && !error.limit().empty()) {
+        std::lock_guard lock(mutex);
+        throw suggesting(error);
+      }
       if (options.failure_policy == FailurePolicy::fail_closed || !is_store_failure(error.code())) {
         throw;
       }
@@ -844,13 +882,7 @@ std::optional<Limit> Engine::get(std::string_view name) {
 }
 
 std::vector<Limit> Engine::list() {
-  return impl_->guarded([&] {
-    std::vector<Limit> limits;
-    for (const Row& row : impl_->store->query(std::string(kSelectLimits) + " ORDER BY name", {})) {
-      limits.push_back(read_limit(row));
-    }
-    return limits;
-  });
+  return impl_->guarded([&] { return list_locked(*impl_->store); });
 }
 
 bool Engine::remove(std::string_view name) {
@@ -899,6 +931,20 @@ Result Engine::reset(std::string_view limit, std::string_view owner) {
   validate_limit_name(limit);
   validate_owner(owner);
   return impl_->writing([&] { return impl_->run(Operation::reset, limit, owner, 1); });
+}
+
+std::vector<std::string> Engine::reset_everywhere(std::string_view owner) {
+  validate_owner(owner);
+  return impl_->writing([&] {
+    OperationSavepoint savepoint(*impl_->store);
+    std::vector<std::string> names;
+    for (Limit& limit : list_locked(*impl_->store)) {
+      impl_->run(Operation::reset, limit.name, owner, 1);
+      names.push_back(std::move(limit.name));
+    }
+    savepoint.release();
+    return names;
+  });
 }
 
 Result Engine::refund(std::string_view limit, std::string_view owner, std::int64_t cost) {

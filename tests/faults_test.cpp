@@ -124,7 +124,7 @@ TEST_CASE("a corrupted database is an error that changes nothing", "[faults]") {
 }
 
 TEST_CASE("a read-only database file is an error that changes nothing", "[faults]") {
-  TempDir dir;
+  TempDir dir(TempDir::Reach::anyone);  // uid 65534 reaches it wherever the clone lives
   const std::string path = dir.file("quota.db");
   make_database(path);
   std::filesystem::permissions(dir.path(), std::filesystem::perms::all);  // the -wal may be made
@@ -157,7 +157,7 @@ TEST_CASE(
     "a database in a read-only folder (no -wal file can be made) is an error that changes "
     "nothing",
     "[faults]") {
-  TempDir dir;
+  TempDir dir(TempDir::Reach::anyone);  // uid 65534 reaches it wherever the clone lives
   const std::string folder = dir.file("data");
   std::filesystem::create_directory(folder);
   const std::string path = folder + "/quota.db";

@@ -95,8 +95,9 @@ TEST_CASE("quotactl --per: a DURATION or a calendar unit, each refusal listing t
   CHECK(one_day.duration == std::chrono::hours{24});
 
   const std::string forms =
-      "use a DURATION, a whole number and a unit ms, s, m, h or d (500ms, 30s, 1m, 1h, 1d; at "
-      "most 366d), or a calendar unit without a number: day, week, month or year";
+      "use a DURATION, a whole number and a unit ms, s, m (or min), h, d or w (500ms, 30s, 1m, "
+      "1h, 1d, 1w; several from the largest down, 1h30m; at most 366d), or a calendar unit "
+      "without a number: day, week, month or year";
   CHECK_THROWS_WITH(parse_period("fortnight", "--per"),
                     "invalid period 'fortnight' for --per: " + forms);
   CHECK_THROWS_WITH(parse_period("10y", "--per"), "invalid period '10y' for --per: " + forms);
@@ -107,7 +108,7 @@ TEST_CASE("quotactl --per: a DURATION or a calendar unit, each refusal listing t
                     "invalid period 'Day' for --per (did you mean 'day'?): " + forms);
   CHECK_THROWS_WITH(parse_period("1month", "--per"),
                     "invalid period '1month' for --per: a calendar unit is written without a "
-                    "number (--per month); a DURATION's units are ms, s, m, h and d");
+                    "number (--per month); a DURATION's units are ms, s, m (or min), h, d and w");
   CHECK_THROWS_WITH(parse_period("367d", "--per"), Catch::Contains("the longest duration is 366d"));
   CHECK_THROWS_WITH(parse_period("0s", "--per"), Catch::Contains("a duration is at least 1ms"));
 }
@@ -388,7 +389,9 @@ TEST_CASE("quotactl limit set refuses bad calendar input with exit 2 before open
       CHECK(outcome.status == 2);
       CHECK(outcome.one_error_line());
       CHECK_THAT(outcome.err, Catch::Contains(c.message));
-      CHECK(outcome.out.empty());
+      // With --json the same error is also the one document on stdout.
+      CHECK((json_output ? nlohmann::json::parse(outcome.out)["error"]["code"] == "invalid_argument"
+                         : outcome.out.empty()));
     }
     // Checked before the database is opened: a missing file gives the same answer.
     std::vector<std::string> elsewhere = c.args;
@@ -553,7 +556,7 @@ TEST_CASE("quotactl override set --anchor on a limit without a calendar is exit 
         "quotactl: error: limit 'send' counts per 1m, not per calendar unit: an anchor needs a "
         "limit with --per day, week, month or year\n");
   CHECK(f.ctl({"override", "set", "nosuch", "u1", "--anchor", "2026-03-17T09:30:00Z"}).err ==
-        "quotactl: error: unknown limit 'nosuch': see `quotactl limit list`, or define it with "
-        "`quotactl limit set nosuch --max N --per DURATION`\n");
+        "quotactl: error: unknown limit 'nosuch': `quotactl limit list` shows the limits there "
+        "are; `quotactl limit set NAME --max N --per DURATION` defines one\n");
   CHECK(dump(f.db) == before);
 }

@@ -1281,8 +1281,8 @@ TEST_CASE("quotactl: every command naming an unknown limit answers exit 2 and on
   f.prepare();  // send (sliding_log), daily (fixed_window)
   const std::string before = dump(f.db);
   const std::string message =
-      "quotactl: error: unknown limit 'NOSUCH': see `quotactl limit list`, or define it with "
-      "`quotactl limit set NOSUCH --max N --per DURATION`\n";
+      "quotactl: error: unknown limit 'NOSUCH': `quotactl limit list` shows the limits there "
+      "are; `quotactl limit set NAME --max N --per DURATION` defines one\n";
   const std::vector<std::vector<std::string>> commands{
       {"limit", "get", "NOSUCH"},
       {"limit", "rm", "NOSUCH"},
@@ -1317,7 +1317,8 @@ TEST_CASE("quotactl: every command naming an unknown limit answers exit 2 and on
       const Outcome outcome = f.ctl(line);
       CHECK(outcome.status == 2);
       CHECK(outcome.err == message);
-      CHECK(outcome.out.empty());
+      CHECK((json_output ? json::parse(outcome.out)["error"]["code"] == "unknown_limit"
+                         : outcome.out.empty()));
     }
   }
   CHECK(dump(f.db) == before);

@@ -9,6 +9,8 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -40,7 +42,21 @@ Options options_with(const ManualClock& clock) {
   return options;
 }
 
-TempDir::TempDir() {
+TempDir::TempDir(Reach reach) {
+  if (reach == Reach::anyone) {
+    char pattern[] = "/tmp/quota-test-XXXXXX";
+    if (mkdtemp(pattern) == nullptr) {
+      throw std::runtime_error(std::string("cannot make a folder in /tmp: ") +
+                               std::strerror(errno));
+    }
+    path_ = pattern;
+    std::filesystem::permissions(path_, std::filesystem::perms::owner_all |
+                                            std::filesystem::perms::group_read |
+                                            std::filesystem::perms::group_exec |
+                                            std::filesystem::perms::others_read |
+                                            std::filesystem::perms::others_exec);
+    return;
+  }
   const char* root = std::getenv("QUOTA_TEST_TMP");
   const std::filesystem::path base = root ? root : std::filesystem::temp_directory_path();
   std::filesystem::create_directories(base);

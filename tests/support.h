@@ -47,7 +47,12 @@ Options options_with(const ManualClock& clock);
 // A fresh, empty folder for the current test, removed when the object goes away.
 class TempDir {
  public:
-  TempDir();
+  // Where the folder is made: under $QUOTA_TEST_TMP (the build folder's tests/tmp), or, for
+  // a test that drops to uid 65534 (become_unprivileged), in /tmp, which that user can reach
+  // wherever the repository is cloned (root's home folder is mode 700); the folder is then
+  // mode 755.
+  enum class Reach { tests, anyone };
+  explicit TempDir(Reach reach = Reach::tests);
   ~TempDir();
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;

@@ -210,6 +210,10 @@ class QUOTA_API Engine {
   Result record(std::string_view limit, std::string_view owner, std::int64_t cost = 1);
   // Forgets the owner's state for the limit (usage, denied, remembered time).
   Result reset(std::string_view limit, std::string_view owner);
+  // Forgets the owner's state on every limit at once, in one transaction (the right to be
+  // forgotten; "unlock this user everywhere"). Returns the names of the limits reset, by
+  // name: every limit there is. Throws Error (invalid_argument) for a bad owner.
+  std::vector<std::string> reset_everywhere(std::string_view owner);
   // Gives back up to `cost` units of usage (an action failed after its consume): never below
   // zero; a sliding_log returns its newest events first, a sliding_window takes from the
   // current window only, a token bucket gets the tokens back up to its capacity. Answers

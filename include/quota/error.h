@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "quota/export.h"
 
@@ -28,24 +29,44 @@ enum class ErrorCode {
 
 QUOTA_API std::string_view to_string(ErrorCode code);
 
+// The candidates that `word` most likely means, as a "did you mean" would offer them: those
+// the fewest edits away (a letter added, removed, changed, or two neighbours swapped), at
+// most 1 edit for a word of up to 4 characters and 2 for a longer one, a difference of case
+// alone counting as closest of all. Empty when `word` is itself a candidate, or nothing is
+// that close. Leading dashes do not count towards the length (for option names).
+QUOTA_API std::vector<std::string> likely_meant(std::string_view word,
+                                                const std::vector<std::string>& candidates);
+
 // Thrown for every failure; the message says what happened and what to do.
 class QUOTA_API Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
-  // An error about one limit (unknown_limit) also names it, so that a program can word the
-  // message its own way (quotactl does).
-  Error(ErrorCode code, const std::string& message, std::string_view limit)
+  // An error about one limit (unknown_limit) also names it, and the stored limits whose names
+  // are closest to it (likely_meant), so that a program can word the message its own way
+  // (quotactl does).
+  Error(ErrorCode code, const std::string& message, std::string_view limit,
+        std::vector<std::string> meant = {})
       : std::runtime_error(message),
         code_(code),
-        limit_(std::make_shared<const std::string>(limit)) {}
+        about_(std::make_shared<const About>(About{std::string(limit), std::move(meant)})) {}
 
   ErrorCode code() const noexcept { return code_; }
   // The name of the limit an unknown_limit error is about; empty for other errors.
-  std::string_view limit() const noexcept { return limit_ ? *limit_ : std::string_view(); }
+  std::string_view limit() const noexcept { return about_ ? about_->limit : std::string_view(); }
+  // For an unknown_limit error: the names of stored limits the caller likely meant (a typo
+  // or a different case away), closest first; often empty.
+  const std::vector<std::string>& meant() const noexcept {
+    static const std::vector<std::string> none;
+    return about_ ? about_->meant : none;
+  }
 
  private:
+  struct About {
+    std::string limit;
+    std::vector<std::string> meant;
+  };
   ErrorCode code_;
-  std::shared_ptr<const std::string> limit_;  // shared, so that copying the error never throws
+  std::shared_ptr<const About> about_;  // shared, so that copying the error never throws
 };
 
 }  // namespace quota

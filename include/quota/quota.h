@@ -252,6 +252,12 @@ QUOTA_API int quota_record(quota_engine* engine, const char* limit, size_t limit
 QUOTA_API int quota_reset(quota_engine* engine, const char* limit, size_t limit_length,
                           const char* owner, size_t owner_length, quota_result* result);
 
+/* reset_everywhere: forgets the owner's state on every limit at once, in one transaction (the
+ * right to be forgotten). `limits` receives the number of limits reset (every limit there is)
+ * and may be NULL. */
+QUOTA_API int quota_reset_everywhere(quota_engine* engine, const char* owner, size_t owner_length,
+                                     size_t* limits);
+
 /* refund: gives back up to `cost` units of usage (never below zero) and answers like a check
  * of cost 1. A consume of a shadow-mode limit that enforcing would have denied answers
  * allowed == 1 with reason != QUOTA_REASON_OK. */

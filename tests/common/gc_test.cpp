@@ -448,7 +448,7 @@ TEST_CASE("quotactl gc: a missing or unmigrated SQLite file is exit 3 and left a
   const std::string bytes = quota::test::read_file(path);
   const Run unmigrated = db.ctl({"gc", "--json"}, kNextDay);
   CHECK(unmigrated.status == 3);
-  CHECK(unmigrated.out.empty());
+  CHECK(nlohmann::json::parse(unmigrated.out)["error"]["code"] == "not_migrated");
   CHECK(unmigrated.err.find("quotactl migrate") != std::string::npos);
   CHECK(quota::test::read_file(path) == bytes);
 }

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string_view>
@@ -94,6 +95,11 @@ void declare_limit_set(CLI::App& command, Arguments& arguments) {
                                 "the limit's block)")
                     ->type_name("DURATION");
   command.add_flag("--no-block", arguments.no_block, "no lockout after a denial")->excludes(block);
+}
+
+void declare_reset(CLI::App& command, Arguments& arguments) {
+  declare_name_owner(command, arguments);
+  command.get_option("NAME")->description("the limit's name, or '*' for every limit");
 }
 
 void declare_consume(CLI::App& command, Arguments& arguments) {
@@ -212,7 +218,8 @@ constexpr Command kCommands[] = {
      run_check},
     {"record", "record usage even beyond the limit (exit 1 when over it)", declare_request,
      run_record},
-    {"reset", "forget an owner's usage and denials for a limit", declare_name_owner, run_reset},
+    {"reset", "forget an owner's usage and denials for a limit, or ('*') for every limit",
+     declare_reset, run_reset},
     {"refund", "give back units of usage (never below zero), then show the state like check",
      declare_request, run_refund},
     {"usage", "owners with usage or denials, most used (or denied, or shadow denied) first",
@@ -386,13 +393,40 @@ std::string describe_parse_error(const Parser& parser, const CLI::ParseError& er
   return fmt::format("{}{}; {}", path.empty() ? "" : path + ": ", message, help_hint(path));
 }
 
-int fail(std::ostream& err, int status, std::string_view message) {
+// Reports a failure: one line on stderr and, with --json (`json` not null), the same message
+// as one JSON document on stdout, {"error":{"code":...,"message":...}}, so that a script always
+// reads one document. `code` is the name of a quota::ErrorCode.
+int fail(std::ostream& err, std::ostream* json, int status, std::string_view code,
+         std::string_view message) {
   std::string line(message);
   for (char& c : line) {
     if (c == '\n' || c == '\r') c = ' ';
   }
   err << "quotactl: error: " << line << '\n';
+  if (json) {
+    const nlohmann::ordered_json document{{"error", {{"code", code}, {"message", line}}}};
+    *json << document.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)
+          << '\n';
+  }
   return status;
+}
+
+int exit_status(quota::ErrorCode code);
+
+// The exception being handled, reported by fail(); called in a catch block only.
+int report_failure(std::ostream& err, std::ostream* json) {
+  try {
+    throw;
+  } catch (const quota::Error& error) {
+    return fail(err, json, exit_status(error.code()), quota::to_string(error.code()),
+                message_of(error));
+  } catch (const SQLite::Exception& error) {
+    return fail(err, json, 3, quota::to_string(quota::ErrorCode::io),
+                fmt::format("database error: {}", error.what()));
+  } catch (const std::exception& error) {
+    return fail(err, json, 3, quota::to_string(quota::ErrorCode::io),
+                fmt::format("unexpected failure: {}", error.what()));
+  }
 }
 
 int exit_status(quota::ErrorCode code) {
@@ -484,6 +518,9 @@ int print_early(const std::vector<std::string>& args, std::ostream& out, const c
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
         const Context& context) {
   Parser parser;
+  // A failure is also a JSON document when --json is anywhere on the command line: a parse
+  // error may stop CLI11 before it reads it.
+  std::ostream* json = std::find(args.begin(), args.end(), "--json") != args.end() ? &out : nullptr;
   try {
     // CLI11 takes the arguments last first.
     std::vector<std::string> reversed(args.rbegin(), args.rend());
@@ -498,23 +535,24 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     }
     return print_early(args, out, "version", fmt::format("quotactl {}\n", quota::kVersion));
   } catch (const CLI::ParseError& error) {
-    return fail(err, 2, describe_parse_error(parser, error));
+    return fail(err, json, 2, quota::to_string(quota::ErrorCode::invalid_argument),
+                describe_parse_error(parser, error));
   }
 
   const CLI::App* leaf = selected(parser.app);
   const auto found = parser.commands.find(leaf);
   if (found == parser.commands.end() || !found->second->run) {
-    return fail(err, 2, "no command given: run `quotactl --help`");
+    return fail(err, json, 2, quota::to_string(quota::ErrorCode::invalid_argument),
+                "no command given: run `quotactl --help`");
   }
+  std::optional<Session> session;
   try {
-    Session session = make_session(parser, out, err, context);
-    return found->second->run(session, parser.arguments);
-  } catch (const quota::Error& error) {
-    return fail(err, exit_status(error.code()), message_of(error));
-  } catch (const SQLite::Exception& error) {
-    return fail(err, 3, fmt::format("database error: {}", error.what()));
-  } catch (const std::exception& error) {
-    return fail(err, 3, fmt::format("unexpected failure: {}", error.what()));
+    session.emplace(make_session(parser, out, err, context));
+    return found->second->run(*session, parser.arguments);
+  } catch (...) {
+    // A command that printed its document before failing (status on a file it reports as
+    // unusable) has given the one document already.
+    return report_failure(err, session && session->emitted ? nullptr : json);
   }
 }
 

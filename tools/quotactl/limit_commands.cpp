@@ -193,7 +193,7 @@ int run_limit_get(Session& session, const Arguments& arguments) {
   quota::validate_limit_name(arguments.limit);
   quota::Engine engine = session.open_engine();
   const std::optional<Limit> limit = engine.get(arguments.limit);
-  if (!limit) throw unknown_limit(arguments.limit);
+  if (!limit) throw unknown_limit(engine, arguments.limit);
   if (session.json) {
     session.emit(to_json(*limit));
   } else {
@@ -240,7 +240,7 @@ int run_limit_list(Session& session, const Arguments&) {
 int run_limit_rm(Session& session, const Arguments& arguments) {
   quota::validate_limit_name(arguments.limit);
   quota::Engine engine = session.open_engine();
-  if (!engine.remove(arguments.limit)) throw unknown_limit(arguments.limit);
+  if (!engine.remove(arguments.limit)) throw unknown_limit(engine, arguments.limit);
   if (session.json) {
     session.emit({{"removed", arguments.limit}});
   } else {

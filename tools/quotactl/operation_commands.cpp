@@ -245,7 +245,25 @@ int run_record(Session& session, const Arguments& arguments) {
   return operate(session, arguments, Operation::record);
 }
 int run_reset(Session& session, const Arguments& arguments) {
-  return operate(session, arguments, Operation::reset);
+  if (arguments.limit != quota::kEveryLimit) return operate(session, arguments, Operation::reset);
+  // reset '*' OWNER: the owner forgotten on every limit, each named.
+  quota::validate_owner(arguments.owner);
+  quota::Engine engine = session.open_engine();
+  const std::vector<std::string> limits = engine.reset_everywhere(arguments.owner);
+  if (session.json) {
+    session.emit({{"owner", arguments.owner}, {"reset", limits}});
+    return 0;
+  }
+  if (limits.empty()) {
+    session.out << "no limits yet: nothing to reset\n";
+    return 0;
+  }
+  std::string names;
+  for (const std::string& name : limits) names += (names.empty() ? "" : ", ") + name;
+  session.out << fmt::format("reset {} on {} limit{}: {}\n", printable(arguments.owner, 64),
+                             limits.size(),
+                             limits.size() == 1 ? "" : "s", names);
+  return 0;
 }
 int run_refund(Session& session, const Arguments& arguments) {
   return operate(session, arguments, Operation::refund);

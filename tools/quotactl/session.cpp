@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <ostream>
 
+#include "text.h"
+
 namespace quotactl {
 
 using quota::Error;
@@ -12,6 +14,7 @@ using quota::ErrorCode;
 
 void Session::emit(const nlohmann::ordered_json& document) const {
   out << document.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
+  emitted = true;
 }
 
 std::string Session::paint(std::string_view text, Colour colour) const {
@@ -63,25 +66,40 @@ quota::admin::SchemaStatus Session::usable_status() const {
   return status;
 }
 
-quota::Error unknown_limit(std::string_view name) {
-  return Error(ErrorCode::unknown_limit,
-               fmt::format("unknown limit '{}': see `quotactl limit list`, or define it with "
-                           "`quotactl limit set {} --max N --per DURATION`",
-                           name, name),
-               name);
+quota::Error unknown_limit(std::string_view name, const std::vector<std::string>& meant) {
+  std::string message = fmt::format("unknown limit '{}'", name);
+  if (meant.empty()) {
+    message +=
+        ": `quotactl limit list` shows the limits there are; `quotactl limit set NAME --max N "
+        "--per DURATION` defines one";
+  } else {
+    message += ": did you mean ";
+    for (std::size_t i = 0; i < meant.size(); ++i) {
+      if (i > 0) message += i + 1 == meant.size() ? " or " : ", ";
+      message += fmt::format("'{}'", meant[i]);
+    }
+    message += "? (`quotactl limit list` shows the limits there are)";
+  }
+  return Error(ErrorCode::unknown_limit, message, name, meant);
+}
+
+quota::Error unknown_limit(quota::Engine& engine, std::string_view name) {
+  std::vector<std::string> names;
+  for (quota::Limit& limit : engine.list()) names.push_back(std::move(limit.name));
+  return unknown_limit(name, likely_meant(name, names));
 }
 
 quota::Limit existing_limit(quota::Engine& engine, const std::string& name) {
   std::optional<quota::Limit> limit = engine.get(name);
-  if (!limit) throw unknown_limit(name);
+  if (!limit) throw unknown_limit(engine, name);
   return std::move(*limit);
 }
 
 std::string message_of(const quota::Error& error) {
-  // The library's message names its own calls (Engine::define); the name it carries is enough
-  // for quotactl's.
+  // The library's message names its own calls (Engine::define); the name it carries, and the
+  // names it found close to it, are enough for quotactl's.
   if (error.code() == ErrorCode::unknown_limit && !error.limit().empty()) {
-    return unknown_limit(error.limit()).what();
+    return unknown_limit(error.limit(), error.meant()).what();
   }
   return error.what();
 }

@@ -73,6 +73,7 @@ struct Session {
 
   // Writes `document` as the invocation's one JSON document.
   void emit(const nlohmann::ordered_json& document) const;
+  mutable bool emitted = false;  // emit has written a document
   // `text` in `colour` when colour is on, else as is.
   std::string paint(std::string_view text, Colour colour) const;
 
@@ -98,8 +99,11 @@ struct Session {
   quota::Engine open_engine(quota::Clock clock = {}) const;
 };
 
-// The error for a limit that does not exist (exit 2), saying how to list or define limits.
-quota::Error unknown_limit(std::string_view name);
+// The error for a limit that does not exist (exit 2): the stored limits the user likely
+// meant (`meant`, quota::likely_meant) or else how to list or define limits.
+quota::Error unknown_limit(std::string_view name, const std::vector<std::string>& meant);
+// unknown_limit(name, the stored limits of `engine` that `name` likely means).
+quota::Error unknown_limit(quota::Engine& engine, std::string_view name);
 
 // The limit `name`, which must exist: throws unknown_limit(name) otherwise.
 quota::Limit existing_limit(quota::Engine& engine, const std::string& name);

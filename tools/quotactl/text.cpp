@@ -53,26 +53,56 @@ std::chrono::milliseconds parse_duration(std::string_view text, std::string_view
   const auto refuse = [&](std::string_view why) {
     invalid(fmt::format("invalid duration '{}' for {}: {}", text, what, why));
   };
+  // The units a DURATION is written in, largest first; `m` and `min` are both minutes.
+  constexpr std::array<std::pair<std::string_view, std::int64_t>, 7> kWritten{{
+      {"w", 604'800'000},
+      {"d", 86'400'000},
+      {"h", 3'600'000},
+      {"m", 60'000},
+      {"min", 60'000},
+      {"s", 1'000},
+      {"ms", 1},
+  }};
   constexpr std::string_view kAccepted =
-      "use a whole number and a unit ms, s, m, h or d (500ms, 30s, 1m, 1h, 1d)";
-  std::size_t digits = 0;
-  while (digits < text.size() && is_digit(text[digits])) ++digits;
-  const std::string_view number = text.substr(0, digits);
-  const std::string_view unit = text.substr(digits);
-  std::int64_t unit_ms = 0;
-  for (const auto& [name, size] : kUnits) {
-    if (unit == name) unit_ms = size;
+      "use a whole number and a unit ms, s, m (or min), h, d or w (500ms, 30s, 1m, 1h, 1d, 1w), "
+      "or several from the largest unit down (1h30m, 2d12h)";
+  constexpr std::string_view kLongest = "the longest duration is 366d";
+  if (text.empty()) refuse(kAccepted);
+  std::int64_t total = 0;
+  std::int64_t previous_unit = 0;  // the last part's unit, 0 before the first
+  std::string_view previous_name;
+  for (std::size_t at = 0; at < text.size();) {
+    std::size_t digits = at;
+    while (digits < text.size() && is_digit(text[digits])) ++digits;
+    std::size_t letters = digits;
+    while (letters < text.size() && text[letters] >= 'a' && text[letters] <= 'z') ++letters;
+    const std::string_view number = text.substr(at, digits - at);
+    const std::string_view unit = text.substr(digits, letters - digits);
+    std::int64_t unit_ms = 0;
+    for (const auto& [name, size] : kWritten) {
+      if (unit == name) unit_ms = size;
+    }
+    if (number.empty() || unit_ms == 0) refuse(kAccepted);
+    if (previous_unit != 0 && unit_ms >= previous_unit) {
+      refuse(fmt::format("'{}' after '{}': {} a unit once, from the largest down (1h30m, not "
+                         "30m1h or 1h1h)",
+                         unit, previous_name, unit_ms == previous_unit ? "give" : "write"));
+    }
+    // More than 12 digits is beyond 366 days in any unit (and beyond what from_chars reads
+    // into 64 bits, for very long numbers); the count is compared before it is multiplied,
+    // which could overflow (366366366366d).
+    if (number.size() > 12) refuse(kLongest);
+    std::int64_t count = 0;
+    std::from_chars(number.data(), number.data() + number.size(), count);
+    if (count > quota::kPeriodBound.count() / unit_ms) refuse(kLongest);
+    total += count * unit_ms;
+    if (total > quota::kPeriodBound.count()) refuse(kLongest);
+    previous_unit = unit_ms;
+    previous_name = unit;
+    at = letters;
   }
-  if (number.empty() || unit_ms == 0) refuse(kAccepted);
-  // More than 12 digits is beyond 366 days in any unit (and beyond what from_chars reads into
-  // 64 bits, for very long numbers); the count is compared before it is multiplied, which
-  // could overflow (366366366366d).
-  if (number.size() > 12) refuse("the longest duration is 366d");
-  std::int64_t count = 0;
-  std::from_chars(number.data(), number.data() + number.size(), count);
-  if (count == 0) refuse("a duration is at least 1ms");
-  if (count > quota::kPeriodBound.count() / unit_ms) refuse("the longest duration is 366d");
-  return milliseconds{count * unit_ms};
+  if (total == 0) refuse("a duration is at least 1ms");
+  return milliseconds{total};
 }
 
 std::string format_period(std::chrono::milliseconds period) {
@@ -85,7 +115,11 @@ std::string format_period(std::chrono::milliseconds period) {
 std::string format_period_at_most(milliseconds longest, std::string_view typed) {
   std::size_t digits = 0;
   while (digits < typed.size() && is_digit(typed[digits])) ++digits;
-  const std::string_view typed_unit = typed.substr(digits);
+  std::size_t letters = digits;
+  while (letters < typed.size() && !is_digit(typed[letters])) ++letters;
+  std::string_view typed_unit = typed.substr(digits, letters - digits);
+  if (typed_unit == "w") typed_unit = "d";
+  if (typed_unit == "min") typed_unit = "m";
   bool below_typed = false;  // the units from the typed one down, largest first
   for (const auto& [name, size] : kUnits) {
     below_typed = below_typed || name == typed_unit;
@@ -133,11 +167,13 @@ std::string format_time(std::int64_t unix_ms) {
 namespace {
 
 constexpr std::string_view kPeriodForms =
-    "use a DURATION, a whole number and a unit ms, s, m, h or d (500ms, 30s, 1m, 1h, 1d; at "
-    "most 366d), or a calendar unit without a number: day, week, month or year";
+    "use a DURATION, a whole number and a unit ms, s, m (or min), h, d or w (500ms, 30s, 1m, "
+    "1h, 1d, 1w; several from the largest down, 1h30m; at most 366d), or a calendar unit "
+    "without a number: day, week, month or year";
 
 bool is_duration_unit(std::string_view unit) {
-  return std::any_of(kUnits.begin(), kUnits.end(),
+  return unit == "w" || unit == "min" ||
+         std::any_of(kUnits.begin(), kUnits.end(),
                      [&](const auto& entry) { return entry.first == unit; });
 }
 
@@ -208,14 +244,14 @@ Period parse_period(std::string_view text, std::string_view what) {
   if (digits > 0 && quota::parse_calendar(unit)) {
     invalid(
         fmt::format("invalid period '{}' for {}: a calendar unit is written without a number "
-                    "(--per {}); a DURATION's units are ms, s, m, h and d",
+                    "(--per {}); a DURATION's units are ms, s, m (or min), h, d and w",
                     text, what, unit));
   }
   if (digits == 0) {
     invalid(fmt::format("invalid period '{}' for {}{}: {}", text, what,
                         did_you_mean(text, {"day", "week", "month", "year"}), kPeriodForms));
   }
-  if (!is_duration_unit(unit)) {
+  if (std::find_if(unit.begin(), unit.end(), is_digit) == unit.end() && !is_duration_unit(unit)) {
     invalid(fmt::format("invalid period '{}' for {}: {}", text, what, kPeriodForms));
   }
   return {parse_duration(text, what), std::nullopt};
@@ -396,50 +432,6 @@ std::size_t display_width(std::string_view text) {
     if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) ++width;
   }
   return width;
-}
-
-namespace {
-
-// The optimal string alignment distance: Levenshtein's, with a swap of two neighbouring
-// characters counting 1 (--cots for --cost).
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
-  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t substitution = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + substitution});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-      }
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
-}  // namespace
-
-std::vector<std::string> likely_meant(std::string_view word,
-                                      const std::vector<std::string>& candidates) {
-  const std::size_t length = word.size() - std::min(word.find_first_not_of('-'), word.size());
-  const std::size_t most = std::min<std::size_t>(length <= 4 ? 1 : 2, length - (length > 0));
-  std::vector<std::string> closest;
-  if (std::find(candidates.begin(), candidates.end(), word) != candidates.end()) return closest;
-  std::size_t best = most;
-  for (const std::string& candidate : candidates) {
-    // The distance is at least the difference in length (and a long word is not compared).
-    const std::size_t longer = std::max(word.size(), candidate.size());
-    if (longer - std::min(word.size(), candidate.size()) > best) continue;
-    const std::size_t distance = edit_distance(word, candidate);
-    if (distance > best) continue;
-    if (distance < best) closest.clear();
-    best = distance;
-    if (std::find(closest.begin(), closest.end(), candidate) == closest.end()) {
-      closest.push_back(candidate);
-    }
-  }
-  return closest;
 }
 
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates,

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "quota/error.h"
 #include "quota/limit.h"
 
 namespace quotactl {
@@ -20,8 +21,9 @@ namespace quotactl {
 std::int64_t parse_whole(std::string_view text, std::string_view what, std::int64_t minimum,
                          std::int64_t maximum);
 
-// DURATION: a positive whole number and a unit, ms, s, m, h or d (500ms, 30s, 1m, 1h, 1d), at
-// most quota::kPeriodBound (366 days).
+// DURATION: a positive whole number and a unit, ms, s, m (or min), h, d or w (500ms, 30s, 1m,
+// 1h, 1d, 1w), or several such parts from the largest unit down, each unit once (1h30m,
+// 2d12h); at least 1ms and at most quota::kPeriodBound (366 days).
 std::chrono::milliseconds parse_duration(std::string_view text, std::string_view what);
 
 // The exact DURATION text for a period, in the largest unit that divides it (90000 -> "90s",
@@ -83,12 +85,8 @@ std::string printable(std::string_view text, std::size_t max_characters = 1024);
 // The number of characters (UTF-8 code points) in `text`, for aligning columns.
 std::size_t display_width(std::string_view text);
 
-// The candidates `word` is most likely a typo of: those at the least edit distance (one
-// insertion, deletion, substitution, or swap of neighbouring characters, counts 1), if that
-// is less than the word's length (leading dashes aside) and at most 1 for a word of up to 4
-// characters, 2 for a longer one. Empty when none is that close, or `word` is a candidate.
-std::vector<std::string> likely_meant(std::string_view word,
-                                      const std::vector<std::string>& candidates);
+// The candidates `word` is most likely a typo of (the library's quota::likely_meant).
+using quota::likely_meant;
 
 // " (did you mean 'consume'?)", " (did you mean 'set' or 'get'?)" for likely_meant(word,
 // candidates), each shown after `prefix` (a command's group: "limit "); "" when it is empty.
