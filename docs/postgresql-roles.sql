@@ -9,12 +9,19 @@
 --   psql "postgresql://OWNER@HOST/DB" -v ON_ERROR_STOP=1 \
 --        -v role=quota_app -v schema=public -f docs/postgresql-roles.sql
 --
--- role (default quota_app) is created when missing, with LOGIN and no password: give it one
--- with psql's \password quota_app, which sends only a hash (a password in a command line or a
--- statement lands in shell histories and server logs). schema (default public) is where the
--- tables are. The hosts then open the engine as that role with migrations off
--- (Options::migrate = false; quotactl migrates only in `quotactl migrate`), since the role
--- cannot migrate.
+-- The script only grants; it needs no right beyond owning quota's tables (and their schema).
+-- The role itself (default quota_app) is made first by whoever may make roles, a superuser or
+-- a role with CREATEROLE, which a database's owner usually lacks:
+--
+--   psql "postgresql://ADMIN@HOST/postgres" -c 'CREATE ROLE quota_app LOGIN'
+--
+-- When the role is missing and the user running the script may make roles, the script makes
+-- it (with LOGIN and no password); when it may not, the script stops before granting anything
+-- and says which statement to have run. Give the role a password with psql's \password
+-- quota_app, which sends only a hash (a password in a command line or a statement lands in
+-- shell histories and server logs). schema (default public) is where the tables are. The
+-- hosts then open the engine as that role with migrations off (Options::migrate = false;
+-- quotactl migrates only in `quotactl migrate`), since the role cannot migrate.
 --
 -- Why each grant: every consume, check, record and refund is one statement on the state table
 -- of the limit's algorithm that also reads the limit and the owner's overrides; reset inserts a
@@ -31,8 +38,21 @@
   \set schema public
 \endif
 
-SELECT format('CREATE ROLE %I LOGIN', :'role')
-WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'role') \gexec
+-- The role: made here only when it is missing and this user may make roles; otherwise the
+-- script stops, having changed nothing, with the statement to have run.
+SELECT NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'role') AS quota_role_missing,
+       (SELECT rolsuper OR rolcreaterole FROM pg_roles WHERE rolname = current_user)
+         AS quota_may_create_roles \gset
+\if :quota_role_missing
+  \if :quota_may_create_roles
+    SELECT format('CREATE ROLE %I LOGIN', :'role') \gexec
+  \else
+    SELECT format('DO $quota$ BEGIN RAISE EXCEPTION %L; END $quota$',
+                  format('role %I does not exist, and %I may not create roles (no CREATEROLE): '
+                         'have a superuser or a role with CREATEROLE run CREATE ROLE %I LOGIN, '
+                         'then run this script again', :'role', current_user, :'role')) \gexec
+  \endif
+\endif
 
 BEGIN;
 

@@ -9,8 +9,10 @@
 
 #include "busy.h"
 #include "journal.h"
+#include "location.h"
 #include "migrations.h"
 #include "postgresql/postgresql_store.h"
+#include "shown.h"
 #include "sqlite/sqlite_store.h"
 #include "statements.h"
 #include "store.h"
@@ -35,14 +37,24 @@ std::unique_ptr<Store> borrowed_store(SQLite::Database& db,
   return detail::sqlite_on_connection(db, settings);
 }
 
+// `location` classified, refused (invalid_argument) when it is neither a path nor a
+// connection string.
+detail::Location classified(std::string_view location) {
+  detail::Location result = detail::classify_location(location);
+  if (result.kind == detail::Location::Kind::refused) {
+    throw Error(ErrorCode::invalid_argument, result.problem);
+  }
+  return result;
+}
+
 void require_file(const std::string& path) {
   std::error_code ignored;
   const auto kind = std::filesystem::status(path, ignored).type();
   if (kind == std::filesystem::file_type::not_found) {
     throw Error(ErrorCode::io,
-                fmt::format("database '{}' does not exist: create it with `quotactl migrate --db "
-                            "{}` or quota::admin::migrate",
-                            path, path));
+                fmt::format("database '{}' does not exist: create it with {} or "
+                            "quota::admin::migrate",
+                            path, migrate_command(path)));
   }
   if (kind == std::filesystem::file_type::directory) {
     throw Error(ErrorCode::io,
@@ -54,8 +66,9 @@ void require_file(const std::string& path) {
 // back first (SQLite only).
 bool read_store(const std::string& location, std::chrono::milliseconds busy_timeout,
                 const std::function<void(Store&)>& read) {
-  if (is_server(location)) {
-    const std::unique_ptr<Store> store = detail::open_postgresql(location, {busy_timeout});
+  const detail::Location where = classified(location);
+  if (where.kind == detail::Location::Kind::postgresql) {
+    const std::unique_ptr<Store> store = detail::open_postgresql(where.text, {busy_timeout});
     // Whatever `read` runs, the server refuses to write on this connection.
     store->execute("SET default_transaction_read_only = on", {});
     read(*store);
@@ -123,15 +136,47 @@ detail::Operation operation_named(std::string_view name) {
 
 }  // namespace
 
-bool is_server(std::string_view location) { return detail::is_postgresql_uri(location); }
+bool is_server(std::string_view location) {
+  return detail::classify_location(location).kind == detail::Location::Kind::postgresql;
+}
+
+void require_location(std::string_view location) { classified(location); }
 
 std::string shown(std::string_view location) {
-  return is_server(location) ? detail::mask_password(location) : std::string(location);
+  const detail::Location where = detail::classify_location(location);
+  switch (where.kind) {
+    case detail::Location::Kind::postgresql:
+      return detail::mask_password(where.text);
+    case detail::Location::Kind::refused:
+      return "(a location that is neither a file name nor a PostgreSQL connection string, not "
+             "shown)";
+    case detail::Location::Kind::sqlite_path:
+      break;
+  }
+  return std::string(location);
+}
+
+std::string migrate_command(std::string_view location) {
+  const detail::Location where = detail::classify_location(location);
+  if (where.kind == detail::Location::Kind::sqlite_path) {
+    return fmt::format("`quotactl migrate --db {}`", detail::shell_quoted(location));
+  }
+  if (where.kind == detail::Location::Kind::refused) {
+    return "`quotactl migrate --db LOCATION` (LOCATION a file name or a postgresql:// URI)";
+  }
+  bool had_password = false;
+  const std::string bare = detail::without_password(where.text, &had_password);
+  if (bare.rfind("(", 0) == 0) return "`quotactl migrate --db \"$QUOTA_DB\"`";
+  return fmt::format("`quotactl migrate --db {}`{}", detail::shell_quoted(bare),
+                     had_password ? " (the password is left out: give it in PGPASSWORD or "
+                                    "~/.pgpass, or add it to the URI)"
+                                  : "");
 }
 
 std::vector<Migration> migrations(std::string_view location) {
   std::vector<Migration> result;
-  for (const detail::Migration& migration : is_server(location)
+  for (const detail::Migration& migration : classified(location).kind ==
+                                                    detail::Location::Kind::postgresql
                                                 ? detail::built_in_postgresql_migrations()
                                                 : detail::built_in_sqlite_migrations()) {
     result.push_back(public_migration(migration));
@@ -176,8 +221,9 @@ Summary summarize(const std::string& location, std::chrono::milliseconds busy_ti
 Migrated migrate(const std::string& location, std::int64_t now_ms,
                  std::chrono::milliseconds busy_timeout) {
   Migrated migrated;
-  if (is_server(location)) {
-    migrate_store(*detail::open_postgresql(location, {busy_timeout}), now_ms, migrated);
+  const detail::Location where = classified(location);
+  if (where.kind == detail::Location::Kind::postgresql) {
+    migrate_store(*detail::open_postgresql(where.text, {busy_timeout}), now_ms, migrated);
     return migrated;
   }
   std::error_code ignored;
@@ -203,7 +249,8 @@ Migrated migrate(const std::string& location, std::int64_t now_ms,
 }
 
 Dialect dialect_of(std::string_view location) {
-  return is_server(location) ? Dialect::postgresql : Dialect::sqlite;
+  return classified(location).kind == detail::Location::Kind::postgresql ? Dialect::postgresql
+                                                                         : Dialect::sqlite;
 }
 
 const char* to_string(Dialect dialect) {

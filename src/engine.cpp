@@ -15,8 +15,10 @@
 #include <type_traits>
 
 #include "gc.h"
+#include "location.h"
 #include "migrations.h"
 #include "postgresql/postgresql_store.h"
+#include "quota/admin.h"
 #include "quota/postgresql.h"
 #include "quota/sqlite.h"
 #include "sqlite/sqlite_store.h"
@@ -809,15 +811,18 @@ Engine Engine::open(const std::string& path, Options options) {
     throw Error(ErrorCode::invalid_argument,
                 "no database given: pass a file name or a postgresql:// URI");
   }
+  const detail::Location location = detail::classify_location(path);
   std::unique_ptr<detail::Store> store;
-  if (detail::is_postgresql_uri(path)) {
-    store = detail::open_postgresql(path, {options.busy_timeout});
+  if (location.kind == detail::Location::Kind::refused) {
+    throw Error(ErrorCode::invalid_argument, location.problem);
+  }
+  if (location.kind == detail::Location::Kind::postgresql) {
+    store = detail::open_postgresql(location.text, {options.busy_timeout});
   } else {
     const bool in_memory = path == ":memory:";
     if (!in_memory && !options.create && !std::filesystem::exists(path)) {
-      throw Error(ErrorCode::io, fmt::format("database '{}' does not exist: create it with "
-                                             "`quotactl migrate --db {}`",
-                                             path, path));
+      throw Error(ErrorCode::io, fmt::format("database '{}' does not exist: create it with {}",
+                                             path, admin::migrate_command(path)));
     }
     if (!in_memory && std::filesystem::is_directory(path)) {
       throw Error(ErrorCode::io,

@@ -10,6 +10,7 @@
 #include "quota/limit.h"
 #include "quota/policy.h"
 #include "quota/result.h"
+#include "shown.h"
 
 namespace quota {
 namespace {
@@ -232,12 +233,13 @@ std::optional<Policy> parse_policy(std::string_view name) { return value_of(kPol
 void validate_limit_name(std::string_view name) {
   if (name.empty() || name.size() > kNameBound) {
     invalid(fmt::format("invalid limit name '{}': use 1 to {} characters of A-Z a-z 0-9 _ . : -",
-                        name, kNameBound));
+                        detail::bounded(name), kNameBound));
   }
   for (char c : name) {
     if (!is_name_character(c)) {
       invalid(fmt::format(
-          "invalid limit name '{}': only the characters A-Z a-z 0-9 _ . : - are allowed", name));
+          "invalid limit name '{}': only the characters A-Z a-z 0-9 _ . : - are allowed",
+          detail::bounded(name)));
     }
   }
 }

@@ -19,13 +19,27 @@
 
 namespace quota::admin {
 
-// Whether `location` names a PostgreSQL server (postgresql://... or postgres://...) rather
-// than a SQLite file.
+// Whether `location` names a PostgreSQL server rather than a SQLite file: a postgresql:// or
+// postgres:// URI (the scheme in any case), or libpq's key=value form ("host=db dbname=app").
 QUOTA_API bool is_server(std::string_view location);
 
-// `location` as messages and output should name it: a path as is, a URI with its password
-// (in the user-info part or a `password=` parameter) replaced by "***".
+// Throws Error (invalid_argument) when `location` is neither: a string that is almost a
+// PostgreSQL URI (`postgres:app`, `postgresq://…`, a space before `postgresql://`, another
+// scheme such as `mysql://`), or one that holds a NUL byte. The message quotes nothing of it
+// that could hold a credential, and says what to write instead. Every function here that
+// opens a location refuses such a one the same way, as Engine::open does.
+QUOTA_API void require_location(std::string_view location);
+
+// `location` as messages and output should name it: a path as is; a PostgreSQL connection
+// string as libpq reads it, with every password (the URI's user-info, `password=` or
+// `sslpassword=` however spelled or percent-encoded) as "***"; a string that cannot be read,
+// or that require_location refuses, as a phrase that quotes none of it.
 QUOTA_API std::string shown(std::string_view location);
+
+// The command that creates or migrates `location`, in backquotes, ready to paste into a
+// shell: `quotactl migrate --db 'app.db'`. A server's connection string is written without
+// its password (never a masked "***"), and the text after the command says where to give it.
+QUOTA_API std::string migrate_command(std::string_view location);
 
 // One migration of this build: migrations/NNNN_name.sql, or migrations/postgresql/'s.
 struct Migration {

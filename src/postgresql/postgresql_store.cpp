@@ -7,7 +7,9 @@
 // parameters' types (text, text, bigint, bigint for the request statements), and results
 // come back in text form: integers are parsed, booleans ('t'/'f') read as 1/0.
 //
-// A lost connection (a server restart, a network failure) fails the call that met it with
+// A connection the server ended while it was idle (a restart, pg_terminate_backend,
+// idle_session_timeout) is found ended before the next request is sent and made again, so
+// that request succeeds. A connection lost while a request was out fails that call with
 // ErrorCode::busy; the next call resets the connection, prepares its statements again and
 // goes on, so an Engine outlives an outage without being reopened.
 #include "postgresql/postgresql_store.h"
@@ -15,19 +17,22 @@
 #include <fmt/format.h>
 #include <libpq-fe.h>
 
+#include <poll.h>
+
 #include <algorithm>
 #include <array>
+#include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 
+#include "location.h"
 #include "quota/error.h"
 
 namespace quota::detail {
-
-bool is_postgresql_uri(std::string_view location) {
-  return location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0;
-}
 
 namespace {
 
@@ -49,23 +54,191 @@ std::pair<std::size_t, std::size_t> user_info_password(std::string_view uri) {
   return {colon + 1, at};
 }
 
+bool is_uri(std::string_view conninfo) {
+  return conninfo.rfind("postgresql://", 0) == 0 || conninfo.rfind("postgres://", 0) == 0;
+}
+
+struct FreeOptions {
+  void operator()(PQconninfoOption* options) const { PQconninfoFree(options); }
+};
+using ParsedOptions = std::unique_ptr<PQconninfoOption, FreeOptions>;
+
+// libpq's reading of `conninfo` (a URI or key=value string, percent-encoding decoded), or
+// null, with in `error` libpq's reason, which may quote any part of the string.
+ParsedOptions parsed(std::string_view conninfo, std::string* error) {
+  char* message = nullptr;
+  ParsedOptions options(PQconninfoParse(std::string(conninfo).c_str(), &message));
+  if (message) {
+    if (error) *error = message;
+    PQfreemem(message);
+  }
+  return options;
+}
+
+// A value libpq never shows (its display character '*': password, sslpassword).
+bool is_secret(const PQconninfoOption& option) {
+  return (option.dispchar && std::string_view(option.dispchar) == "*") ||
+         std::string_view(option.keyword) == "password" ||
+         std::string_view(option.keyword) == "sslpassword";
+}
+
+std::string percent_encoded(std::string_view text, std::string_view also_plain) {
+  std::string encoded;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (std::isalnum(byte) || std::string_view("-._~").find(c) != std::string_view::npos ||
+        also_plain.find(c) != std::string_view::npos) {
+      encoded += c;
+    } else {
+      encoded += fmt::format("%{:02X}", byte);
+    }
+  }
+  return encoded;
+}
+
+// The settings of `options` as a URI, each secret's value replaced by `secret` (or left out
+// when `secret` is empty): postgresql://USER[:***]@HOST:PORT/DATABASE?KEY=VALUE&...
+std::string as_uri(std::string_view scheme, const PQconninfoOption* options,
+                   std::string_view secret) {
+  std::map<std::string_view, const PQconninfoOption*> set;
+  for (const PQconninfoOption* option = options; option->keyword; ++option) {
+    if (option->val && (*option->val || is_secret(*option))) set[option->keyword] = option;
+  }
+  // A URI of several hosts without ports gives "port=,": nothing to show.
+  if (const auto port = set.find("port");
+      port != set.end() && std::string_view(port->second->val).find_first_not_of(',') ==
+                               std::string_view::npos) {
+    set.erase(port);
+  }
+  const auto take = [&](std::string_view key) -> const char* {
+    const auto found = set.find(key);
+    if (found == set.end()) return nullptr;
+    const char* value = found->second->val;
+    set.erase(found);
+    return value;
+  };
+  std::string uri(scheme);
+  uri += "://";
+  const char* user = take("user");
+  const bool password = take("password") != nullptr && !secret.empty();
+  if (user) uri += percent_encoded(user, "");
+  if (password) uri += fmt::format(":{}", secret);
+  if (user || password) uri += '@';
+  // One host by name or address (not a socket's folder) and one port go in the authority;
+  // several, or a folder, in the query, as libpq also reads them.
+  const auto host = set.find("host");
+  const auto port = set.find("port");
+  if (host != set.end() && *host->second->val &&
+      std::string_view(host->second->val).find_first_of("/,") == std::string_view::npos &&
+      (port == set.end() || !std::strchr(port->second->val, ','))) {
+    const std::string_view name = host->second->val;
+    uri += name.find(':') == std::string_view::npos ? percent_encoded(name, "")
+                                                    : fmt::format("[{}]", name);  // IPv6
+    set.erase(host);
+    if (port != set.end()) {
+      uri += fmt::format(":{}", percent_encoded(port->second->val, ""));
+      set.erase(port);
+    }
+  }
+  uri += '/';
+  if (const char* database = take("dbname")) uri += percent_encoded(database, "");
+  std::string query;
+  for (const auto& [key, option] : set) {
+    if (is_secret(*option) && secret.empty()) continue;
+    query += fmt::format("{}{}={}", query.empty() ? "?" : "&", key,
+                         is_secret(*option) ? std::string(secret)
+                                            : percent_encoded(option->val, "/:,@"));
+  }
+  return uri + query;
+}
+
+// The settings of `options` as libpq's key=value string, each secret as in as_uri.
+std::string as_key_values(const PQconninfoOption* options, std::string_view secret) {
+  std::string text;
+  for (const PQconninfoOption* option = options; option->keyword; ++option) {
+    if (!option->val || (!*option->val && !is_secret(*option))) continue;
+    std::string value;
+    if (is_secret(*option)) {
+      if (secret.empty()) continue;
+      value = secret;
+    } else {
+      value = "'";
+      for (const char* c = option->val; *c; ++c) {
+        if (*c == '\\' || *c == '\'') value += '\\';
+        value += *c;
+      }
+      value += "'";
+    }
+    text += fmt::format("{}{}={}", text.empty() ? "" : " ", option->keyword, value);
+  }
+  return text;
+}
+
+// What may be said of a connection string libpq cannot parse: nothing of the string itself,
+// which may hold a password anywhere (libpq's own message quotes it). The reason is libpq's
+// words before its first quotation, kept only while they are plain words; the position
+// libpq names, and a query parameter's name that libpq does not know, are added.
+std::string unparsable(std::string_view conninfo, std::string_view libpq_error) {
+  std::string reason(libpq_error.substr(0, libpq_error.find('"')));
+  while (!reason.empty() && (reason.back() == ' ' || reason.back() == ':' ||
+                             reason.back() == '\n')) {
+    reason.pop_back();
+  }
+  const bool plain = !reason.empty() && std::all_of(reason.begin(), reason.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == ' ' || c == '-' || c == '%';
+  });
+  if (!plain) reason = "libpq cannot parse it";
+  const std::size_t position = libpq_error.find("at position ");
+  if (position != std::string_view::npos) {
+    std::size_t end = position + 12;
+    while (end < libpq_error.size() && std::isdigit(static_cast<unsigned char>(libpq_error[end]))) {
+      ++end;
+    }
+    if (end > position + 12) reason += fmt::format(", {}", libpq_error.substr(position, end - position));
+  }
+  if (is_uri(conninfo)) {
+    const std::size_t query = conninfo.find('?');
+    for (std::size_t at = query; at != std::string_view::npos && at + 1 < conninfo.size();
+         at = conninfo.find('&', at + 1)) {
+      const std::string_view pair = conninfo.substr(at + 1, conninfo.find('&', at + 1) - at - 1);
+      const std::size_t equals = pair.find('=');
+      if (equals == std::string_view::npos || equals == 0 || equals > 40) continue;
+      const std::string_view key = pair.substr(0, equals);
+      const bool word = std::all_of(key.begin(), key.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+      });
+      if (word && !is_libpq_keyword(key)) {
+        reason += fmt::format("; '{}' is not a connection parameter libpq knows", key);
+        break;
+      }
+    }
+  }
+  return reason;
+}
+
+std::string rendered(std::string_view conninfo, std::string_view secret) {
+  const ParsedOptions options = parsed(conninfo, nullptr);
+  if (!options) return "(a PostgreSQL connection string that libpq cannot parse, not shown)";
+  if (is_uri(conninfo)) {
+    return as_uri(conninfo.substr(0, conninfo.find(':')), options.get(), secret);
+  }
+  return as_key_values(options.get(), secret);
+}
+
 }  // namespace
 
-std::string mask_password(std::string_view uri) {
-  std::string masked(uri);
-  const auto [password_begin, password_end] = user_info_password(uri);
-  if (password_end > password_begin) {
-    masked.replace(password_begin, password_end - password_begin, "***");
+std::string mask_password(std::string_view conninfo) { return rendered(conninfo, "***"); }
+
+std::string without_password(std::string_view conninfo, bool* had_password) {
+  if (had_password) {
+    *had_password = false;
+    if (const ParsedOptions options = parsed(conninfo, nullptr)) {
+      for (const PQconninfoOption* option = options.get(); option->keyword; ++option) {
+        if (is_secret(*option) && option->val) *had_password = true;
+      }
+    }
   }
-  // ...?password=secret&...
-  for (std::size_t found = masked.find("password="); found != std::string::npos;
-       found = masked.find("password=", found + 1)) {
-    if (found > 0 && masked[found - 1] != '?' && masked[found - 1] != '&') continue;
-    const std::size_t value = found + 9;
-    const std::size_t end = masked.find('&', value);
-    masked.replace(value, (end == std::string::npos ? masked.size() : end) - value, "***");
-  }
-  return masked;
+  return rendered(conninfo, "");
 }
 
 namespace {
@@ -83,6 +256,8 @@ struct FinishConnection {
   void operator()(PGconn* connection) const { PQfinish(connection); }
 };
 
+std::string scrubbed(std::string message, const std::string& conninfo);
+
 // ?1, ?2, ... -> $1, $2, ...: the store's statements are written once, in SQLite's marks.
 std::string numbered_parameters(const std::string& sql) {
   std::string text = sql;
@@ -92,8 +267,16 @@ std::string numbered_parameters(const std::string& sql) {
   return text;
 }
 
-// The server's notices (a DROP's cascade, say) are not the library's to print.
-void ignore_notice(void*, const char*) {}
+// The server's notices (a DROP's cascade, say) are not the library's to print. One is noted:
+// a FATAL error that arrives while no request is out, the server's farewell before it ends
+// the connection (a restart, pg_terminate_backend, idle_session_timeout), which libpq hands
+// to the notice receiver. `farewell` is the store's flag.
+void receive_notice(void* farewell, const PGresult* notice) {
+  const char* severity = PQresultErrorField(notice, PG_DIAG_SEVERITY_NONLOCALIZED);
+  if (severity && (std::string_view(severity) == "FATAL" || std::string_view(severity) == "PANIC")) {
+    *static_cast<bool*>(farewell) = true;
+  }
+}
 
 // libpq's message on one line: its line breaks and the tab that indents its hints ("\n\tIs
 // the server running ...?") become one space.
@@ -132,8 +315,12 @@ struct Parameters {
 
 class PostgresqlStore final : public Store {
  public:
-  PostgresqlStore(PGconn* connection, bool owned, PostgresqlSettings settings)
-      : connection_(connection), owned_(owned), settings_(settings) {
+  PostgresqlStore(PGconn* connection, bool owned, PostgresqlSettings settings,
+                  std::string conninfo = {})
+      : connection_(connection),
+        owned_(owned),
+        settings_(settings),
+        conninfo_(std::move(conninfo)) {
     configure();
   }
   ~PostgresqlStore() override {
@@ -302,7 +489,11 @@ class PostgresqlStore final : public Store {
   bool in_transaction() override { return PQtransactionStatus(connection_) != PQTRANS_IDLE; }
 
   std::string watch_location() override {
-    // Every setting the connection was made with, as key='value' pairs.
+    // The string the engine connected with, as given: its messages are masked as the first
+    // connection's were.
+    if (!conninfo_.empty()) return conninfo_;
+    // The application's connection: every setting it was made with, as key='value' pairs
+    // (which mask_password masks when a message names them).
     std::string conninfo;
     PQconninfoOption* options = PQconninfo(connection_);
     if (!options) return conninfo;
@@ -398,7 +589,8 @@ class PostgresqlStore final : public Store {
   // the application set it.
   void configure() {
     if (!owned_ || PQstatus(connection_) != CONNECTION_OK) return;
-    PQsetNoticeProcessor(connection_, ignore_notice, nullptr);
+    farewell_ = false;
+    PQsetNoticeReceiver(connection_, receive_notice, &farewell_);
     simple(fmt::format("SET lock_timeout = {}", settings_.busy_timeout.count()));
     simple("SET client_encoding = 'UTF8'");
   }
@@ -414,10 +606,41 @@ class PostgresqlStore final : public Store {
     return false;
   }
 
+  // Whether the server ended the connection while it was idle (a restart, an operator's
+  // pg_terminate_backend, idle_session_timeout). libpq learns of it only when it reads the
+  // socket, so PQstatus still says CONNECTION_OK: the server's farewell (a FATAL error) and
+  // the end of the stream wait there, unread. Sending a request on it would fail, and with an
+  // outcome that looks unknown; reading what waits first tells a dropped connection from a
+  // live one for sure, without a round trip. Only between transactions: inside one, a lost
+  // connection has lost its work, and the statement must fail.
+  bool dropped_while_idle() {
+    if (PQtransactionStatus(connection_) != PQTRANS_IDLE) return false;
+    // A few reads at most: the farewell, then the end of the stream.
+    for (int reads = 0; reads < 8; ++reads) {
+      const int socket = PQsocket(connection_);
+      if (socket < 0) return true;
+      pollfd descriptor{socket, POLLIN, 0};
+      const int ready = poll(&descriptor, 1, 0);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready < 0) return false;  // let the request meet whatever it is
+      if (ready == 0) return false;  // nothing waits: the connection is alive
+      // Something waits while no request is out: a notice, a notification, or the server's
+      // farewell and end of stream. libpq buffers what it reads (an application's
+      // notifications stay for its PQnotifies). The farewell may come a moment before the
+      // end of the stream: the server closes the socket last as its backend exits.
+      // PQconsumeInput only reads; PQisBusy parses what was read, handing a farewell to
+      // receive_notice.
+      if (PQconsumeInput(connection_) == 0) return true;
+      PQisBusy(connection_);
+      if (PQstatus(connection_) != CONNECTION_OK || farewell_) return true;
+    }
+    return false;
+  }
+
   // A connection that the server or the network dropped is reset before the next statement:
   // the prepared statements went with it, and are prepared again on first use.
   void reconnect_if_lost() {
-    if (PQstatus(connection_) == CONNECTION_OK) return;
+    if (PQstatus(connection_) == CONNECTION_OK && !dropped_while_idle()) return;
     if (!owned_) {
       throw Error(ErrorCode::busy,
                   "the application's connection to the PostgreSQL server is lost: connect it "
@@ -430,7 +653,7 @@ class PostgresqlStore final : public Store {
       throw Error(ErrorCode::busy,
                   fmt::format("the connection to the PostgreSQL server is lost and cannot be "
                               "made again ({}): retry when the server is back",
-                              without_newline(PQerrorMessage(connection_))));
+                              scrubbed(without_newline(PQerrorMessage(connection_)), conninfo_)));
     }
     configure();
   }
@@ -521,6 +744,27 @@ class PostgresqlStore final : public Store {
       return Error(ErrorCode::unknown_limit, "unknown limit: " + what);
     }
     const std::string_view klass = std::string_view(state).substr(0, 2);
+    if (state == "57014" && PQstatus(connection_) == CONNECTION_OK) {
+      // query_canceled: statement_timeout ran out (or someone ran pg_cancel_backend); the
+      // transaction was rolled back, and the connection is still good.
+      return Error(ErrorCode::busy,
+                   fmt::format("the server cancelled the statement because it ran longer than "
+                               "statement_timeout (or an operator cancelled it) ({}); nothing "
+                               "was changed: retry, and if it recurs raise statement_timeout "
+                               "for the engine's role (ALTER ROLE ... SET statement_timeout = "
+                               "...) or find what holds the statement up (pg_stat_activity)",
+                               what));
+    }
+    if (state == "25006") {
+      // read_only_sql_transaction: a standby, or default_transaction_read_only on.
+      return Error(ErrorCode::io,
+                   fmt::format("the PostgreSQL server or session is read-only ({}): it is a "
+                               "standby, or default_transaction_read_only is on for the server, "
+                               "database or role; connect to the primary (a multi-host URI "
+                               "with target_session_attrs=read-write finds it) or turn "
+                               "default_transaction_read_only off, then retry",
+                               what));
+    }
     if (state.empty() || klass == "08" || klass == "57" || PQstatus(connection_) != CONNECTION_OK) {
       return Error(ErrorCode::busy,
                    fmt::format("the PostgreSQL server could not be reached or ended the "
@@ -563,6 +807,8 @@ class PostgresqlStore final : public Store {
   PGconn* connection_;
   bool owned_;
   PostgresqlSettings settings_;
+  std::string conninfo_;  // what the engine connected with; empty for the application's
+  bool farewell_ = false;  // the server sent a FATAL error while idle (the engine's own only)
   std::map<std::pair<int, int>, std::string> prepared_;
   std::vector<Savepoint> savepoints_;
   bool nested_exclusive_ = false;
@@ -573,36 +819,39 @@ class PostgresqlStore final : public Store {
 
 namespace {
 
-// `message` without the password of `uri`, wherever libpq might have echoed it.
-std::string scrubbed(std::string message, const std::string& uri) {
-  char* error = nullptr;
-  PQconninfoOption* options = PQconninfoParse(uri.c_str(), &error);
-  if (error) PQfreemem(error);
-  if (!options) return message;
-  for (PQconninfoOption* option = options; option->keyword; ++option) {
-    if (std::string_view(option->keyword) != "password" || !option->val || !*option->val) {
-      continue;
-    }
-    const std::string password = option->val;
-    for (std::size_t found = message.find(password); found != std::string::npos;
-         found = message.find(password, found + 3)) {
-      message.replace(found, password.size(), "***");
+// `message` (libpq's) without any secret of `conninfo` or of the environment, wherever libpq
+// might have echoed one: each value is replaced by "***", as written and as percent-decoded.
+std::string scrubbed(std::string message, const std::string& conninfo) {
+  std::vector<std::string> secrets;
+  if (const ParsedOptions options = parsed(conninfo, nullptr)) {
+    for (const PQconninfoOption* option = options.get(); option->keyword; ++option) {
+      if (is_secret(*option) && option->val && *option->val) secrets.emplace_back(option->val);
     }
   }
-  PQconninfoFree(options);
+  if (is_uri(conninfo)) {
+    const auto [begin, end] = user_info_password(conninfo);
+    if (end > begin) secrets.push_back(conninfo.substr(begin, end - begin));
+  }
+  for (const char* variable : {"PGPASSWORD", "PGSSLPASSWORD"}) {
+    if (const char* value = std::getenv(variable); value && *value) secrets.emplace_back(value);
+  }
+  for (const std::string& secret : secrets) {
+    for (std::size_t found = message.find(secret); found != std::string::npos;
+         found = message.find(secret, found + 3)) {
+      message.replace(found, secret.size(), "***");
+    }
+  }
   return message;
 }
-
-}  // namespace
-
-namespace {
 
 // A password in the user-info that libpq would split where the URI's author did not mean it
 // to: libpq ends the user-info at the first '@' (or sees none before a '/'), so an unencoded
 // '@' or '/' in the password makes it connect with a piece of it, and take another piece for a
 // host, port or database that its messages then print. Such a URI is refused before it
-// reaches libpq. (A '/' after digits is read as a port, "host:5432/db", and let through.)
+// reaches libpq, and the message shows none of it. (A '/' after digits is read as a port,
+// "host:5432/db", and let through.)
 void require_encoded_password(const std::string& uri) {
+  if (!is_uri(uri)) return;
   const auto [begin, end] = user_info_password(uri);
   if (end <= begin) return;
   const std::string_view password = std::string_view(uri).substr(begin, end - begin);
@@ -615,27 +864,41 @@ void require_encoded_password(const std::string& uri) {
     return;
   }
   throw Error(ErrorCode::invalid_argument,
-              fmt::format("the password in the PostgreSQL URI {} holds an '@' or '/' that is "
-                          "not percent-encoded, which would split it: write '@' as %40 and '/' "
-                          "as %2F, or give the password in PGPASSWORD or ~/.pgpass instead",
-                          mask_password(uri)));
+              "the password in the PostgreSQL URI holds an '@' or '/' that is not "
+              "percent-encoded, which would split it (the URI is not shown, as it holds the "
+              "password): write '@' as %40 and '/' as %2F, or give the password in PGPASSWORD "
+              "or ~/.pgpass instead");
+}
+
+// Refuses a connection string libpq cannot parse, showing none of it.
+void require_parsable(const std::string& conninfo) {
+  std::string error;
+  if (parsed(conninfo, &error)) return;
+  throw Error(ErrorCode::invalid_argument,
+              fmt::format("the PostgreSQL connection string cannot be read ({}); it is not "
+                          "shown, as it may hold a password: check its brackets around an IPv6 "
+                          "address, its percent-encoding (a '%' is written %25) and its "
+                          "parameters' names, or give the password in PGPASSWORD or ~/.pgpass",
+                          unparsable(conninfo, error)));
 }
 
 }  // namespace
 
-std::unique_ptr<Store> open_postgresql(const std::string& uri, PostgresqlSettings settings) {
-  require_encoded_password(uri);
-  std::unique_ptr<PGconn, FinishConnection> connection(PQconnectdb(uri.c_str()));
+std::unique_ptr<Store> open_postgresql(const std::string& conninfo, PostgresqlSettings settings) {
+  require_encoded_password(conninfo);
+  require_parsable(conninfo);
+  std::unique_ptr<PGconn, FinishConnection> connection(PQconnectdb(conninfo.c_str()));
   if (!connection || PQstatus(connection.get()) != CONNECTION_OK) {
     const std::string reason =
-        connection ? scrubbed(without_newline(PQerrorMessage(connection.get())), uri)
+        connection ? scrubbed(without_newline(PQerrorMessage(connection.get())), conninfo)
                    : "out of memory";
     throw Error(ErrorCode::io,
                 fmt::format("cannot connect to PostgreSQL at {} ({}): check that the server "
-                            "runs, and the URI's host, port, database, user and password",
-                            mask_password(uri), reason));
+                            "runs, and the connection string's host, port, database, user and "
+                            "password",
+                            mask_password(conninfo), reason));
   }
-  return std::make_unique<PostgresqlStore>(connection.release(), true, settings);
+  return std::make_unique<PostgresqlStore>(connection.release(), true, settings, conninfo);
 }
 
 std::unique_ptr<Store> postgresql_on_connection(PGconn* connection, PostgresqlSettings settings) {

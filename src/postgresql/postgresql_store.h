@@ -12,12 +12,16 @@ typedef struct pg_conn PGconn;
 
 namespace quota::detail {
 
-// Whether `location` is a PostgreSQL connection URI (postgresql://… or postgres://…).
-bool is_postgresql_uri(std::string_view location);
+// The one way a PostgreSQL connection string (a URI or libpq's key=value form, as
+// classify_location gives it) is ever shown: libpq parses it (percent-encoding decoded, every
+// spelling of a key) and it is written anew in its own form, with each secret (password,
+// sslpassword) as "***". A string libpq cannot parse is shown as a phrase that quotes none of
+// it.
+std::string mask_password(std::string_view conninfo);
 
-// `uri` with its password, if any, replaced by "***" (in the user-info part and in a
-// `password=` parameter), for every message that names the database.
-std::string mask_password(std::string_view uri);
+// The same, with the secrets left out rather than masked, for a command that a message
+// suggests running; `had_password` is set when one was left out.
+std::string without_password(std::string_view conninfo, bool* had_password);
 
 struct PostgresqlSettings {
   // How long a statement waits for a row lock held by another transaction (lock_timeout)
@@ -25,9 +29,10 @@ struct PostgresqlSettings {
   std::chrono::milliseconds busy_timeout{5000};
 };
 
-// Connects to `uri` and returns its store. Throws Error (io) when the server cannot be
-// reached or refuses the connection; the message never contains the password.
-std::unique_ptr<Store> open_postgresql(const std::string& uri, PostgresqlSettings settings);
+// Connects to `conninfo` (a URI or key=value string) and returns its store. Throws Error:
+// invalid_argument for a string libpq cannot parse, io when the server cannot be reached or
+// refuses the connection. No message contains a password, whatever spelling carried it.
+std::unique_ptr<Store> open_postgresql(const std::string& conninfo, PostgresqlSettings settings);
 
 // A store on the application's own connection, which must outlive it: its statements take
 // part in whatever transaction the application has open on it.

@@ -38,7 +38,7 @@ std::string Session::paint(std::string_view text, Colour colour) const {
 }
 
 std::string migrate_hint(const std::string& location) {
-  return fmt::format("`quotactl migrate --db {}`", quota::admin::shown(location));
+  return quota::admin::migrate_command(location);
 }
 
 bool Session::on_server() const { return quota::admin::is_server(db_path); }
@@ -46,6 +46,7 @@ bool Session::on_server() const { return quota::admin::is_server(db_path); }
 std::string Session::shown_db() const { return quota::admin::shown(db_path); }
 
 void Session::require_database() const {
+  quota::admin::require_location(db_path);
   if (on_server()) return;
   std::error_code ignored;
   const auto kind = std::filesystem::status(db_path, ignored).type();

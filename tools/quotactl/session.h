@@ -84,8 +84,9 @@ struct Session {
   // password masked.
   std::string shown_db() const;
 
-  // Refuses a --db that names no database file: one that does not exist (naming
-  // `quotactl migrate`) or a directory. Throws quota::Error (io); a server passes.
+  // Refuses a --db that names no database: almost a PostgreSQL URI (invalid_argument, as
+  // quota::admin::require_location), or a file that does not exist (naming `quotactl
+  // migrate`) or is a directory (io); a server passes.
   void require_database() const;
 
   // The schema status of the database, read without writing (quota::admin::schema_status),
@@ -112,7 +113,8 @@ quota::Limit existing_limit(quota::Engine& engine, const std::string& name);
 // library's speak to programs (an unknown limit, whichever command or call named it).
 std::string message_of(const quota::Error& error);
 
-// The human wording for "run quotactl migrate on this database" (a URI's password masked).
+// The human wording for "run quotactl migrate on this database", ready to paste into a shell
+// (quota::admin::migrate_command: a URI's password left out, never masked).
 std::string migrate_hint(const std::string& location);
 
 }  // namespace quotactl
