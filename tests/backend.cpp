@@ -8,7 +8,8 @@
 #include <random>
 #include <thread>
 
-#include "migrations.h"
+#include "postgresql/postgresql_store.h"
+#include "sqlite/sqlite_store.h"
 
 namespace quota::test {
 
@@ -47,6 +48,11 @@ void run_on_server(const std::string& uri, const std::string& sql) {
 }
 
 }  // namespace
+
+const std::vector<detail::Migration>& built_in_migrations(Backend backend) {
+  return backend == Backend::sqlite ? detail::built_in_sqlite_migrations()
+                                    : detail::built_in_postgresql_migrations();
+}
 
 Backend each_backend() {
   return GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
@@ -129,9 +135,7 @@ std::string TestDatabase::dump() const {
 }
 
 void TestDatabase::migrate_before(int version) const {
-  const auto& built_in = backend_ == Backend::sqlite ? detail::built_in_sqlite_migrations()
-                                                     : detail::built_in_postgresql_migrations();
-  for (const auto& migration : built_in) {
+  for (const auto& migration : built_in_migrations(backend_)) {
     if (migration.version >= version) break;
     exec(migration.sql);
     exec("INSERT INTO quota_migrations VALUES (" + std::to_string(migration.version) + ", '" +

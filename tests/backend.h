@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "migrations.h"
 #include "quota/engine.h"
 #include "statements.h"
 #include "support.h"
@@ -62,6 +63,9 @@ class TestDatabase {
   std::string schema_;
   std::string location_;
 };
+
+// The built-in migrations of `backend`, by version.
+const std::vector<detail::Migration>& built_in_migrations(Backend backend);
 
 // The URI of the test server's database ($QUOTA_TEST_POSTGRES); fails the test without it.
 std::string test_server_uri();

@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "busy.h"
 #include "quota/sqlite.h"
+#include "sqlite/busy.h"
 #include "support.h"
 
 namespace quota::test {

@@ -442,8 +442,7 @@ TEST_CASE("the lockout migration upgrades a database in place, keeping every row
   const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
   CAPTURE(to_string(backend));
   TestDatabase db(backend);
-  const auto& built_in = backend == Backend::sqlite ? detail::built_in_sqlite_migrations()
-                                                    : detail::built_in_postgresql_migrations();
+  const auto& built_in = built_in_migrations(backend);
   // Every migration before 0007, as a build before it left the database...
   db.migrate_before(7);
   // ...with an owner at its limit in a fixed window, written with plain SQL (this build's

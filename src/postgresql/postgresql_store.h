@@ -5,7 +5,9 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "migrations.h"
 #include "store.h"
 
 typedef struct pg_conn PGconn;
@@ -18,6 +20,11 @@ bool is_postgresql_uri(std::string_view location);
 // `uri` with its password, if any, replaced by "***" (in the user-info part and in a
 // `password=` parameter), for every message that names the database.
 std::string mask_password(std::string_view uri);
+
+// PostgreSQL's migrations (migrations/postgresql/*.sql), embedded at build time, by version.
+// Its first migration is version 6, the whole schema at once: the same version means the same
+// schema as SQLite's.
+const std::vector<Migration>& built_in_postgresql_migrations();
 
 struct PostgresqlSettings {
   // How long a statement waits for a row lock held by another transaction (lock_timeout)
