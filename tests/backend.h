@@ -27,7 +27,13 @@ namespace quota::test {
 
 enum class Backend { sqlite, postgresql };
 
+// Every backend this build has: SQLite alone in a build without PostgreSQL
+// (QUOTA_POSTGRESQL=OFF), where tests/postgresql/ is not compiled.
+#if QUOTA_HAS_POSTGRESQL
 inline constexpr Backend kAllBackends[] = {Backend::sqlite, Backend::postgresql};
+#else
+inline constexpr Backend kAllBackends[] = {Backend::sqlite};
+#endif
 
 const char* to_string(Backend backend);
 

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "migrations.h"
@@ -16,6 +17,10 @@ namespace quota::detail {
 
 // Whether `location` is a PostgreSQL connection URI (postgresql://… or postgres://…).
 bool is_postgresql_uri(std::string_view location);
+
+// Where the password of postgresql://user:password@host/... lies in `uri`, as [first, last):
+// empty when there is none.
+std::pair<std::size_t, std::size_t> user_info_password(std::string_view uri);
 
 // `uri` with its password, if any, replaced by "***" (in the user-info part and in a
 // `password=` parameter), for every message that names the database.

@@ -35,7 +35,7 @@ void refuse_directory(const std::string& path) {
 bool read_sqlite_file(const std::string& path, std::chrono::milliseconds busy_timeout,
                       const std::function<void(Store&)>& read) {
   std::error_code ignored;
-  if (!std::filesystem::exists(path, ignored)) {
+  if (std::filesystem::status(path, ignored).type() == std::filesystem::file_type::not_found) {
     throw Error(ErrorCode::io,
                 fmt::format("database '{}' does not exist: create it with `quotactl migrate --db "
                             "{}` or quota::admin::migrate",

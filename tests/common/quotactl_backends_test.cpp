@@ -236,7 +236,7 @@ void check_and_strip_backend_fields(const TestDatabase& db, Answer& answer) {
 
 TEST_CASE("quotactl gives the same JSON and exit codes on SQLite and on PostgreSQL",
           "[quotactl][backends]") {
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   TestDatabase reference_db(Backend::sqlite);
   TestDatabase db(backend);
@@ -259,7 +259,7 @@ TEST_CASE("quotactl gives the same JSON and exit codes on SQLite and on PostgreS
 
 TEST_CASE("quotactl gives the same answers for calendar periods on SQLite and on PostgreSQL",
           "[quotactl][backends][calendar]") {
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   TestDatabase reference_db(Backend::sqlite);
   TestDatabase db(backend);
@@ -294,7 +294,7 @@ TEST_CASE("quotactl gives the same answers for calendar periods on SQLite and on
 TEST_CASE("override list without a limit works on every backend", "[quotactl][backends]") {
   // Regression: on PostgreSQL, Engine::overrides() without a limit bound NULL to a parameter
   // whose type the server could not determine, and every `override list` failed (exit 3).
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   TestDatabase db(backend);
   Engine engine = Engine::open(db.location());
@@ -306,7 +306,7 @@ TEST_CASE("override list without a limit works on every backend", "[quotactl][ba
 }
 
 TEST_CASE("quotactl takes the database from $QUOTA_DB on every backend", "[quotactl][backends]") {
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   TestDatabase db(backend);
   quotactl::Context context;

@@ -283,7 +283,7 @@ TEST_CASE("quotactl limit set/get/list/rm", "[quotactl]") {
   CHECK(created["burst"].is_null());
   CHECK(created["shadow"] == false);
   CHECK(created["block_ms"].is_null());
-  // No calendar (tests/quotactl_calendar_test.cpp has those).
+  // No calendar (tests/sqlite/quotactl_calendar_test.cpp has those).
   CHECK(created["period"].is_null());
   CHECK(created["utc_offset"].is_null());
   CHECK(created["anchor_ms"].is_null());

@@ -86,8 +86,8 @@ TEST_CASE("a new database is migrated to the latest version", "[migrations]") {
   CHECK(raw.rows("SELECT name FROM sqlite_schema WHERE name NOT LIKE 'quota\\_%' ESCAPE '\\' "
                  "AND name NOT LIKE 'sqlite\\_autoindex\\_quota\\_%' ESCAPE '\\'")
             .empty());
-  for (const char* name : {"quota_migrations", "quota_limits", "quota_log", "quota_log_owners", "quota_windows",
-                           "quota_resets", "quota_usage"}) {
+  for (const char* name : {"quota_migrations", "quota_limits", "quota_log", "quota_log_owners",
+                           "quota_windows", "quota_resets", "quota_usage"}) {
     CAPTURE(name);
     CHECK(raw.integer(std::string("SELECT count(*) FROM sqlite_schema WHERE name = '") + name +
                       "'") == 1);
@@ -229,10 +229,11 @@ TEST_CASE("a database at version 1 is upgraded in place and keeps every owner's 
     // What a build with only migration 0001 left behind, with owners of every table.
     RawDb raw(path);
     raw.exec(built_in[0].sql);
-    raw.exec("INSERT INTO quota_migrations VALUES (1, '" + std::string(built_in[0].name) +
-             "', '" + built_in[0].checksum + "', 0)");
-    raw.exec("INSERT INTO quota_limits VALUES ('log', 'sliding_log', 2, 1000, NULL),"
-             " ('window', 'fixed_window', 2, 1000, NULL), ('bucket', 'token_bucket', 2, 1000, 2)");
+    raw.exec("INSERT INTO quota_migrations VALUES (1, '" + std::string(built_in[0].name) + "', '" +
+             built_in[0].checksum + "', 0)");
+    raw.exec(
+        "INSERT INTO quota_limits VALUES ('log', 'sliding_log', 2, 1000, NULL),"
+        " ('window', 'fixed_window', 2, 1000, NULL), ('bucket', 'token_bucket', 2, 1000, 2)");
     raw.exec(
         "INSERT INTO quota_windows (limit_name, owner, maximum, period_ms, used, previous_used,"
         " denied, window_key, seen_ms) VALUES ('window', 'old', 2, 1000, 2, 0, 0, 5000, 5000000)");
@@ -281,9 +282,10 @@ TEST_CASE("a database at version 3 is upgraded to tables keyed by owner, every r
       raw.exec("INSERT INTO quota_migrations VALUES (" + std::to_string(built_in[i].version) +
                ", '" + std::string(built_in[i].name) + "', '" + built_in[i].checksum + "', 0)");
     }
-    raw.exec("INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst) VALUES"
-             " ('log', 'sliding_log', 2, 1000, NULL), ('window', 'fixed_window', 2, 1000, NULL),"
-             " ('bucket', 'token_bucket', 2, 1000, 2)");
+    raw.exec(
+        "INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst) VALUES"
+        " ('log', 'sliding_log', 2, 1000, NULL), ('window', 'fixed_window', 2, 1000, NULL),"
+        " ('bucket', 'token_bucket', 2, 1000, 2)");
     raw.exec(
         "INSERT INTO quota_windows (limit_name, owner, maximum, period_ms, used, previous_used,"
         " denied, window_key, seen_ms, shadow_denied) VALUES"
@@ -293,8 +295,9 @@ TEST_CASE("a database at version 3 is upgraded to tables keyed by owner, every r
         "INSERT INTO quota_log_owners (limit_name, owner, maximum, period_ms, total,"
         " newest_at_ms, recorded, denied, seen_ms) VALUES"
         " ('log', 'old', 2, 1000, 2, 5000050, 0, 1, 5000050)");
-    raw.exec("INSERT INTO quota_log (limit_name, owner, at_ms, cost, total) VALUES"
-             " ('log', 'old', 5000010, 1, 1), ('log', 'old', 5000050, 1, 2)");
+    raw.exec(
+        "INSERT INTO quota_log (limit_name, owner, at_ms, cost, total) VALUES"
+        " ('log', 'old', 5000010, 1, 1), ('log', 'old', 5000050, 1, 2)");
     raw.exec(
         "INSERT INTO quota_buckets (limit_name, owner, maximum, period_ms, burst, level, denied,"
         " seen_ms) VALUES ('bucket', 'old', 2, 1000, 2, 0, 0, 5000000)");
