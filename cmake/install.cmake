@@ -7,9 +7,10 @@
 #                                           its runtime files only, so -lquota stays static
 #   bin/quotactl                            the command line (when built)
 #   share/quota/migrations/*.sql            the migrations the library embeds, for reading
-#   share/quota/migrations/postgresql/*.sql PostgreSQL's
+#   share/quota/migrations/postgresql/*.sql PostgreSQL's (in a build with that backend)
 #   share/quota/schema.sql                  the current schema (tools/schema.sh writes it)
-#   lib/cmake/quota/                        quotaConfig.cmake & co: quota::quota, quota::quotactl
+#   lib/cmake/quota/                        quotaConfig.cmake & co: quota::quota, quota::quotactl,
+#                                           a component per backend built, quota_BACKENDS
 #   lib/pkgconfig/quota.pc                  for pkg-config
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -31,8 +32,10 @@ if(TARGET quotactl)
   install(TARGETS quotactl EXPORT quota-targets RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()
 install(FILES ${quota_migration_files} DESTINATION ${QUOTA_INSTALL_DATADIR}/migrations)
-install(FILES ${quota_postgresql_migration_files}
-        DESTINATION ${QUOTA_INSTALL_DATADIR}/migrations/postgresql)
+if(QUOTA_HAS_POSTGRESQL)
+  install(FILES ${quota_postgresql_migration_files}
+          DESTINATION ${QUOTA_INSTALL_DATADIR}/migrations/postgresql)
+endif()
 install(FILES ${PROJECT_SOURCE_DIR}/schema/schema.sql DESTINATION ${QUOTA_INSTALL_DATADIR})
 
 install(EXPORT quota-targets NAMESPACE quota:: FILE quotaTargets.cmake
@@ -42,6 +45,15 @@ if(quota_type STREQUAL "STATIC_LIBRARY")
   set(QUOTA_STATIC ON)  # for quotaConfig.cmake.in: fmt is then needed to link
 else()
   set(QUOTA_STATIC OFF)
+endif()
+# What a static library's users need at link time: per backend built, and nothing of a
+# backend left out (quotaConfig.cmake, quota.pc).
+set(QUOTA_CONFIG_DEPENDENCIES "  find_dependency(SQLite3)\n  find_dependency(SQLiteCpp)")
+set(quota_pc_dependencies "sqlite3 fmt")
+if(QUOTA_HAS_POSTGRESQL)
+  string(APPEND QUOTA_CONFIG_DEPENDENCIES
+         "\n  find_dependency(PkgConfig)\n  pkg_check_modules(LIBPQ REQUIRED IMPORTED_TARGET libpq)")
+  string(APPEND quota_pc_dependencies " libpq")
 endif()
 configure_package_config_file(
   ${PROJECT_SOURCE_DIR}/cmake/quotaConfig.cmake.in ${PROJECT_BINARY_DIR}/quotaConfig.cmake
@@ -70,13 +82,14 @@ endif()
 if(QUOTA_STATIC)
   get_target_property(quota_sqlitecpp_location SQLiteCpp LOCATION)
   get_filename_component(quota_sqlitecpp_dir ${quota_sqlitecpp_location} DIRECTORY)
-  set(QUOTA_PC_REQUIRES "Requires: sqlite3 fmt libpq")
+  set(QUOTA_PC_REQUIRES "Requires: ${quota_pc_dependencies}")
   set(QUOTA_PC_LIBS " -lSQLiteCpp -lstdc++ -lm")
   if(NOT quota_sqlitecpp_dir IN_LIST CMAKE_CXX_IMPLICIT_LINK_DIRECTORIES)
     set(QUOTA_PC_LIBS " -L${quota_sqlitecpp_dir}${QUOTA_PC_LIBS}")
   endif()
 else()
-  set(QUOTA_PC_REQUIRES "")
+  # A shared library links its dependencies itself: only `pkg-config --static` lists them.
+  set(QUOTA_PC_REQUIRES "Requires.private: ${quota_pc_dependencies}")
   set(QUOTA_PC_LIBS "")
 endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/quota.pc.in ${PROJECT_BINARY_DIR}/quota.pc @ONLY)

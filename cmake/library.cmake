@@ -9,7 +9,8 @@ function(quota_add_library name kind)
   add_library(${name} ${kind} $<TARGET_OBJECTS:quota_objects>)
   target_include_directories(${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
                                             $<INSTALL_INTERFACE:include>)
-  target_link_libraries(${name} PRIVATE SQLiteCpp SQLite::SQLite3 fmt::fmt PkgConfig::LIBPQ)
+  target_link_libraries(${name} PRIVATE SQLiteCpp SQLite::SQLite3 fmt::fmt
+                                          ${quota_backend_libraries})
   target_compile_features(${name} PUBLIC cxx_std_20)  # the headers need it
   set_target_properties(${name} PROPERTIES OUTPUT_NAME quota LINKER_LANGUAGE CXX)
   quota_target_options(${name})

@@ -1,18 +1,15 @@
 #include "quota/admin.h"
 
-#include <SQLiteCpp/Database.h>
 #include <fmt/format.h>
 
-#include <filesystem>
 #include <functional>
 #include <stdexcept>
 
-#include "busy.h"
-#include "journal.h"
 #include "location.h"
 #include "migrations.h"
 #include "postgresql/postgresql_store.h"
 #include "shown.h"
+#include "sqlite/sqlite_files.h"
 #include "sqlite/sqlite_store.h"
 #include "statements.h"
 #include "store.h"
@@ -28,15 +25,6 @@ constexpr detail::Operation kStatementOperations[] = {
     detail::Operation::consume, detail::Operation::check, detail::Operation::record,
     detail::Operation::reset, detail::Operation::refund};
 
-// The store of a SQLite connection held here (its own busy handler installed by the caller).
-std::unique_ptr<Store> borrowed_store(SQLite::Database& db,
-                                      std::chrono::milliseconds busy_timeout) {
-  detail::SqliteSettings settings;
-  settings.busy_timeout = busy_timeout;
-  settings.install_busy_handler = false;
-  return detail::sqlite_on_connection(db, settings);
-}
-
 // `location` classified, refused (invalid_argument) when it is neither a path nor a
 // connection string.
 detail::Location classified(std::string_view location) {
@@ -45,21 +33,6 @@ detail::Location classified(std::string_view location) {
     throw Error(ErrorCode::invalid_argument, result.problem);
   }
   return result;
-}
-
-void require_file(const std::string& path) {
-  std::error_code ignored;
-  const auto kind = std::filesystem::status(path, ignored).type();
-  if (kind == std::filesystem::file_type::not_found) {
-    throw Error(ErrorCode::io,
-                fmt::format("database '{}' does not exist: create it with {} or "
-                            "quota::admin::migrate",
-                            path, migrate_command(path)));
-  }
-  if (kind == std::filesystem::file_type::directory) {
-    throw Error(ErrorCode::io,
-                fmt::format("'{}' is a directory: give the path of a database file", path));
-  }
 }
 
 // Runs `read` on `location` without writing to it; returns whether a hot journal was rolled
@@ -74,32 +47,7 @@ bool read_store(const std::string& location, std::chrono::milliseconds busy_time
     read(*store);
     return false;
   }
-  require_file(location);
-  const detail::BusyHandler busy(busy_timeout);
-  bool recovered = false;
-  try {
-    // Opening and `read` are run again while another connection's lock is in the way.
-    busy.wait_out([&] {
-      for (;;) {
-        SQLite::Database db(location, SQLite::OPEN_READONLY);
-        busy.install(db.getHandle());
-        try {
-          // SQLite reads the file's header only now: a file that is not a database fails here.
-          db.exec("SELECT count(*) FROM sqlite_schema");
-        } catch (const SQLite::Exception& error) {
-          if (recovered || !detail::is_hot_journal(error)) throw;
-          detail::roll_back_hot_journal(location, busy);
-          recovered = true;
-          continue;
-        }
-        read(*borrowed_store(db, busy_timeout));
-        return;
-      }
-    });
-  } catch (const SQLite::Exception& error) {
-    throw detail::translate_sqlite(error, busy_timeout, location);
-  }
-  return recovered;
+  return detail::read_sqlite_file(location, busy_timeout, read);
 }
 
 Migration public_migration(const detail::Migration& migration) {
@@ -226,25 +174,8 @@ Migrated migrate(const std::string& location, std::int64_t now_ms,
     migrate_store(*detail::open_postgresql(where.text, {busy_timeout}), now_ms, migrated);
     return migrated;
   }
-  std::error_code ignored;
-  if (std::filesystem::is_directory(location, ignored)) {
-    throw Error(ErrorCode::io,
-                fmt::format("'{}' is a directory: give the path of a database file", location));
-  }
-  const detail::BusyHandler busy(busy_timeout);
-  try {
-    // Each attempt on a connection of its own: openers of a new file meet while it is still in
-    // rollback-journal mode, where SQLite answers busy without waiting. The first read of this
-    // connection also rolls back a transaction a killed process left unfinished.
-    busy.wait_out([&] {
-      SQLite::Database db(location, SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE);
-      busy.install(db.getHandle());
-      db.exec("PRAGMA journal_mode = WAL");
-      migrate_store(*borrowed_store(db, busy_timeout), now_ms, migrated);
-    });
-  } catch (const SQLite::Exception& error) {
-    throw detail::translate_sqlite(error, busy_timeout, location);
-  }
+  detail::write_sqlite_file(location, busy_timeout,
+                            [&](Store& store) { migrate_store(store, now_ms, migrated); });
   return migrated;
 }
 

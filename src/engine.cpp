@@ -824,10 +824,6 @@ Engine Engine::open(const std::string& path, Options options) {
       throw Error(ErrorCode::io, fmt::format("database '{}' does not exist: create it with {}",
                                              path, admin::migrate_command(path)));
     }
-    if (!in_memory && std::filesystem::is_directory(path)) {
-      throw Error(ErrorCode::io,
-                  fmt::format("'{}' is a directory: give the path of a database file", path));
-    }
     detail::SqliteSettings settings;
     settings.busy_timeout = options.busy_timeout;
     settings.synchronous_full = options.synchronous_full;

@@ -62,7 +62,7 @@
 //                                           and returned)
 //   win/u: window_key 9, used 3          -> deleted (window 9 ended at 10000)
 //   win/v: window_key 10, used 1         -> stays (window 10 holds now)
-// tests/gc_test.cpp runs these examples.
+// tests/sqlite/sqlite_gc_test.cpp runs these examples.
 //
 // How it works. Each table is swept in primary-key order, at most batch_rows rows per batch:
 // one SELECT reads the rows after the previous batch's last key, each with whether it is

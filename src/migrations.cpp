@@ -1,44 +1,19 @@
 #include "migrations.h"
 
-#include <SQLiteCpp/Statement.h>
 #include <fmt/format.h>
-#include <sqlite3.h>
 
 #include <map>
 
 #include "quota/error.h"
-#include "sqlite/sqlite_store.h"
 #include "store.h"
 
 namespace quota::detail {
 
-const std::vector<Migration>& built_in_migrations() { return built_in_sqlite_migrations(); }
-
-int latest_version() {
-  const auto& all = built_in_migrations();
-  return all.empty() ? 0 : all.back().version;
+int latest_version(const std::vector<Migration>& migrations) {
+  return migrations.empty() ? 0 : migrations.back().version;
 }
 
-namespace {
-
-const std::vector<Migration>& migrations_of(const Store& store) {
-  return store.dialect().name == kPostgresql.name ? built_in_postgresql_migrations()
-                                                  : built_in_sqlite_migrations();
-}
-
-// The store of a connection that quotactl or a test holds: nothing is installed on it.
-std::unique_ptr<Store> bare_store(SQLite::Database& db) {
-  SqliteSettings settings;
-  settings.install_busy_handler = false;
-  return sqlite_on_connection(db, settings);
-}
-
-}  // namespace
-
-int latest_version(const Store& store) {
-  const auto& all = migrations_of(store);
-  return all.empty() ? 0 : all.back().version;
-}
+int latest_version(const Store& store) { return latest_version(store.migrations()); }
 
 SchemaStatus read_schema_status(Store& store) {
   SchemaStatus status;
@@ -55,7 +30,7 @@ SchemaStatus read_schema_status(Store& store) {
   for (const auto& applied : status.applied) applied_by_version[applied.version] = &applied;
 
   const int latest = latest_version(store);
-  for (const auto& migration : migrations_of(store)) {
+  for (const auto& migration : store.migrations()) {
     const auto found = applied_by_version.find(migration.version);
     if (found == applied_by_version.end()) {
       // PostgreSQL's first migration is the whole schema at a version SQLite reached in
@@ -77,10 +52,6 @@ SchemaStatus read_schema_status(Store& store) {
         status.version, latest);
   }
   return status;
-}
-
-SchemaStatus read_schema_status(SQLite::Database& db) {
-  return read_schema_status(*bare_store(db));
 }
 
 void require_usable(const SchemaStatus& status) {
@@ -130,10 +101,6 @@ void apply_pending(Store& store, std::int64_t now_ms, std::vector<int>& applied)
   }
   // What another connection applied meanwhile must match this build as well.
   require_usable(read_schema_status(store));
-}
-
-void apply_pending(SQLite::Database& db, std::int64_t now_ms, std::vector<int>& applied) {
-  apply_pending(*bare_store(db), now_ms, applied);
 }
 
 }  // namespace quota::detail

@@ -1,7 +1,7 @@
-// Schema migrations: the numbered files of migrations/, embedded at build time.
+// Schema migrations: the numbered files of migrations/, embedded at build time, and the runner
+// that applies them through any Store. Each backend supplies its own list (Store::migrations:
+// SQLite's from src/sqlite/, PostgreSQL's from src/postgresql/); nothing here knows a driver.
 #pragma once
-
-#include <SQLiteCpp/Database.h>
 
 #include <cstdint>
 #include <string>
@@ -16,13 +16,8 @@ struct Migration {
   const char* sql;
 };
 
-// Every migration this build knows, by version: SQLite's (generated from migrations/*.sql)
-// and PostgreSQL's (migrations/postgresql/*.sql). PostgreSQL's first migration is version 6,
-// the whole schema at once: the same version means the same schema on both.
-const std::vector<Migration>& built_in_sqlite_migrations();
-const std::vector<Migration>& built_in_postgresql_migrations();
-const std::vector<Migration>& built_in_migrations();  // SQLite's
-int latest_version();
+// The highest version of `migrations` (sorted by version), 0 for none.
+int latest_version(const std::vector<Migration>& migrations);
 
 struct AppliedMigration {
   int version = 0;
@@ -44,11 +39,10 @@ struct SchemaStatus {
 
 class Store;
 
-// The latest version of the store's dialect's migrations.
+// The latest version of the store's backend's migrations.
 int latest_version(const Store& store);
 
 SchemaStatus read_schema_status(Store& store);
-SchemaStatus read_schema_status(SQLite::Database& db);
 
 // Throws Error (schema_too_new, checksum_mismatch) when `status.problem` is set.
 void require_usable(const SchemaStatus& status);
@@ -58,6 +52,5 @@ void require_usable(const SchemaStatus& status);
 // Appends each version to `applied` as it commits, so that a caller who runs it again after
 // a failure knows every version it applied.
 void apply_pending(Store& store, std::int64_t now_ms, std::vector<int>& applied);
-void apply_pending(SQLite::Database& db, std::int64_t now_ms, std::vector<int>& applied);
 
 }  // namespace quota::detail

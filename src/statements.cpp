@@ -37,7 +37,7 @@
 //   consume :now=5500  -> allowed 0, rate_limited, remaining 0, retry 500,  reset_at 6400
 //   check   :now=6000  -> allowed 1, ok,           remaining 1, retry 0,    reset_at 6400
 //   consume :now=4000  -> evaluated at 5500 (seen_ms): allowed 0, retry 2000 (from 4000)
-// tests/engine_test.cpp and tests/sql_test.cpp run these examples.
+// tests/common/engine_test.cpp and tests/sqlite/sqlite_sql_test.cpp run these examples.
 #include "statements.h"
 
 #include <fmt/format.h>

@@ -28,6 +28,8 @@
 
 namespace quota::detail {
 
+struct Migration;  // src/migrations.h
+
 using Value = std::variant<std::monostate, std::int64_t, std::string>;
 using Row = std::vector<Value>;
 
@@ -73,6 +75,9 @@ class Store {
   virtual ~Store() = default;
 
   virtual const Dialect& dialect() const = 0;
+
+  // This backend's built-in migrations, by version (src/migrations.h runs them).
+  virtual const std::vector<Migration>& migrations() const = 0;
 
   // Runs the statement of (operation, algorithm) for `request` to its end and returns its
   // first row, or nullopt when it returned none (check: no such limit). Throws Error; a

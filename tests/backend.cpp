@@ -1,14 +1,19 @@
 #include "backend.h"
 
-#include <libpq-fe.h>
 #include <sqlite3.h>
+#if QUOTA_HAS_POSTGRESQL
+#include <libpq-fe.h>
+#endif
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <random>
 #include <thread>
 
-#include "migrations.h"
+#if QUOTA_HAS_POSTGRESQL
+#include "postgresql/postgresql_store.h"
+#endif
+#include "sqlite/sqlite_store.h"
 
 namespace quota::test {
 
@@ -26,6 +31,7 @@ std::string test_server_uri() {
   return uri;
 }
 
+#if QUOTA_HAS_POSTGRESQL
 namespace {
 
 void ignore_notice(void*, const char*) {}
@@ -47,6 +53,14 @@ void run_on_server(const std::string& uri, const std::string& sql) {
 }
 
 }  // namespace
+#endif
+
+const std::vector<detail::Migration>& built_in_migrations([[maybe_unused]] Backend backend) {
+#if QUOTA_HAS_POSTGRESQL
+  if (backend == Backend::postgresql) return detail::built_in_postgresql_migrations();
+#endif
+  return detail::built_in_sqlite_migrations();
+}
 
 Backend each_backend() {
   return GENERATE(from_range(std::begin(kAllBackends), std::end(kAllBackends)));
@@ -57,6 +71,7 @@ TestDatabase::TestDatabase(Backend backend) : backend_(backend) {
     location_ = dir_.file("quota.db");
     return;
   }
+#if QUOTA_HAS_POSTGRESQL
   const std::string server = test_server_uri();
   std::random_device random;
   schema_ = "quota_test_" + std::to_string(random()) + std::to_string(random());
@@ -64,26 +79,39 @@ TestDatabase::TestDatabase(Backend backend) : backend_(backend) {
   // Every connection of the test finds the engine's tables in the test's own schema.
   location_ = server + (server.find('?') == std::string::npos ? "?" : "&") +
               "options=-csearch_path%3D" + schema_;
+#else
+  FAIL("this build of quota has no PostgreSQL backend (QUOTA_POSTGRESQL=OFF)");
+#endif
 }
 
 TestDatabase::~TestDatabase() {
+#if QUOTA_HAS_POSTGRESQL
   if (schema_.empty()) return;
   PGconn* connection = PQconnectdb(test_server_uri().c_str());
   PQsetNoticeProcessor(connection, ignore_notice, nullptr);
   PQclear(PQexec(connection, ("DROP SCHEMA IF EXISTS " + schema_ + " CASCADE").c_str()));
   PQfinish(connection);
+#endif
 }
 
 void TestDatabase::exec(const std::string& sql) const {
   if (backend_ == Backend::sqlite) {
     RawDb(location_).exec(sql);
   } else {
+#if QUOTA_HAS_POSTGRESQL
     run_on_server(location_, sql);
+#else
+    FAIL("this build of quota has no PostgreSQL backend (QUOTA_POSTGRESQL=OFF)");
+#endif
   }
 }
 
 std::vector<std::vector<std::string>> TestDatabase::rows(const std::string& sql) const {
   if (backend_ == Backend::sqlite) return RawDb(location_).rows(sql);
+#if !QUOTA_HAS_POSTGRESQL
+  FAIL("this build of quota has no PostgreSQL backend (QUOTA_POSTGRESQL=OFF)");
+  return {};
+#else
   PGconn* connection = PQconnectdb(location_.c_str());
   PGresult* result = PQexec(connection, sql.c_str());
   std::vector<std::vector<std::string>> found;
@@ -104,6 +132,7 @@ std::vector<std::vector<std::string>> TestDatabase::rows(const std::string& sql)
   PQfinish(connection);
   if (!ok) FAIL(sql << ": " << error);
   return found;
+#endif
 }
 
 std::int64_t TestDatabase::integer(const std::string& sql) const {
@@ -129,9 +158,7 @@ std::string TestDatabase::dump() const {
 }
 
 void TestDatabase::migrate_before(int version) const {
-  const auto& built_in = backend_ == Backend::sqlite ? detail::built_in_sqlite_migrations()
-                                                     : detail::built_in_postgresql_migrations();
-  for (const auto& migration : built_in) {
+  for (const auto& migration : built_in_migrations(backend_)) {
     if (migration.version >= version) break;
     exec(migration.sql);
     exec("INSERT INTO quota_migrations VALUES (" + std::to_string(migration.version) + ", '" +
@@ -174,13 +201,19 @@ PlainClient::PlainClient(const TestDatabase& database) : backend_(database.backe
     sqlite_ = std::make_unique<RawDb>(database.location());
     return;
   }
+#if QUOTA_HAS_POSTGRESQL
   postgresql_ = PQconnectdb(database.location().c_str());
   REQUIRE(PQstatus(postgresql_) == CONNECTION_OK);
   PQsetNoticeProcessor(postgresql_, ignore_notice, nullptr);
+#else
+  FAIL("this build of quota has no PostgreSQL backend (QUOTA_POSTGRESQL=OFF)");
+#endif
 }
 
 PlainClient::~PlainClient() {
+#if QUOTA_HAS_POSTGRESQL
   if (postgresql_) PQfinish(postgresql_);
+#endif
 }
 
 void PlainClient::exec(const std::string& sql) {
@@ -188,19 +221,27 @@ void PlainClient::exec(const std::string& sql) {
     sqlite_->exec(sql);
     return;
   }
+#if QUOTA_HAS_POSTGRESQL
   PGresult* result = PQexec(postgresql_, sql.c_str());
   const ExecStatusType status = PQresultStatus(result);
   const std::string error = PQresultErrorMessage(result);
   PQclear(result);
   if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) FAIL(sql << ": " << error);
+#else
+  FAIL("this build of quota has no PostgreSQL backend (QUOTA_POSTGRESQL=OFF)");
+#endif
 }
 
 Result PlainClient::run(detail::Operation operation, Algorithm algorithm, const std::string& limit,
                         const std::string& owner, std::int64_t cost, std::int64_t now) {
-  Result result;
   if (sqlite_) {
     return run_statement(sqlite_->handle(), operation, algorithm, limit, owner, cost, now);
   }
+#if !QUOTA_HAS_POSTGRESQL
+  FAIL("this build of quota has no PostgreSQL backend (QUOTA_POSTGRESQL=OFF)");
+  return {};
+#else
+  Result result;
   const std::string cost_text = std::to_string(cost);
   const std::string now_text = std::to_string(now);
   const char* values[] = {limit.c_str(), owner.c_str(), cost_text.c_str(), now_text.c_str()};
@@ -224,6 +265,7 @@ Result PlainClient::run(detail::Operation operation, Algorithm algorithm, const 
   PQclear(answer);
   REQUIRE(one_row);
   return result;
+#endif
 }
 
 std::vector<Outcome> queue_behind_a_slow_request(Engine& engine,

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "migrations.h"
 #include "quota/engine.h"
 #include "statements.h"
 #include "support.h"
@@ -26,7 +27,13 @@ namespace quota::test {
 
 enum class Backend { sqlite, postgresql };
 
+// Every backend this build has: SQLite alone in a build without PostgreSQL
+// (QUOTA_POSTGRESQL=OFF), where tests/postgresql/ is not compiled.
+#if QUOTA_HAS_POSTGRESQL
 inline constexpr Backend kAllBackends[] = {Backend::sqlite, Backend::postgresql};
+#else
+inline constexpr Backend kAllBackends[] = {Backend::sqlite};
+#endif
 
 const char* to_string(Backend backend);
 
@@ -62,6 +69,9 @@ class TestDatabase {
   std::string schema_;
   std::string location_;
 };
+
+// The built-in migrations of `backend`, by version.
+const std::vector<detail::Migration>& built_in_migrations(Backend backend);
 
 // The URI of the test server's database ($QUOTA_TEST_POSTGRES); fails the test without it.
 std::string test_server_uri();

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, starts a private PostgreSQL server, then builds and runs every test
 # three ways: Debug, Release, and Debug with AddressSanitizer and UndefinedBehaviorSanitizer
-# (each against SQLite and that server); then runs each libFuzzer target
+# (each against SQLite and that server); then builds the SQLite-only configuration
+# (-DQUOTA_POSTGRESQL=OFF) and checks its installed package; then runs each libFuzzer target
 # of fuzz/ (clang, with both sanitizers) on its corpus for QUOTA_FUZZ_SECONDS (default 30)
 # seconds. Warnings are errors throughout; a failed test or a fuzzer's crash fails the run.
 set -euo pipefail
@@ -30,6 +31,17 @@ run_suite debug -DCMAKE_BUILD_TYPE=Debug
 run_suite release -DCMAKE_BUILD_TYPE=Release
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   run_suite sanitize -DCMAKE_BUILD_TYPE=Debug -DQUOTA_SANITIZE=address,undefined
+
+# A build without PostgreSQL links no libpq anywhere. Not the whole suite again: the library,
+# its shared twin and quotactl, installed into a scratch prefix and checked there
+# (tests/embedding/package_test.py: ldd, pkg-config, the CMake files, consumers built with
+# find_package and pkg-config, a smoke run of quotactl, postgresql:// refused).
+echo "== sqlite-only"
+cmake -S . -B build/sqlite-only -DCMAKE_BUILD_TYPE=Debug -DQUOTA_WERROR=ON -DQUOTA_TESTS=ON \
+  -DQUOTA_POSTGRESQL=OFF >/dev/null
+cmake --build build/sqlite-only -j "$jobs" --target quota quota_shared quotactl
+(cd build/sqlite-only && ctest --output-on-failure --no-tests=error -j "$jobs" \
+  -R '^package[.](exports|install|find_package|pkg_config|sqlite_only)$')
 
 echo "== fuzz"
 fuzz_seconds=${QUOTA_FUZZ_SECONDS:-30}

@@ -328,6 +328,9 @@ class PostgresqlStore final : public Store {
   }
 
   const Dialect& dialect() const override { return kPostgresql; }
+  const std::vector<Migration>& migrations() const override {
+    return built_in_postgresql_migrations();
+  }
 
   std::optional<Row> run(Operation operation, Algorithm algorithm,
                          const Request4& request) override {

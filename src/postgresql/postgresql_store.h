@@ -5,7 +5,10 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
+#include "migrations.h"
 #include "store.h"
 
 typedef struct pg_conn PGconn;
@@ -22,6 +25,11 @@ std::string mask_password(std::string_view conninfo);
 // The same, with the secrets left out rather than masked, for a command that a message
 // suggests running; `had_password` is set when one was left out.
 std::string without_password(std::string_view conninfo, bool* had_password);
+
+// PostgreSQL's migrations (migrations/postgresql/*.sql), embedded at build time, by version.
+// Its first migration is version 6, the whole schema at once: the same version means the same
+// schema as SQLite's.
+const std::vector<Migration>& built_in_postgresql_migrations();
 
 struct PostgresqlSettings {
   // How long a statement waits for a row lock held by another transaction (lock_timeout)

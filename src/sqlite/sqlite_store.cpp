@@ -9,9 +9,10 @@
 
 #include <map>
 
-#include "busy.h"
-#include "checkpoint.h"
-#include "journal.h"
+#include "sqlite/busy.h"
+#include "sqlite/checkpoint.h"
+#include "sqlite/journal.h"
+#include "sqlite/sqlite_files.h"
 
 namespace quota::detail {
 
@@ -156,6 +157,7 @@ class SqliteStore final : public Store {
   }
 
   const Dialect& dialect() const override { return kSqlite; }
+  const std::vector<Migration>& migrations() const override { return built_in_sqlite_migrations(); }
 
   std::optional<Row> run(Operation operation, Algorithm algorithm,
                          const Request4& request) override {
@@ -257,7 +259,7 @@ class SqliteStore final : public Store {
 
   void prepare_for_writing() override {
     if (!settings_.file) return;
-    exec("PRAGMA journal_mode = WAL");
+    guarded([&] { use_wal(db_); });
     exec(settings_.synchronous_full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
   }
 
@@ -355,7 +357,10 @@ class SqliteStore final : public Store {
 
 }  // namespace
 
+void use_wal(SQLite::Database& database) { database.exec("PRAGMA journal_mode = WAL"); }
+
 std::unique_ptr<Store> open_sqlite(const std::string& path, bool create, SqliteSettings settings) {
+  if (settings.file) refuse_directory(path);
   std::unique_ptr<SQLite::Database> database;
   try {
     const int flags =

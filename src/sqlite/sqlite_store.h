@@ -5,7 +5,9 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "migrations.h"
 #include "store.h"
 
 namespace SQLite {
@@ -14,6 +16,9 @@ class Exception;
 }  // namespace SQLite
 
 namespace quota::detail {
+
+// SQLite's migrations (migrations/*.sql), embedded at build time, by version.
+const std::vector<Migration>& built_in_sqlite_migrations();
 
 struct SqliteSettings {
   std::chrono::milliseconds busy_timeout{5000};
@@ -28,13 +33,18 @@ struct SqliteSettings {
 };
 
 // Opens `path` (created when `create`), installs the busy handler. Throws Error (io) when
-// the file cannot be opened.
+// the file cannot be opened, or is a directory (settings.file).
 std::unique_ptr<Store> open_sqlite(const std::string& path, bool create, SqliteSettings settings);
 
 // A store on a connection the caller keeps open for as long as the store lives (the
 // application's, with quota::sqlite::attach, or a borrowed one of quota::admin's). `install` puts the busy
 // handler (and the checkpoint, when settings ask for it) on it.
 std::unique_ptr<Store> sqlite_on_connection(SQLite::Database& database, SqliteSettings settings);
+
+// Sets the connection's journal mode to WAL: the one place that does, for a file the engine
+// opens (Store::prepare_for_writing) and one that quota::admin migrates. Throws
+// SQLite::Exception.
+void use_wal(SQLite::Database& database);
 
 // SQLite's failures as the library's one error type, with what to do about them, naming the
 // database by `path` when one is given; throw_sqlite throws it, as TransactionConflict for a

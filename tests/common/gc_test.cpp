@@ -1,7 +1,7 @@
 // gc (Engine::gc and `quotactl gc`) on every backend: it deletes what it should, in batches,
-// and lets other connections work between them. tests/gc_test.cpp holds what is about SQLite
-// files only: gc inside the application's SQLite transaction, and the property test that runs
-// random operations on two files, one of them collected at random moments.
+// and lets other connections work between them. tests/sqlite/sqlite_gc_test.cpp holds what is about
+// SQLite files only: gc inside the application's SQLite transaction, and the property test that
+// runs random operations on two files, one of them collected at random moments.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <set>

@@ -159,11 +159,6 @@ std::vector<int> versions_of(const std::vector<detail::Migration>& migrations) {
   return versions;
 }
 
-const std::vector<detail::Migration>& migrations_of(const TestDatabase& db) {
-  return db.backend() == Backend::postgresql ? detail::built_in_postgresql_migrations()
-                                             : detail::built_in_sqlite_migrations();
-}
-
 std::vector<Answer> run_script(const TestDatabase& db,
                                const std::vector<Command>& commands = script()) {
   // An empty file is an empty database, as a server's empty schema is: status reads both.
@@ -213,7 +208,7 @@ void check_and_strip_backend_fields(const TestDatabase& db, Answer& answer) {
     }
     // Each backend has its own first migrations (PostgreSQL's first is the whole schema).
     json pending = json::array();
-    for (int version : versions_of(migrations_of(db))) {
+    for (int version : versions_of(built_in_migrations(db.backend()))) {
       if (version > document["schema_version"].get<int>()) pending.push_back(version);
     }
     CHECK(document["pending"] == pending);
@@ -222,11 +217,11 @@ void check_and_strip_backend_fields(const TestDatabase& db, Answer& answer) {
     document.erase("pending");
   } else if (command == "migrate" && document.contains("applied")) {
     if (!document["applied"].empty()) {
-      CHECK(document["applied"] == json(versions_of(migrations_of(db))));
+      CHECK(document["applied"] == json(versions_of(built_in_migrations(db.backend()))));
     }
     document["applied"] = !document["applied"].empty();
   } else if (command == "migrate") {  // --dry-run
-    CHECK(document["pending"] == json(versions_of(migrations_of(db))));
+    CHECK(document["pending"] == json(versions_of(built_in_migrations(db.backend()))));
     document.erase("pending");
   } else if (command == "sql") {
     const detail::Dialect& dialect = postgresql ? detail::kPostgresql : detail::kSqlite;
@@ -247,7 +242,7 @@ void check_and_strip_backend_fields(const TestDatabase& db, Answer& answer) {
 
 TEST_CASE("quotactl gives the same JSON and exit codes on SQLite and on PostgreSQL",
           "[quotactl][backends]") {
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   TestDatabase reference_db(Backend::sqlite);
   TestDatabase db(backend);
@@ -270,7 +265,7 @@ TEST_CASE("quotactl gives the same JSON and exit codes on SQLite and on PostgreS
 
 TEST_CASE("quotactl gives the same answers for calendar periods on SQLite and on PostgreSQL",
           "[quotactl][backends][calendar]") {
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   TestDatabase reference_db(Backend::sqlite);
   TestDatabase db(backend);
@@ -305,7 +300,7 @@ TEST_CASE("quotactl gives the same answers for calendar periods on SQLite and on
 TEST_CASE("override list without a limit works on every backend", "[quotactl][backends]") {
   // Regression: on PostgreSQL, Engine::overrides() without a limit bound NULL to a parameter
   // whose type the server could not determine, and every `override list` failed (exit 3).
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   TestDatabase db(backend);
   Engine engine = Engine::open(db.location());
@@ -317,7 +312,7 @@ TEST_CASE("override list without a limit works on every backend", "[quotactl][ba
 }
 
 TEST_CASE("quotactl takes the database from $QUOTA_DB on every backend", "[quotactl][backends]") {
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   TestDatabase db(backend);
   quotactl::Context context;
@@ -331,7 +326,7 @@ TEST_CASE("quotactl takes the database from $QUOTA_DB on every backend", "[quota
     REQUIRE(status == 0);
     return json::parse(out.str());
   };
-  CHECK(run({"migrate"})["schema_version"] == detail::latest_version());
+  CHECK(run({"migrate"})["schema_version"] == detail::latest_version(built_in_migrations(backend)));
   run({"limit", "set", "send", "--max", "2", "--per", "1m"});
   CHECK(run({"consume", "send", "u1"})["remaining"] == 1);
   const json status = run({"status"});

@@ -1,7 +1,7 @@
 // The SQL interface (docs/sql.md) on every backend: the statements that `quotactl sql` prints,
 // run by a plain client of the database (tests/backend.h's PlainClient), interleaved with the
 // engine on another connection, give the engine's answers, which are the reference model's.
-// tests/sql_test.cpp holds what is about SQLite's C API and shell.
+// tests/sqlite/sqlite_sql_test.cpp holds what is about SQLite's C API and shell.
 #include <catch2/catch.hpp>
 #include <random>
 #include <string>

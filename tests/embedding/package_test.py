@@ -9,6 +9,13 @@
   add_subdirectory  README's add_subdirectory project against --source
   shared            a BUILD_SHARED_LIBS=ON build of --source, installed and used by README's
                     find_package project and pkg-config command
+  sqlite_only       (a build without PostgreSQL) WORK/prefix, as `install` left it, has no libpq
+                    anywhere: ldd of the library and quotactl, pkg-config's requirements, the
+                    CMake files; find_package(quota COMPONENTS SQLite) works and PostgreSQL fails;
+                    a postgresql:// location is refused clearly (Engine::open, quotactl exit 2)
+  backend_options   QUOTA_SQLITE and QUOTA_POSTGRESQL: a value other than AUTO, ON or OFF, SQLite
+                    OFF, and PostgreSQL ON without libpq each fail to configure, saying what to
+                    do; AUTO without libpq configures SQLite alone
   python_readme     examples/python/README.md's commands, literally: install --build into a
                     fresh prefix, run the binding's demo (--check) and its app.py against the
                     shared library installed there; then README's Python example against it
@@ -36,7 +43,7 @@ USED_FILES = ["main.cpp", "main.cpp.out", "find_package/CMakeLists.txt",
               "add_subdirectory/CMakeLists.txt", "pkg-config.sh", "c-api/main.c",
               "c-api/pkg-config.sh", "c-api/main.c.out", "c-api-calendar/main.c",
               "c-api-calendar/main.c.out", "python/app.py", "python/app.py.out",
-              "calendar/main.cpp", "calendar/main.cpp.out"]
+              "calendar/main.cpp", "calendar/main.cpp.out", "components/CMakeLists.txt"]
 API_SYMBOL = re.compile(r"^(quota_\w+|quota::.*|(typeinfo|typeinfo name|vtable) for quota::.*)$")
 
 
@@ -272,6 +279,141 @@ def step_shared(args, work, files):
     pkg_config_builds(args, files, os.path.join(work, "pkg-config"), prefix, env)
 
 
+NO_POSTGRESQL = ("this build of quota has no PostgreSQL support (configure with "
+                 "-DQUOTA_POSTGRESQL=ON and libpq-dev installed)")
+LIBPQ = re.compile(r"libpq|postgres", re.I)
+
+
+# Engine::open on a file works; on a PostgreSQL location it throws the error that says how to
+# get a build that has it, without the password, and creates nothing.
+REFUSAL_MAIN = r"""#include <quota/engine.h>
+
+#include <filesystem>
+#include <iostream>
+
+int main() {
+  quota::Engine engine = quota::Engine::open("app.db");
+  engine.define({"l", quota::Algorithm::fixed_window, 1, std::chrono::minutes(1), std::nullopt});
+  if (!engine.consume("l", "o").allowed || engine.consume("l", "o").allowed) return 1;
+  try {
+    quota::Engine::open("postgresql://user:secret@localhost/app");
+  } catch (const quota::Error& error) {
+    const std::string what = error.what();
+    if (error.code() != quota::ErrorCode::invalid_argument ||
+        what.find("secret") != std::string::npos) {
+      std::cout << "wrong error: " << what << "\n";
+      return 1;
+    }
+    std::cout << what << "\n";
+    return std::filesystem::exists("postgresql:") ? 1 : 0;
+  }
+  std::cout << "opened a PostgreSQL location\n";
+  return 1;
+}
+"""
+
+
+def no_libpq(what, text):
+    found = LIBPQ.search(text)
+    if found:
+        raise Failure(f"{what} names {found.group(0)}:\n{text}")
+    print(f"{what}: no libpq")
+
+
+def step_sqlite_only(args, work, files):
+    prefix = os.path.join(os.path.dirname(work), "install", "prefix")
+    library = find_one(f"{prefix}/lib*/libquota.so.{args.version}")
+    quotactl = find_one(f"{prefix}/bin/quotactl")
+    for program in [library, quotactl]:
+        no_libpq(f"ldd {program}", run(["ldd", program], capture=True))
+    env = dict(os.environ,
+               PKG_CONFIG_PATH=os.path.dirname(find_one(f"{prefix}/lib*/pkgconfig/quota.pc")))
+    for flags in [["--print-requires", "--static"], ["--print-requires-private"],
+                  ["--libs", "--static"]]:
+        no_libpq(f"pkg-config {' '.join(flags)} quota",
+                 run(["pkg-config"] + flags + ["quota"], env=env, capture=True))
+    for path in sorted(glob.glob(f"{prefix}/lib*/cmake/quota/*.cmake")):
+        with open(path, encoding="utf-8") as config:
+            no_libpq(path, config.read())
+    if glob.glob(f"{prefix}/share/quota/migrations/postgresql"):
+        raise Failure("a build without PostgreSQL installed PostgreSQL's migrations")
+
+    # The components (docs/embedding.md's project): SQLite is there, PostgreSQL is not.
+    lists = files["components/CMakeLists.txt"]
+    wanting_postgresql = lists.replace("COMPONENTS SQLite", "COMPONENTS PostgreSQL")
+    if wanting_postgresql == lists:
+        raise Failure("components/CMakeLists.txt does not ask for COMPONENTS SQLite")
+    projects = {}
+    for name, text in [("project", lists), ("missing", wanting_postgresql)]:
+        projects[name] = os.path.join(work, name)
+        os.makedirs(projects[name])
+        with open(os.path.join(projects[name], "CMakeLists.txt"), "w", encoding="utf-8") as out:
+            out.write(text)
+        with open(os.path.join(projects[name], "main.cpp"), "w", encoding="utf-8") as out:
+            out.write(REFUSAL_MAIN)
+    refused = subprocess.run([args.cmake, "-S", projects["missing"], "-B",
+                              os.path.join(work, "missing-build"), f"-DCMAKE_PREFIX_PATH={prefix}"],
+                             capture_output=True, text=True)
+    if refused.returncode == 0 or "PostgreSQL" not in refused.stdout + refused.stderr:
+        raise Failure("find_package(quota REQUIRED COMPONENTS PostgreSQL) did not fail:\n"
+                      + refused.stdout + refused.stderr)
+    build = os.path.join(work, "build")
+    configure_and_build(args, projects["project"], build, [f"-DCMAKE_PREFIX_PATH={prefix}"],
+                        sanitized=True)
+    configured = run([args.cmake, build], capture=True)
+    if "quota backends: SQLite\n" not in configured:
+        raise Failure(f"quota_BACKENDS is not SQLite alone:\n{configured}")
+    scratch = os.path.join(work, "run")
+    os.makedirs(scratch)
+    output = run([os.path.join(build, "app")], cwd=scratch, capture=True)
+    if NO_POSTGRESQL not in output:
+        raise Failure(f"Engine::open on postgresql:// said {output!r}, not {NO_POSTGRESQL!r}")
+    print(output, end="")
+
+    # quotactl: a file works; a PostgreSQL location is bad input (exit 2), refused clearly.
+    database = os.path.join(scratch, "cli.db")
+    run([quotactl, "--db", database, "migrate"], capture=True)
+    run([quotactl, "--db", database, "limit", "set", "l", "--max", "1", "--per", "1m"],
+        capture=True)
+    run([quotactl, "--db", database, "consume", "l", "o"], capture=True)
+    for command in [["migrate"], ["consume", "l", "o"], ["status"]]:
+        refused = subprocess.run([quotactl, "--db", "postgres://u:secret@localhost/app"] + command,
+                                 capture_output=True, text=True)
+        if (refused.returncode != 2 or NO_POSTGRESQL not in refused.stderr
+                or "secret" in refused.stderr):
+            raise Failure(f"quotactl {command} on postgres:// exited {refused.returncode} with "
+                          f"{refused.stderr!r}, not 2 with {NO_POSTGRESQL!r}")
+        print(f"quotactl {' '.join(command)}: {refused.stderr.strip()}")
+
+
+def step_backend_options(args, work):
+    """Configures --source (only configures: nothing is built) with each option value."""
+    quiet = ["-DQUOTA_TESTS=OFF", "-DQUOTA_QUOTACTL=OFF", "-DQUOTA_EXAMPLES=OFF",
+             "-DQUOTA_BENCH=OFF", "-DQUOTA_INSTALL=OFF"]
+    # pkg-config looking in an empty folder finds no libpq, as on a machine without libpq-dev.
+    no_libpq_dir = os.path.join(work, "no-pkgconfig")
+    os.makedirs(no_libpq_dir)
+    without_libpq = dict(os.environ, PKG_CONFIG_LIBDIR=no_libpq_dir, PKG_CONFIG_PATH="")
+    cases = [(["-DQUOTA_POSTGRESQL=maybe"], None, False,
+              "QUOTA_POSTGRESQL is 'maybe': give AUTO, ON or OFF"),
+             (["-DQUOTA_SQLITE=OFF"], None, False, "configure with QUOTA_SQLITE=AUTO or ON"),
+             (["-DQUOTA_POSTGRESQL=ON"], without_libpq, False,
+              "QUOTA_POSTGRESQL=ON but libpq was not found: install libpq-dev and pkg-config, "
+              "or configure with -DQUOTA_POSTGRESQL=OFF"),
+             ([], without_libpq, True, "quota: backends SQLite\n")]
+    for number, (options, env, succeeds, wanted) in enumerate(cases):
+        build = os.path.join(work, f"build{number}")
+        configured = subprocess.run([args.cmake, "-S", args.source, "-B", build, "-G",
+                                     args.generator] + quiet + options, env=env,
+                                    capture_output=True, text=True)
+        # CMake wraps long messages: compare with the lines joined.
+        said = re.sub(r"\s+", " ", configured.stdout + configured.stderr)
+        if (configured.returncode == 0) != succeeds or re.sub(r"\s+", " ", wanted) not in said:
+            raise Failure(f"configuring with {options} exited {configured.returncode}, "
+                          f"without {wanted!r}:\n{configured.stdout}{configured.stderr}")
+        print(f"{options or ['(AUTO, no libpq)']}: {wanted.strip()}")
+
+
 def step_python_readme(args, work, files):
     guide = markdown_files(os.path.join(args.source, "examples", "python", "README.md"))
     # The guide's commands run from the top of the source tree, after its build commands:
@@ -340,6 +482,10 @@ def main():
             step_add_subdirectory(args, work, files)
         elif args.step == "shared":
             step_shared(args, work, files)
+        elif args.step == "backend_options":
+            step_backend_options(args, work)
+        elif args.step == "sqlite_only":
+            step_sqlite_only(args, work, files)
         elif args.step == "python_readme":
             step_python_readme(args, work, files)
         else:

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "backend.h"
-#include "migrations.h"
+#include "postgresql/postgresql_store.h"
 #include "quota/postgresql.h"
 #include "quota/quota.h"
 #include "support.h"

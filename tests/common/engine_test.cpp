@@ -44,7 +44,7 @@ Result limited(std::int64_t remaining, std::int64_t retry_after_ms, std::int64_t
 // An engine on a database of its own, with a clock the test moves. A test with a Fixture runs
 // once per backend: on a SQLite file, and on a schema of its own in the PostgreSQL test server.
 struct Fixture {
-  Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  Backend backend = each_backend();
   TestDatabase database{backend};
   ManualClock clock;
   Engine engine = Engine::open(database.location(), options_with(clock));

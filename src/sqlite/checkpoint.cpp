@@ -1,9 +1,9 @@
-#include "checkpoint.h"
+#include "sqlite/checkpoint.h"
 
 #include <algorithm>
 #include <cstdint>
 
-#include "busy.h"
+#include "sqlite/busy.h"
 
 namespace quota::detail {
 

@@ -19,9 +19,9 @@
 #include <thread>
 #include <vector>
 
-#include "busy.h"
 #include "cli.h"
-#include "migrations.h"
+#include "sqlite/busy.h"
+#include "sqlite/sqlite_store.h"
 #include "support.h"
 
 namespace quota::test {
@@ -122,7 +122,7 @@ std::string migrated_problem(const std::string& path) {
   if (db.rows("PRAGMA journal_mode") != std::vector<std::vector<std::string>>{{"wal"}}) {
     return "not in WAL mode";
   }
-  const std::int64_t latest = detail::latest_version();
+  const std::int64_t latest = detail::latest_version(detail::built_in_sqlite_migrations());
   if (db.integer("SELECT count(*) FROM quota_migrations") != latest ||
       db.integer("SELECT max(version) FROM quota_migrations") != latest) {
     return "not migrated to the latest version";
@@ -189,7 +189,7 @@ TEST_CASE("a transaction a killed process left unfinished is rolled back by the 
     const json status = json::parse(run.out);
     CHECK(status["recovered_journal"] == true);
     CHECK(status["limits"] == 1);
-    CHECK(status["schema_version"] == detail::latest_version());
+    CHECK(status["schema_version"] == detail::latest_version(detail::built_in_sqlite_migrations()));
     CHECK(dump(path) == before);
     CHECK_FALSE(std::filesystem::exists(path + "-journal"));
     // Nothing left to recover the next time.
@@ -364,7 +364,9 @@ TEST_CASE("eight processes opening a new file with the library at once all succe
     remove_database(path);
     Starters starters(kProcesses, {}, [&] {
       Engine engine = Engine::open(path);
-      return engine.schema_version() == detail::latest_version() ? 0 : 1;
+      return engine.schema_version() == detail::latest_version(detail::built_in_sqlite_migrations())
+                 ? 0
+                 : 1;
     });
     starters.go();
     for (const int status : starters.statuses()) failed += status != 0;

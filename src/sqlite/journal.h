@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "busy.h"
+#include "sqlite/busy.h"
 
 namespace quota::detail {
 

@@ -1,9 +1,9 @@
-// The engine's automatic checkpoint (Options::restart_checkpoint, src/checkpoint.h): on by
+// The engine's automatic checkpoint (Options::restart_checkpoint, src/sqlite/checkpoint.h): on by
 // default, and then the WAL is started over at the connection's wal_autocheckpoint threshold
 // even while other processes keep writing; off, SQLite's own is left; a connection whose
 // automatic checkpoint is off stays so; a reader that pins the WAL delays the restart without
 // failing a consume; a wait limit cuts a wait short on its thread only.
-#include "checkpoint.h"
+#include "sqlite/checkpoint.h"
 
 #include <SQLiteCpp/Database.h>
 #include <sqlite3.h>
@@ -17,9 +17,9 @@
 #include <string>
 #include <thread>
 
-#include "busy.h"
 #include "quota/quota.h"
 #include "quota/sqlite.h"
+#include "sqlite/busy.h"
 #include "support.h"
 
 namespace quota::test {

@@ -16,8 +16,8 @@
 #include <sstream>
 
 #include "cli.h"
-#include "migrations.h"
 #include "quota/version.h"
+#include "sqlite/sqlite_store.h"
 #include "statements.h"
 #include "support.h"
 #include "text.h"
@@ -35,7 +35,9 @@ constexpr std::int64_t kStart = 1'700'000'000'000;  // 2023-11-14T22:13:20.000Z
 // [1, 2, ..., the latest schema version]: what migrating an empty database applies.
 json every_version() {
   json versions = json::array();
-  for (int v = 1; v <= quota::detail::latest_version(); ++v) versions.push_back(v);
+  for (int v = 1; v <= quota::detail::latest_version(quota::detail::built_in_sqlite_migrations());
+       ++v)
+    versions.push_back(v);
   return versions;
 }
 
@@ -117,15 +119,18 @@ TEST_CASE("quotactl migrate creates the file, applies every migration once", "[q
   Fixture f;
   const json first = f.ok({"migrate"});
   CHECK(first["applied"] == every_version());
-  CHECK(first["schema_version"] == quota::detail::latest_version());
+  CHECK(first["schema_version"] ==
+        quota::detail::latest_version(quota::detail::built_in_sqlite_migrations()));
   CHECK(std::filesystem::exists(f.db));
 
   const json again = f.ok({"migrate"});
   CHECK(again["applied"] == json::array());
-  CHECK(again["schema_version"] == quota::detail::latest_version());
+  CHECK(again["schema_version"] ==
+        quota::detail::latest_version(quota::detail::built_in_sqlite_migrations()));
 
   RawDb db(f.db);
-  CHECK(db.integer("SELECT count(*) FROM quota_migrations") == quota::detail::latest_version());
+  CHECK(db.integer("SELECT count(*) FROM quota_migrations") ==
+        quota::detail::latest_version(quota::detail::built_in_sqlite_migrations()));
   CHECK(db.integer("SELECT applied_at_ms FROM quota_migrations") == kStart);
   CHECK(db.rows("PRAGMA journal_mode")[0][0] == "wal");
 
@@ -151,7 +156,8 @@ TEST_CASE("quotactl migrate --dry-run prints the pending SQL and creates nothing
 
   const Outcome human = f.ctl({"migrate", "--dry-run"});
   CHECK(human.status == 0);
-  CHECK(human.out.find(quota::detail::built_in_migrations().front().sql) != std::string::npos);
+  CHECK(human.out.find(quota::detail::built_in_sqlite_migrations().front().sql) !=
+        std::string::npos);
   CHECK_FALSE(std::filesystem::exists(f.db));
 
   make_application_database(f.db);
@@ -162,7 +168,8 @@ TEST_CASE("quotactl migrate --dry-run prints the pending SQL and creates nothing
   f.ok({"migrate"});
   const json nothing = f.ok({"migrate", "--dry-run"});
   CHECK(nothing["pending"] == json::array());
-  CHECK(nothing["schema_version"] == quota::detail::latest_version());
+  CHECK(nothing["schema_version"] ==
+        quota::detail::latest_version(quota::detail::built_in_sqlite_migrations()));
 }
 
 TEST_CASE("quotactl status reports any SQLite database without writing", "[quotactl]") {
@@ -180,7 +187,8 @@ TEST_CASE("quotactl status reports any SQLite database without writing", "[quota
     const std::string before = read_file(f.db);
     const json status = f.ok({"status"});
     CHECK(status["schema_version"] == 0);
-    CHECK(status["latest_version"] == quota::detail::latest_version());
+    CHECK(status["latest_version"] ==
+          quota::detail::latest_version(quota::detail::built_in_sqlite_migrations()));
     CHECK(status["pending"] == every_version());
     CHECK(status["journal_mode"] == "delete");
     CHECK(status["limits"] == 0);
@@ -204,7 +212,8 @@ TEST_CASE("quotactl status reports any SQLite database without writing", "[quota
     f.ok({"consume", "bucket", "u1"});
     const std::string before = dump(f.db);
     const json status = f.ok({"status"});
-    CHECK(status["schema_version"] == quota::detail::latest_version());
+    CHECK(status["schema_version"] ==
+          quota::detail::latest_version(quota::detail::built_in_sqlite_migrations()));
     CHECK(status["pending"] == json::array());
     CHECK(status["journal_mode"] == "wal");
     CHECK(status["limits"] == 3);
@@ -220,7 +229,8 @@ TEST_CASE("quotactl status reports any SQLite database without writing", "[quota
     RawDb(f.db).exec("INSERT INTO quota_migrations VALUES (99, 'future', 'abc', 0)");
     const json status = f.ok({"status"});
     CHECK(status["schema_version"] == 99);
-    CHECK(status["latest_version"] == quota::detail::latest_version());
+    CHECK(status["latest_version"] ==
+          quota::detail::latest_version(quota::detail::built_in_sqlite_migrations()));
     CHECK(status["pending"] == json::array());
     CHECK(status.contains("problem"));
   }
@@ -273,7 +283,7 @@ TEST_CASE("quotactl limit set/get/list/rm", "[quotactl]") {
   CHECK(created["burst"].is_null());
   CHECK(created["shadow"] == false);
   CHECK(created["block_ms"].is_null());
-  // No calendar (tests/quotactl_calendar_test.cpp has those).
+  // No calendar (tests/sqlite/quotactl_calendar_test.cpp has those).
   CHECK(created["period"].is_null());
   CHECK(created["utc_offset"].is_null());
   CHECK(created["anchor_ms"].is_null());
@@ -1006,8 +1016,9 @@ TEST_CASE("quotactl binary: exit statuses, QUOTA_DB and the error line", "[quota
   const std::string binary = QUOTACTL_PATH;
   const std::string env = "QUOTA_DB=" + dir.file("env.db") + " ";
   const json migrated = json::parse(shell(env + binary + " migrate --json").out);
-  CHECK(migrated ==
-        json{{"applied", every_version()}, {"schema_version", quota::detail::latest_version()}});
+  CHECK(migrated == json{{"applied", every_version()},
+                         {"schema_version", quota::detail::latest_version(
+                                                quota::detail::built_in_sqlite_migrations())}});
   CHECK(shell(env + binary + " limit set send --max 1 --per 1h").status == 0);
   CHECK(shell(env + binary + " consume send u1 --now " + std::to_string(kStart)).status == 0);
   const Shell denied = shell(env + binary + " consume send u1 --now " + std::to_string(kStart));

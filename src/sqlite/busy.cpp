@@ -1,4 +1,4 @@
-#include "busy.h"
+#include "sqlite/busy.h"
 
 #include <SQLiteCpp/Exception.h>
 

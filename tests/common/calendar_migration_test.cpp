@@ -22,7 +22,7 @@ constexpr std::int64_t kJanuary = 1'767'225'600'000;   // 2026-01-01T00:00:00Z
 
 TEST_CASE("the calendar migration upgrades a database in place, keeping every row",
           "[calendar][migrations]") {
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   TestDatabase db(backend);
   // Every migration before 0008, as a build before it left the database...

@@ -1,6 +1,6 @@
 // Guarantees under contention on SQLite: processes and threads consuming on one WAL file admit
 // exactly what each algorithm allows and lose no update (on PostgreSQL:
-// tests/common/backends_test.cpp); a held lock is waited out promptly, up to the busy timeout,
+// tests/postgresql/backends_test.cpp); a held lock is waited out promptly, up to the busy timeout,
 // then a clear busy error; a consume inside the application's transaction commits or rolls
 // back with it, and a deferred transaction whose snapshot went stale is refused with what to
 // do.
@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "busy.h"
 #include "quota/sqlite.h"
+#include "sqlite/busy.h"
 #include "support.h"
 
 namespace quota::test {

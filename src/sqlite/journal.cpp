@@ -1,4 +1,4 @@
-#include "journal.h"
+#include "sqlite/journal.h"
 
 #include <SQLiteCpp/Database.h>
 #include <fmt/format.h>

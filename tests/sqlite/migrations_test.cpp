@@ -1,8 +1,6 @@
 // Schema migrations (docs/sql.md, issue 2): a fresh database is migrated, a migrated one is left
 // alone, and a database this build cannot use (newer, edited, not a database, not migrated)
 // is refused with the right code and left exactly as it was.
-#include "migrations.h"
-
 #include <SQLiteCpp/Database.h>
 
 #include <atomic>
@@ -15,6 +13,7 @@
 #include <vector>
 
 #include "quota/sqlite.h"
+#include "sqlite/sqlite_store.h"
 #include "support.h"
 
 namespace quota::test {
@@ -70,11 +69,11 @@ TEST_CASE("a new database is migrated to the latest version", "[migrations]") {
   ManualClock clock;
   clock.set(1'234'567);
   Engine engine = Engine::open(path, options_with(clock));
-  CHECK(engine.schema_version() == detail::latest_version());
+  CHECK(engine.schema_version() == detail::latest_version(detail::built_in_sqlite_migrations()));
   CHECK(journal_mode(path) == "wal");
 
   RawDb raw(path);
-  const auto& built_in = detail::built_in_migrations();
+  const auto& built_in = detail::built_in_sqlite_migrations();
   const auto rows = raw.rows(
       "SELECT version, name, checksum, applied_at_ms FROM quota_migrations "
       "ORDER BY version");
@@ -87,8 +86,8 @@ TEST_CASE("a new database is migrated to the latest version", "[migrations]") {
   CHECK(raw.rows("SELECT name FROM sqlite_schema WHERE name NOT LIKE 'quota\\_%' ESCAPE '\\' "
                  "AND name NOT LIKE 'sqlite\\_autoindex\\_quota\\_%' ESCAPE '\\'")
             .empty());
-  for (const char* name : {"quota_migrations", "quota_limits", "quota_log", "quota_log_owners", "quota_windows",
-                           "quota_resets", "quota_usage"}) {
+  for (const char* name : {"quota_migrations", "quota_limits", "quota_log", "quota_log_owners",
+                           "quota_windows", "quota_resets", "quota_usage"}) {
     CAPTURE(name);
     CHECK(raw.integer(std::string("SELECT count(*) FROM sqlite_schema WHERE name = '") + name +
                       "'") == 1);
@@ -97,7 +96,7 @@ TEST_CASE("a new database is migrated to the latest version", "[migrations]") {
 }
 
 TEST_CASE("the built-in migrations are the files of migrations/, verbatim", "[migrations]") {
-  const auto& built_in = detail::built_in_migrations();
+  const auto& built_in = detail::built_in_sqlite_migrations();
   REQUIRE_FALSE(built_in.empty());
   for (std::size_t i = 0; i < built_in.size(); ++i) {
     const auto& migration = built_in[i];
@@ -127,7 +126,7 @@ TEST_CASE("opening a migrated database again changes nothing", "[migrations]") {
   clock.advance(60'000);
   for (int i = 0; i < 2; ++i) {
     Engine engine = Engine::open(path, options_with(clock));
-    CHECK(engine.schema_version() == detail::latest_version());
+    CHECK(engine.schema_version() == detail::latest_version(detail::built_in_sqlite_migrations()));
   }
   Options no_migrate = options_with(clock);
   no_migrate.migrate = false;
@@ -142,7 +141,8 @@ TEST_CASE("a database migrated by a newer build is refused and left alone", "[mi
   {
     RawDb raw(path);
     raw.exec("INSERT INTO quota_migrations VALUES (" +
-             std::to_string(detail::latest_version() + 1) + ", 'from_the_future', 'abc', 0)");
+             std::to_string(detail::latest_version(detail::built_in_sqlite_migrations()) + 1) +
+             ", 'from_the_future', 'abc', 0)");
     raw.exec("PRAGMA journal_mode = DELETE");  // so that a switch to WAL would show
   }
   const std::string before = dump(path);
@@ -151,8 +151,10 @@ TEST_CASE("a database migrated by a newer build is refused and left alone", "[mi
   Options no_migrate;
   no_migrate.migrate = false;
   CHECK(code_of_open(path, no_migrate) == ErrorCode::schema_too_new);
-  CHECK_THAT(message_of_open(path), Catch::Contains(std::to_string(detail::latest_version() + 1)) &&
-                                        Catch::Contains("newer build"));
+  CHECK_THAT(message_of_open(path),
+             Catch::Contains(std::to_string(
+                 detail::latest_version(detail::built_in_sqlite_migrations()) + 1)) &&
+                 Catch::Contains("newer build"));
   {
     SQLite::Database db(path, SQLite::OPEN_READWRITE);
     try {
@@ -193,12 +195,12 @@ TEST_CASE("an application's database keeps its own tables and rows", "[migration
 
   SECTION("opened by path") {
     Engine engine = Engine::open(path);
-    CHECK(engine.schema_version() == detail::latest_version());
+    CHECK(engine.schema_version() == detail::latest_version(detail::built_in_sqlite_migrations()));
   }
   SECTION("on the application's own connection, whose journal mode stays") {
     SQLite::Database db(path, SQLite::OPEN_READWRITE);
     Engine engine = quota::sqlite::attach(db);
-    CHECK(engine.schema_version() == detail::latest_version());
+    CHECK(engine.schema_version() == detail::latest_version(detail::built_in_sqlite_migrations()));
     CHECK(journal_mode(path) == "delete");
   }
   // The dump of the application's objects alone is what it was.
@@ -221,16 +223,17 @@ TEST_CASE("a database at version 1 is upgraded in place and keeps every owner's 
           "[migrations]") {
   TempDir dir;
   const std::string path = dir.file("quota.db");
-  const auto& built_in = detail::built_in_migrations();
+  const auto& built_in = detail::built_in_sqlite_migrations();
   REQUIRE(built_in.size() >= 2);
   {
     // What a build with only migration 0001 left behind, with owners of every table.
     RawDb raw(path);
     raw.exec(built_in[0].sql);
-    raw.exec("INSERT INTO quota_migrations VALUES (1, '" + std::string(built_in[0].name) +
-             "', '" + built_in[0].checksum + "', 0)");
-    raw.exec("INSERT INTO quota_limits VALUES ('log', 'sliding_log', 2, 1000, NULL),"
-             " ('window', 'fixed_window', 2, 1000, NULL), ('bucket', 'token_bucket', 2, 1000, 2)");
+    raw.exec("INSERT INTO quota_migrations VALUES (1, '" + std::string(built_in[0].name) + "', '" +
+             built_in[0].checksum + "', 0)");
+    raw.exec(
+        "INSERT INTO quota_limits VALUES ('log', 'sliding_log', 2, 1000, NULL),"
+        " ('window', 'fixed_window', 2, 1000, NULL), ('bucket', 'token_bucket', 2, 1000, 2)");
     raw.exec(
         "INSERT INTO quota_windows (limit_name, owner, maximum, period_ms, used, previous_used,"
         " denied, window_key, seen_ms) VALUES ('window', 'old', 2, 1000, 2, 0, 0, 5000, 5000000)");
@@ -238,7 +241,7 @@ TEST_CASE("a database at version 1 is upgraded in place and keeps every owner's 
   ManualClock clock;
   clock.set(5'000'100);
   Engine engine = Engine::open(path, options_with(clock));
-  CHECK(engine.schema_version() == detail::latest_version());
+  CHECK(engine.schema_version() == detail::latest_version(detail::built_in_sqlite_migrations()));
   // The owner written under version 1 keeps its usage; new owners are created as before.
   CHECK(engine.consume("window", "old").reason == Reason::rate_limited);
   for (const char* limit : {"log", "window", "bucket"}) {
@@ -254,7 +257,7 @@ TEST_CASE("a database at version 3 is upgraded to tables keyed by owner, every r
           "[migrations]") {
   TempDir dir;
   const std::string path = dir.file("quota.db");
-  const auto& built_in = detail::built_in_migrations();
+  const auto& built_in = detail::built_in_sqlite_migrations();
   REQUIRE(built_in.size() >= 4);
   REQUIRE(built_in[3].version == 4);
   const std::vector<std::string> tables = {"quota_windows", "quota_log_owners", "quota_log",
@@ -279,9 +282,10 @@ TEST_CASE("a database at version 3 is upgraded to tables keyed by owner, every r
       raw.exec("INSERT INTO quota_migrations VALUES (" + std::to_string(built_in[i].version) +
                ", '" + std::string(built_in[i].name) + "', '" + built_in[i].checksum + "', 0)");
     }
-    raw.exec("INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst) VALUES"
-             " ('log', 'sliding_log', 2, 1000, NULL), ('window', 'fixed_window', 2, 1000, NULL),"
-             " ('bucket', 'token_bucket', 2, 1000, 2)");
+    raw.exec(
+        "INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst) VALUES"
+        " ('log', 'sliding_log', 2, 1000, NULL), ('window', 'fixed_window', 2, 1000, NULL),"
+        " ('bucket', 'token_bucket', 2, 1000, 2)");
     raw.exec(
         "INSERT INTO quota_windows (limit_name, owner, maximum, period_ms, used, previous_used,"
         " denied, window_key, seen_ms, shadow_denied) VALUES"
@@ -291,8 +295,9 @@ TEST_CASE("a database at version 3 is upgraded to tables keyed by owner, every r
         "INSERT INTO quota_log_owners (limit_name, owner, maximum, period_ms, total,"
         " newest_at_ms, recorded, denied, seen_ms) VALUES"
         " ('log', 'old', 2, 1000, 2, 5000050, 0, 1, 5000050)");
-    raw.exec("INSERT INTO quota_log (limit_name, owner, at_ms, cost, total) VALUES"
-             " ('log', 'old', 5000010, 1, 1), ('log', 'old', 5000050, 1, 2)");
+    raw.exec(
+        "INSERT INTO quota_log (limit_name, owner, at_ms, cost, total) VALUES"
+        " ('log', 'old', 5000010, 1, 1), ('log', 'old', 5000050, 1, 2)");
     raw.exec(
         "INSERT INTO quota_buckets (limit_name, owner, maximum, period_ms, burst, level, denied,"
         " seen_ms) VALUES ('bucket', 'old', 2, 1000, 2, 0, 0, 5000000)");
@@ -303,7 +308,7 @@ TEST_CASE("a database at version 3 is upgraded to tables keyed by owner, every r
   clock.set(5'000'100);
   {
     Engine engine = Engine::open(path, options_with(clock));
-    CHECK(engine.schema_version() == detail::latest_version());
+    CHECK(engine.schema_version() == detail::latest_version(detail::built_in_sqlite_migrations()));
   }
   RawDb raw(path);
   // Later migrations add columns at the end, NULL in these rows: the rest is as it was.
@@ -408,7 +413,9 @@ TEST_CASE("engines opening a new file at the same time all get a migrated databa
       threads.emplace_back([&] {
         try {
           Engine engine = Engine::open(path);
-          if (engine.schema_version() != detail::latest_version()) throw Error(ErrorCode::io, "?");
+          if (engine.schema_version() !=
+              detail::latest_version(detail::built_in_sqlite_migrations()))
+            throw Error(ErrorCode::io, "?");
         } catch (const Error& error) {
           std::lock_guard lock(mutex);
           ++failed;

@@ -492,7 +492,7 @@ TEST_CASE("a throwing hook inside the application's transaction leaves it usable
 // or the plain statements), overrides (through the engine or plain SQL), shadow mode
 // switched on and off, time moving both ways. Every field of every answer is compared.
 TEST_CASE("policies against the reference model", "[policy][property]") {
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   EngineOn f(backend);
   f.clock.set(T);

@@ -485,6 +485,7 @@ TEST_CASE("numbers of every size up to the largest accepted: the engine matches 
             6000, Scale::large);
 }
 
+#if QUOTA_HAS_POSTGRESQL
 TEST_CASE("on PostgreSQL, every algorithm matches the reference model", "[property][postgresql]") {
   const Algorithm algorithm = GENERATE(Algorithm::sliding_log, Algorithm::fixed_window,
                                        Algorithm::sliding_window, Algorithm::token_bucket);
@@ -499,6 +500,7 @@ TEST_CASE("on PostgreSQL, mixed limits and numbers of every size match the refer
              Algorithm::token_bucket},
             8000, Scale::large, Backend::postgresql);
 }
+#endif
 
 }  // namespace
 }  // namespace quota::test

@@ -36,7 +36,7 @@ Limit blocking(Algorithm algorithm, std::int64_t block_ms, std::int64_t maximum 
 
 TEST_CASE("a rate_limited denial blocks the owner until t + block, on every algorithm",
           "[lockout]") {
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   const Algorithm algorithm = GENERATE(Algorithm::sliding_log, Algorithm::fixed_window,
                                        Algorithm::sliding_window, Algorithm::token_bucket);
   CAPTURE(to_string(backend), to_string(algorithm));
@@ -101,7 +101,7 @@ TEST_CASE("a rate_limited denial blocks the owner until t + block, on every algo
 }
 
 TEST_CASE("shadow mode never blocks, and a limit without a block ignores old blocks", "[lockout]") {
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   EngineOn f(backend);
   f.clock.set(T);
@@ -130,7 +130,7 @@ TEST_CASE("shadow mode never blocks, and a limit without a block ignores old blo
 }
 
 TEST_CASE("an override's owner: exempt is never blocked, deny is owner_denied", "[lockout]") {
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   EngineOn f(backend);
   f.clock.set(T);
@@ -145,7 +145,7 @@ TEST_CASE("an override's owner: exempt is never blocked, deny is owner_denied", 
 }
 
 TEST_CASE("consume_all blocks only on the deciding limit; a refund leaves the block", "[lockout]") {
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   EngineOn f(backend);
   f.clock.set(T);
@@ -168,7 +168,7 @@ TEST_CASE("consume_all blocks only on the deciding limit; a refund leaves the bl
 }
 
 TEST_CASE("quota_usage shows blocked_until_ms while the block holds", "[lockout][sql]") {
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   EngineOn f(backend);
   // The view takes the database's own time, so the engine runs on the real clock here.
@@ -186,7 +186,7 @@ TEST_CASE("quota_usage shows blocked_until_ms while the block holds", "[lockout]
 }
 
 TEST_CASE("a block outside 1 ms to 366 days is refused and changes nothing", "[lockout]") {
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   EngineOn f(backend);
   f.engine.define(make_limit("login"));
@@ -221,7 +221,7 @@ Run quotactl_on(const TestDatabase& db, std::vector<std::string> args) {
 
 TEST_CASE("quotactl refuses bad --block, --wait and usage options with exit 2, changing nothing",
           "[lockout][quotactl]") {
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   TestDatabase db(backend);
   REQUIRE(quotactl_on(db, {"migrate"}).status == 0);
@@ -253,7 +253,7 @@ TEST_CASE("quotactl refuses bad --block, --wait and usage options with exit 2, c
 
 TEST_CASE("quotactl: --block, usage --by blocked and usage --owner across limits",
           "[lockout][quotactl]") {
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   TestDatabase db(backend);
   const auto at = [&](std::int64_t ms, std::vector<std::string> args) {
@@ -312,7 +312,7 @@ TEST_CASE("quotactl: --block, usage --by blocked and usage --owner across limits
 
 TEST_CASE("Engine::owner_usage(owner) lists the limits where the owner has state or an override",
           "[lockout][usage]") {
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   EngineOn f(backend);
   f.clock.set(T);
@@ -351,7 +351,7 @@ Engine real_clock_engine(const TestDatabase& db) { return Engine::open(db.locati
 
 TEST_CASE("acquire sleeps for the retry, then consumes; a shorter deadline returns at once",
           "[lockout][acquire]") {
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   TestDatabase db(backend);
   Engine engine = real_clock_engine(db);
@@ -385,7 +385,7 @@ TEST_CASE("acquire sleeps for the retry, then consumes; a shorter deadline retur
 
 TEST_CASE("threads waiting on one Engine each get their turn, and do not hold it while asleep",
           "[lockout][acquire]") {
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   TestDatabase db(backend);
   Engine engine = real_clock_engine(db);
@@ -414,7 +414,7 @@ TEST_CASE("threads waiting on one Engine each get their turn, and do not hold it
 }
 
 TEST_CASE("a waiter is cancelled from another thread at once", "[lockout][acquire]") {
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   TestDatabase db(backend);
   Engine engine = real_clock_engine(db);
@@ -439,11 +439,10 @@ TEST_CASE("a waiter is cancelled from another thread at once", "[lockout][acquir
 
 TEST_CASE("the lockout migration upgrades a database in place, keeping every row",
           "[lockout][migrations]") {
-  const Backend backend = GENERATE(Backend::sqlite, Backend::postgresql);
+  const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   TestDatabase db(backend);
-  const auto& built_in = backend == Backend::sqlite ? detail::built_in_sqlite_migrations()
-                                                    : detail::built_in_postgresql_migrations();
+  const auto& built_in = built_in_migrations(backend);
   // Every migration before 0007, as a build before it left the database...
   db.migrate_before(7);
   // ...with an owner at its limit in a fixed window, written with plain SQL (this build's
