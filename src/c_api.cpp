@@ -124,6 +124,49 @@ quota::Calendar calendar_of(int calendar) {
   }
 }
 
+int c_algorithm(quota::Algorithm algorithm) {
+  switch (algorithm) {
+    case quota::Algorithm::sliding_log:
+      return QUOTA_SLIDING_LOG;
+    case quota::Algorithm::fixed_window:
+      return QUOTA_FIXED_WINDOW;
+    case quota::Algorithm::sliding_window:
+      return QUOTA_SLIDING_WINDOW;
+    case quota::Algorithm::token_bucket:
+      return QUOTA_TOKEN_BUCKET;
+  }
+  return -1;
+}
+
+int c_calendar(std::optional<quota::Calendar> calendar) {
+  if (!calendar) return QUOTA_NO_CALENDAR;
+  switch (*calendar) {
+    case quota::Calendar::day:
+      return QUOTA_DAY;
+    case quota::Calendar::week:
+      return QUOTA_WEEK;
+    case quota::Calendar::month:
+      return QUOTA_MONTH;
+    case quota::Calendar::year:
+      return QUOTA_YEAR;
+  }
+  return QUOTA_NO_CALENDAR;
+}
+
+quota_limit c_limit(const quota::Limit& limit) {
+  quota_limit out{};
+  out.algorithm = c_algorithm(limit.algorithm);
+  out.maximum = limit.maximum;
+  out.period_ms = limit.period.count();
+  out.burst = limit.burst.value_or(QUOTA_NO_BURST);
+  out.shadow = limit.shadow ? 1 : 0;
+  out.block_ms = limit.block ? limit.block->count() : 0;
+  out.calendar = c_calendar(limit.calendar);
+  out.utc_offset_minutes = static_cast<int>(limit.utc_offset.count());
+  out.anchor_ms = limit.anchor_ms.value_or(QUOTA_NO_ANCHOR);
+  return out;
+}
+
 // The C names of the bounds, in the messages; the bounds themselves are the C++ API's.
 void check_anchor(std::int64_t anchor_ms, const char* otherwise) {
   if (anchor_ms < 0 || anchor_ms > quota::kAnchorBound) {
@@ -298,6 +341,30 @@ int operate_many(BatchOperation operation, quota_engine* engine, const quota_req
   });
 }
 
+// The names of quota_consume_all's and quota_acquire_all's arrays.
+std::vector<std::string_view> names_of(const char* const* limits, const size_t* limit_lengths,
+                                       size_t count) {
+  if (count > 0 && (limits == nullptr || limit_lengths == nullptr)) {
+    throw Error(quota::ErrorCode::invalid_argument,
+                "limits and limit_lengths are NULL: pass arrays of `count` names");
+  }
+  std::vector<std::string_view> names;
+  for (size_t i = 0; i < count; ++i) {
+    names.push_back(text(limits[i], limit_lengths[i], "a limit name"));
+  }
+  return names;
+}
+
+// Stores a decision over `names` into *result and *deciding (its index; either may be NULL).
+void store_decision(const quota::Decision& decision, const std::vector<std::string_view>& names,
+                    quota_result* result, size_t* deciding) {
+  store(decision.result, result);
+  if (deciding != nullptr) {
+    *deciding =
+        static_cast<size_t>(std::find(names.begin(), names.end(), decision.limit) - names.begin());
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -370,6 +437,21 @@ int quota_define(quota_engine* engine, const char* name, size_t name_length, int
     limit.period = std::chrono::milliseconds(period_ms);
     if (burst != QUOTA_NO_BURST) limit.burst = burst;
     target.define(limit);
+  });
+}
+
+int quota_ensure(quota_engine* engine, const char* name, size_t name_length, int algorithm,
+                 int64_t maximum, int64_t period_ms, int64_t burst, quota_limit* stored) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    quota::Limit limit;
+    limit.name = std::string(text(name, name_length, "the limit name"));
+    limit.algorithm = algorithm_of(algorithm);
+    limit.maximum = maximum;
+    limit.period = std::chrono::milliseconds(period_ms);
+    if (burst != QUOTA_NO_BURST) limit.burst = burst;
+    const quota::Limit found = target.ensure(limit);
+    if (stored) *stored = c_limit(found);
   });
 }
 
@@ -546,21 +628,24 @@ int quota_consume_all(quota_engine* engine, const char* const* limits, const siz
                       quota_result* result, size_t* deciding) {
   return guarded([&] {
     quota::Engine& target = engine_of(engine);
-    if (count > 0 && (limits == nullptr || limit_lengths == nullptr)) {
-      throw Error(quota::ErrorCode::invalid_argument,
-                  "limits and limit_lengths are NULL: pass arrays of `count` names");
-    }
-    std::vector<std::string_view> names;
-    for (size_t i = 0; i < count; ++i) {
-      names.push_back(text(limits[i], limit_lengths[i], "a limit name"));
-    }
-    const quota::Decision decision =
-        target.consume_all(names, text(owner, owner_length, "the owner"), cost);
-    store(decision.result, result);
-    if (deciding != nullptr) {
-      *deciding = static_cast<size_t>(std::find(names.begin(), names.end(), decision.limit) -
-                                      names.begin());
-    }
+    const std::vector<std::string_view> names = names_of(limits, limit_lengths, count);
+    store_decision(target.consume_all(names, text(owner, owner_length, "the owner"), cost), names,
+                   result, deciding);
+  });
+}
+
+int quota_acquire_all(quota_engine* engine, const char* const* limits, const size_t* limit_lengths,
+                      size_t count, const char* owner, size_t owner_length, int64_t cost,
+                      int64_t max_wait_ms, quota_cancel* cancel, quota_result* result,
+                      size_t* deciding) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    const std::vector<std::string_view> names = names_of(limits, limit_lengths, count);
+    store_decision(
+        target.acquire_all(names, text(owner, owner_length, "the owner"), cost,
+                           std::chrono::milliseconds(max_wait_ms),
+                           cancel != nullptr ? cancel->source.get_token() : std::stop_token()),
+        names, result, deciding);
   });
 }
 

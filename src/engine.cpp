@@ -181,6 +181,17 @@ bool decides_over(const Result& a, const Result& b) {
   return a.remaining < b.remaining;
 }
 
+// Sleeps for `duration` unless `stop` is requested first (or was already); false when
+// stopped.
+bool sleep_unless_stopped(std::chrono::milliseconds duration, const std::stop_token& stop) {
+  std::mutex mutex;
+  std::condition_variable_any wake;
+  std::unique_lock lock(mutex);
+  // The predicate is never true: only the time or a stop request ends the wait.
+  wake.wait_for(lock, stop, duration, [] { return false; });
+  return !stop.stop_requested();
+}
+
 }  // namespace
 
 struct Engine::Impl {
@@ -541,6 +552,12 @@ struct Engine::Impl {
     Usage usage{std::string(limit),     std::string(owner),    integer_of(row->at(7)),
                 result.remaining,       result.denied,         result.reset_at_ms,
                 integer_of(row->at(8)), integer_of(row->at(9))};
+    // An exempt owner uses no quota (docs/concepts.md): its answers say the whole capacity
+    // remains, and so does its usage, whatever it recorded before the exemption (kept, and
+    // counted again if the exemption goes). Only such an owner is answered the whole capacity
+    // with anything in use: for every other, used + remaining is the capacity, or in debt
+    // more than it with nothing remaining.
+    if (usage.remaining == usage.capacity && usage.used > 0) usage.used = 0;
     if (!detail::is_null(row->at(10))) usage.blocked_until_ms = integer_of(row->at(10));
     return std::pair{std::move(usage), result};
   }
@@ -688,7 +705,11 @@ struct Engine::Impl {
   // consume_all: every limit's before_consume first, then every consume in one savepoint;
   // on a denial, everything is rolled back and the deciding limit alone is consumed again,
   // which denies again (same state, same time) and so counts the denial.
-  Decision consume_all(const std::vector<Charge>& charges, std::int64_t cost) {
+  // `final` false: a waiting attempt of acquire, whose denial is rolled back entirely and
+  // answered as nullopt (no denial counted, no block started, no after hook or on_exceeded
+  // called); a hook's refusal is final all the same.
+  std::optional<Decision> consume_all(const std::vector<Charge>& charges, std::int64_t cost,
+                                      bool final = true) {
     const std::int64_t at = now();
     OperationSavepoint savepoint(*store);
     for (const Charge& charge : charges) {
@@ -710,6 +731,10 @@ struct Engine::Impl {
     const bool allowed = results[deciding].allowed;
     if (!allowed) {
       savepoint.roll_back();
+      if (!final) {
+        savepoint.release();
+        return std::nullopt;
+      }
       results[deciding] =
           run_at(Operation::consume, charges[deciding].limit, charges[deciding].owner, cost, at);
     }
@@ -721,7 +746,42 @@ struct Engine::Impl {
       }
     }
     savepoint.release();
+    return Decision{std::string(charges[deciding].limit), results[deciding]};
+  }
+
+  // The check of every charge at one time, and the one that decides as consume_all would:
+  // the wait acquire sleeps for. Writes nothing.
+  Decision check_all(const std::vector<Charge>& charges, std::int64_t cost) {
+    const std::int64_t at = now();
+    std::vector<Result> results;
+    std::size_t deciding = 0;
+    for (std::size_t i = 0; i < charges.size(); ++i) {
+      results.push_back(run_at(Operation::check, charges[i].limit, charges[i].owner, cost, at));
+      if (decides_over(results[i], results[deciding])) deciding = i;
+    }
     return {std::string(charges[deciding].limit), results[deciding]};
+  }
+
+  // Engine::acquire_all (validated): each attempt is a consume_all whose denial is undone;
+  // between attempts it sleeps for the checked wait (the algorithm's, or a block's that
+  // holds, never one that the attempt itself would have started). The answer that ends the
+  // wait is a lone consume_all's: an allowance, or the one denial that counts.
+  Decision acquire_all(const std::vector<Charge>& charges, std::int64_t cost,
+                       std::chrono::milliseconds max_wait, const std::stop_token& stop) {
+    const auto deadline = std::chrono::steady_clock::now() + max_wait;
+    while (!stop.stop_requested()) {
+      std::optional<Decision> attempt = writing([&] { return consume_all(charges, cost, false); });
+      if (attempt) return std::move(*attempt);
+      const Decision probe = guarded([&] { return check_all(charges, cost); });
+      const std::int64_t wait = probe.result.allowed ? 0 : probe.result.retry_after_ms;
+      if (wait < 0) break;
+      if (std::chrono::steady_clock::now() + std::chrono::milliseconds(wait) > deadline) break;
+      // Allowed by the time of the check (time passed, or another client gave units back):
+      // the next attempt comes at once.
+      if (wait > 0 && !sleep_unless_stopped(std::chrono::milliseconds(wait), stop)) break;
+      if (wait == 0 && std::chrono::steady_clock::now() >= deadline) break;
+    }
+    return *writing([&] { return consume_all(charges, cost); });
   }
 };
 
@@ -847,34 +907,69 @@ Engine postgresql::attach(pg_conn* connection, Options options) {
       detail::postgresql_on_connection(connection, {options.busy_timeout}), std::move(options));
 }
 
+namespace {
+
+// Writes `limit` (validated) into quota_limits. `replace`: a stored limit of that name is
+// overwritten (define); otherwise it is left exactly as it is (ensure).
+void store_limit(detail::Store& store, const Limit& limit, bool replace) {
+  // Same algorithm: the owners' rows stay and are read with the new numbers from their
+  // next operation on (a window row written under another period counts in the window
+  // that holds its seen_ms). Another algorithm: quota_limits' trigger discards the state.
+  // A calendar limit's owners keep the window they count until its end, unless it is
+  // longer than the new unit's longest window (kCalendarInput, src/statements.cpp).
+  store.execute(
+      std::string("INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst, shadow, "
+                  "block_ms, calendar, utc_offset_ms, anchor_ms) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6 <> 0, ?7, ?8, ?9, ?10) ON CONFLICT (name) ") +
+          (replace ? "DO UPDATE SET "
+                     "algorithm = excluded.algorithm, maximum = excluded.maximum, "
+                     "period_ms = excluded.period_ms, burst = excluded.burst, "
+                     "shadow = excluded.shadow, block_ms = excluded.block_ms, "
+                     "calendar = excluded.calendar, utc_offset_ms = excluded.utc_offset_ms, "
+                     "anchor_ms = excluded.anchor_ms"
+                   : "DO NOTHING"),
+      {Value(limit.name), Value(std::string(to_string(limit.algorithm))),
+       Value(std::int64_t{limit.maximum}), Value(std::int64_t{limit.period.count()}),
+       limit.algorithm == Algorithm::token_bucket ? Value(std::int64_t{limit.capacity()}) : Value(),
+       Value(std::int64_t{limit.shadow ? 1 : 0}),
+       limit.block ? Value(std::int64_t{limit.block->count()}) : Value(),
+       limit.calendar ? Value(std::string(to_string(*limit.calendar))) : Value(),
+       Value(std::int64_t{std::chrono::milliseconds(limit.utc_offset).count()}),
+       limit.anchor_ms ? Value(*limit.anchor_ms) : Value()});
+}
+
+}  // namespace
+
 void Engine::define(const Limit& limit) {
   validate_limit(limit);
   impl_->writing([&] {
-    // Same algorithm: the owners' rows stay and are read with the new numbers from their
-    // next operation on (a window row written under another period counts in the window
-    // that holds its seen_ms). Another algorithm: quota_limits' trigger discards the state.
-    // A calendar limit's owners keep the window they count until its end, unless it is
-    // longer than the new unit's longest window (kCalendarInput, src/statements.cpp).
-    impl_->store->execute(
-        "INSERT INTO quota_limits (name, algorithm, maximum, period_ms, burst, shadow, block_ms, "
-        "calendar, utc_offset_ms, anchor_ms) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6 <> 0, ?7, ?8, ?9, ?10) ON CONFLICT (name) DO UPDATE SET "
-        "algorithm = excluded.algorithm, maximum = excluded.maximum, "
-        "period_ms = excluded.period_ms, burst = excluded.burst, shadow = excluded.shadow, "
-        "block_ms = excluded.block_ms, calendar = excluded.calendar, "
-        "utc_offset_ms = excluded.utc_offset_ms, anchor_ms = excluded.anchor_ms",
-        {Value(limit.name), Value(std::string(to_string(limit.algorithm))),
-         Value(std::int64_t{limit.maximum}), Value(std::int64_t{limit.period.count()}),
-         limit.algorithm == Algorithm::token_bucket ? Value(std::int64_t{limit.capacity()})
-                                                    : Value(),
-         Value(std::int64_t{limit.shadow ? 1 : 0}),
-         limit.block ? Value(std::int64_t{limit.block->count()}) : Value(),
-         limit.calendar ? Value(std::string(to_string(*limit.calendar))) : Value(),
-         Value(std::int64_t{std::chrono::milliseconds(limit.utc_offset).count()}),
-         limit.anchor_ms ? Value(*limit.anchor_ms) : Value()});
+    store_limit(*impl_->store, limit, true);
     impl_->algorithms[limit.name] =
         detail::statement_algorithm(limit.algorithm, limit.calendar.has_value());
   });
+}
+
+Limit Engine::ensure(const Limit& limit) {
+  validate_limit(limit);
+  return impl_->writing([&] {
+    // The insert and the read in one transaction. On PostgreSQL another connection may
+    // still remove the limit between them (the insert that found it locked nothing): the
+    // next round then creates it.
+    for (;;) {
+      OperationSavepoint savepoint(*impl_->store);
+      store_limit(*impl_->store, limit, false);
+      const std::optional<Limit> stored = get_locked(*impl_->store, limit.name);
+      savepoint.release();
+      if (!stored) continue;
+      impl_->algorithms[stored->name] =
+          detail::statement_algorithm(stored->algorithm, stored->calendar.has_value());
+      return *stored;
+    }
+  });
+}
+
+std::int64_t Engine::now() {
+  return impl_->guarded([&] { return impl_->now(); });
 }
 
 std::optional<Limit> Engine::get(std::string_view name) {
@@ -957,47 +1052,11 @@ Result Engine::refund(std::string_view limit, std::string_view owner, std::int64
 
 namespace {
 
-// Sleeps for `duration` unless `stop` is requested first (or was already); false when
-// stopped.
-bool sleep_unless_stopped(std::chrono::milliseconds duration, const std::stop_token& stop) {
-  std::mutex mutex;
-  std::condition_variable_any wake;
-  std::unique_lock lock(mutex);
-  // The predicate is never true: only the time or a stop request ends the wait.
-  wake.wait_for(lock, stop, duration, [] { return false; });
-  return !stop.stop_requested();
-}
-
-}  // namespace
-
-Result Engine::acquire(std::string_view limit, std::string_view owner, std::int64_t cost,
-                       std::chrono::milliseconds max_wait, std::stop_token stop) {
-  if (max_wait.count() < 0) {
-    throw Error(
-        ErrorCode::invalid_argument,
-        fmt::format("invalid max_wait {} ms: give 0 (do not wait) or more", max_wait.count()));
-  }
-  const auto deadline = std::chrono::steady_clock::now() + max_wait;
-  for (;;) {
-    const Result result = consume(limit, owner, cost);
-    if (result.allowed || result.retry_after_ms < 0 || stop.stop_requested()) return result;
-    const std::chrono::milliseconds wait(result.retry_after_ms);
-    if (std::chrono::steady_clock::now() + wait > deadline) return result;
-    if (!sleep_unless_stopped(wait, stop)) return result;
-  }
-}
-
-Decision Engine::consume_all(const std::vector<std::string_view>& limits, std::string_view owner,
-                             std::int64_t cost) {
-  std::vector<Charge> charges;
-  charges.reserve(limits.size());
-  for (std::string_view limit : limits) charges.push_back({limit, owner});
-  return consume_all(charges, cost);
-}
-
-Decision Engine::consume_all(const std::vector<Charge>& charges, std::int64_t cost) {
+// consume_all's and acquire_all's charges and cost; `call` names the call in the messages.
+void validate_charges(const std::vector<Charge>& charges, std::int64_t cost, const char* call) {
   if (charges.empty()) {
-    throw Error(ErrorCode::invalid_argument, "consume_all needs at least one limit: name them");
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("{} needs at least one limit: name them", call));
   }
   for (std::size_t i = 0; i < charges.size(); ++i) {
     validate_limit_name(charges[i].limit);
@@ -1011,7 +1070,59 @@ Decision Engine::consume_all(const std::vector<Charge>& charges, std::int64_t co
     validate_owner(charges[i].owner);
   }
   validate_cost(cost);
-  return impl_->writing([&] { return impl_->consume_all(charges, cost); });
+}
+
+void validate_max_wait(std::chrono::milliseconds max_wait) {
+  if (max_wait.count() < 0) {
+    throw Error(
+        ErrorCode::invalid_argument,
+        fmt::format("invalid max_wait {} ms: give 0 (do not wait) or more", max_wait.count()));
+  }
+}
+
+std::vector<Charge> charges_of(const std::vector<std::string_view>& limits,
+                               std::string_view owner) {
+  std::vector<Charge> charges;
+  charges.reserve(limits.size());
+  for (std::string_view limit : limits) charges.push_back({limit, owner});
+  return charges;
+}
+
+}  // namespace
+
+Result Engine::acquire(std::string_view limit, std::string_view owner, std::int64_t cost,
+                       std::chrono::milliseconds max_wait, std::stop_token stop) {
+  validate_limit_name(limit);
+  validate_owner(owner);
+  validate_cost(cost);
+  validate_max_wait(max_wait);
+  const std::vector<Charge> charges{{limit, owner}};
+  // Under the failure policy, as consume is: a failure of the database may be the answer.
+  return impl_->decide<Result>(
+      [&] { return impl_->acquire_all(charges, cost, max_wait, stop).result; }, 1);
+}
+
+Decision Engine::acquire_all(const std::vector<std::string_view>& limits, std::string_view owner,
+                             std::int64_t cost, std::chrono::milliseconds max_wait,
+                             std::stop_token stop) {
+  return acquire_all(charges_of(limits, owner), cost, max_wait, std::move(stop));
+}
+
+Decision Engine::acquire_all(const std::vector<Charge>& charges, std::int64_t cost,
+                             std::chrono::milliseconds max_wait, std::stop_token stop) {
+  validate_charges(charges, cost, "acquire_all");
+  validate_max_wait(max_wait);
+  return impl_->acquire_all(charges, cost, max_wait, stop);
+}
+
+Decision Engine::consume_all(const std::vector<std::string_view>& limits, std::string_view owner,
+                             std::int64_t cost) {
+  return consume_all(charges_of(limits, owner), cost);
+}
+
+Decision Engine::consume_all(const std::vector<Charge>& charges, std::int64_t cost) {
+  validate_charges(charges, cost, "consume_all");
+  return *impl_->writing([&] { return impl_->consume_all(charges, cost); });
 }
 
 void Engine::set_hooks(std::string_view limit, Hooks hooks) {

@@ -467,7 +467,9 @@ std::vector<Usage> Model::usage(const std::string& limit, std::int64_t now) cons
     if (key.first != limit) continue;
     const Rule rule = rule_for(limit, key.second);
     const std::int64_t t = time_of(&owner_state, now);
-    const std::int64_t used = owner_state.counter->used(rule.limit, t);
+    // An exempt owner uses no quota, whatever it recorded before its exemption.
+    const std::int64_t used =
+        rule.policy == Policy::exempt ? 0 : owner_state.counter->used(rule.limit, t);
     if (used == 0 && owner_state.denied == 0 && owner_state.shadow_denied == 0) continue;
     std::int64_t remaining = std::max<std::int64_t>(rule.limit.capacity() - used, 0);
     if (rule.policy == Policy::exempt) remaining = rule.limit.capacity();

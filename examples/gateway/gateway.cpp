@@ -26,7 +26,9 @@
 // retry_after_ms rounded up to whole seconds. --port 0 picks a free port; the gateway prints
 // "listening on http://HOST:PORT" once it accepts connections, and stops cleanly on SIGINT or
 // SIGTERM. The state lives in the --db file, so a restart (or several gateways on one file)
-// keeps counting.
+// keeps counting. So do the limits: --per-ip, --per-key and --window define them in a new
+// file (Engine::ensure); once they exist the file's numbers win, so that what an operator set
+// with `quotactl limit set per-ip --max N --per 1m` is not undone by a restart.
 #include <httplib.h>
 #include <quota/engine.h>
 #include <signal.h>
@@ -61,8 +63,8 @@ std::int64_t seconds_rounded_up(std::int64_t ms) { return ms <= 0 ? 0 : (ms + 99
 
 // One limit's answer for this request, as the draft's fields describe it.
 struct Verdict {
-  std::string policy;  // the limit's name, which is also the policy's name in the fields
-  std::int64_t quota;
+  std::string policy;         // the limit's name, which is also the policy's name in the fields
+  const quota::Limit* limit;  // as the file held it at start-up
   quota::Result result;
   bool deciding;  // the limit whose answer is the request's
 };
@@ -70,12 +72,11 @@ struct Verdict {
 class Gateway {
  public:
   explicit Gateway(const Settings& settings)
-      : settings_(settings), engine_(quota::Engine::open(settings.db)) {
-    const std::chrono::seconds window(settings.window_seconds);
-    engine_.define({kPerIp, quota::Algorithm::sliding_log, settings.per_ip, window, std::nullopt});
-    engine_.define(
-        {kPerKey, quota::Algorithm::sliding_log, settings.per_key, window, std::nullopt});
-  }
+      : engine_(quota::Engine::open(settings.db)),
+        per_ip_(engine_.ensure({kPerIp, quota::Algorithm::sliding_log, settings.per_ip,
+                                std::chrono::seconds(settings.window_seconds), std::nullopt})),
+        per_key_(engine_.ensure({kPerKey, quota::Algorithm::sliding_log, settings.per_key,
+                                 std::chrono::seconds(settings.window_seconds), std::nullopt})) {}
 
   // Charges the request to its address and, with a key, to the key's digest, in one atomic
   // decision: allowed only if both limits allow; if one denies, neither is charged and only
@@ -84,11 +85,11 @@ class Gateway {
   // concurrent request may move them by a unit).
   std::vector<Verdict> admit(const std::string& address, const std::string& key) {
     std::vector<quota::Charge> charges{{kPerIp, address}};
-    std::vector<std::int64_t> quotas{settings_.per_ip};
+    std::vector<const quota::Limit*> limits{&per_ip_};
     const std::string key_owner = key.empty() ? std::string() : gateway::key_owner(key);
     if (!key.empty()) {
       charges.push_back({kPerKey, key_owner});
-      quotas.push_back(settings_.per_key);
+      limits.push_back(&per_key_);
     }
     const quota::Decision decision = engine_.consume_all(charges);
     std::vector<Verdict> verdicts;
@@ -96,7 +97,7 @@ class Gateway {
       const std::string policy(charges[i].limit);
       const bool deciding = policy == decision.limit;
       verdicts.push_back(
-          {policy, quotas[i],
+          {policy, limits[i],
            deciding ? decision.result : engine_.check(charges[i].limit, charges[i].owner),
            deciding});
     }
@@ -114,8 +115,8 @@ class Gateway {
         policies += ", ";
         limits += ", ";
       }
-      policies += "\"" + verdict.policy + "\";q=" + std::to_string(verdict.quota) +
-                  ";w=" + std::to_string(settings_.window_seconds);
+      policies += "\"" + verdict.policy + "\";q=" + std::to_string(verdict.limit->maximum) +
+                  ";w=" + std::to_string(seconds_rounded_up(verdict.limit->period.count()));
       limits += "\"" + verdict.policy + "\";r=" + std::to_string(verdict.result.remaining) +
                 ";t=" + std::to_string(seconds_rounded_up(verdict.result.reset_at_ms - now));
       if (verdict.deciding && !verdict.result.allowed) refusal = &verdict;
@@ -136,8 +137,9 @@ class Gateway {
   }
 
  private:
-  Settings settings_;
   quota::Engine engine_;
+  const quota::Limit per_ip_;
+  const quota::Limit per_key_;
 };
 
 std::optional<Settings> parse(int argc, char** argv) {

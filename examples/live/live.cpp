@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
   const std::string user = argv[2];
   try {
     quota::Engine engine = quota::Engine::open(argv[1]);
-    engine.define({kLimit, quota::Algorithm::token_bucket, 1, std::chrono::seconds(2), 5});
+    // Created on the first run; afterwards the file's limit wins (quotactl limit set).
+    engine.ensure({kLimit, quota::Algorithm::token_bucket, 1, std::chrono::seconds(2), 5});
     if (argc == 4 && std::string(argv[3]) == "--send") {
       const quota::Result sent = engine.consume(kLimit, user);
       std::cout << (sent.allowed ? "sent\n" : "not sent: no message left\n");

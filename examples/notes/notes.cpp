@@ -67,7 +67,8 @@ int main(int argc, char** argv) {
 
     quota::Engine engine =
         quota::sqlite::attach(db);  // migrates the quota_* tables into the same file
-    engine.define({kSaveLimit, quota::Algorithm::sliding_log, /*maximum*/ 3, std::chrono::hours(1),
+    // Created on the first run; afterwards the file's limit wins (quotactl limit set).
+    engine.ensure({kSaveLimit, quota::Algorithm::sliding_log, /*maximum*/ 3, std::chrono::hours(1),
                    /*burst*/ std::nullopt});
 
     save_note(db, engine, "alice", "Buy milk");

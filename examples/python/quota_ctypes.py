@@ -32,6 +32,8 @@ NO_BURST = 0
 DAY, WEEK, MONTH, YEAR = 0, 1, 2, 3
 # QUOTA_NO_ANCHOR: define_calendar's anchor_ms=None.
 NO_ANCHOR = -1
+# QUOTA_NO_CALENDAR: a quota_limit without a calendar period (Limit.calendar None).
+NO_CALENDAR = -1
 # QUOTA_REASON_*: why an operation answered as it did.
 (REASON_OK, REASON_RATE_LIMITED, REASON_COST_EXCEEDS_CAPACITY, REASON_OWNER_DENIED,
  REASON_HOOK_DENIED, REASON_STORE_UNAVAILABLE, REASON_BLOCKED) = range(7)
@@ -53,6 +55,20 @@ class _Usage(ctypes.Structure):
         ("shadow_denied", ctypes.c_int64),
         ("capacity", ctypes.c_int64),
         ("blocked_until_ms", ctypes.c_int64),
+    ]
+
+
+class _Limit(ctypes.Structure):
+    _fields_ = [
+        ("algorithm", ctypes.c_int),
+        ("maximum", ctypes.c_int64),
+        ("period_ms", ctypes.c_int64),
+        ("burst", ctypes.c_int64),
+        ("shadow", ctypes.c_int),
+        ("block_ms", ctypes.c_int64),
+        ("calendar", ctypes.c_int),
+        ("utc_offset_minutes", ctypes.c_int),
+        ("anchor_ms", ctypes.c_int64),
     ]
 
 
@@ -130,7 +146,7 @@ class Decision:
 class Usage:
     """An owner's usage of a limit (quota_usage), copied out of the call that reported it:
     limit, owner, used, remaining, denied, reset_at_ms, shadow_denied (a count of would-be
-    denials in shadow mode), capacity and blocked_until_ms (0 if not locked out)."""
+    denials in shadow mode), capacity and blocked_until_ms (None if not locked out)."""
 
     _NUMBERS = ("used", "remaining", "denied", "reset_at_ms", "shadow_denied", "capacity",
                 "blocked_until_ms")
@@ -140,10 +156,38 @@ class Usage:
         self.owner = ctypes.string_at(usage.owner, usage.owner_length).decode("utf-8")
         for name in self._NUMBERS:
             setattr(self, name, getattr(usage, name))
+        # The C API says 0 for "not locked out"; Python says None, as the C++ API does.
+        if not self.blocked_until_ms:
+            self.blocked_until_ms = None
 
     def __repr__(self):
         numbers = ", ".join(f"{name}={getattr(self, name)}" for name in self._NUMBERS)
         return f"Usage(limit={self.limit!r}, owner={self.owner!r}, {numbers})"
+
+
+class Limit:
+    """A limit as the database holds it (quota_limit), as Engine.ensure answers it: name,
+    algorithm (SLIDING_LOG, ...), maximum, period_ms, burst (a token bucket's capacity, else
+    None), shadow (bool), block_ms (the lockout, or None), calendar (DAY, ... or None),
+    utc_offset_minutes and anchor_ms (or None)."""
+
+    def __init__(self, name, limit):
+        self.name = name
+        self.algorithm = limit.algorithm
+        self.maximum = limit.maximum
+        self.period_ms = limit.period_ms
+        self.burst = None if limit.burst == NO_BURST else limit.burst
+        self.shadow = bool(limit.shadow)
+        self.block_ms = limit.block_ms or None
+        self.calendar = None if limit.calendar == NO_CALENDAR else limit.calendar
+        self.utc_offset_minutes = limit.utc_offset_minutes
+        self.anchor_ms = None if limit.anchor_ms == NO_ANCHOR else limit.anchor_ms
+
+    def __repr__(self):
+        fields = ("algorithm", "maximum", "period_ms", "burst", "shadow", "block_ms",
+                  "calendar", "utc_offset_minutes", "anchor_ms")
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in fields)
+        return f"Limit(name={self.name!r}, {shown})"
 
 
 class QuotaError(Exception):
@@ -183,6 +227,9 @@ def load(path=None):
         "quota_close": (None, [engine]),
         "quota_define": (ctypes.c_int, [engine] + text + [ctypes.c_int, ctypes.c_int64,
                                                           ctypes.c_int64, ctypes.c_int64]),
+        "quota_ensure": (ctypes.c_int, [engine] + text + [ctypes.c_int, ctypes.c_int64,
+                                                          ctypes.c_int64, ctypes.c_int64,
+                                                          ctypes.POINTER(_Limit)]),
         "quota_remove": (ctypes.c_int, [engine] + text + [ctypes.POINTER(ctypes.c_int)]),
         "quota_set_block": (ctypes.c_int, [engine] + text + [ctypes.c_int64]),
         "quota_define_calendar": (ctypes.c_int, [engine] + text + [ctypes.c_int64, ctypes.c_int,
@@ -212,6 +259,10 @@ def load(path=None):
         "quota_cancel_free": (None, [ctypes.c_void_p]),
         "quota_acquire": (ctypes.c_int, [engine] + text + text + [
             ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, result]),
+        "quota_acquire_all": (ctypes.c_int, [engine, ctypes.POINTER(ctypes.c_char_p),
+                                             ctypes.POINTER(ctypes.c_size_t), ctypes.c_size_t]
+                              + text + [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, result,
+                                        ctypes.POINTER(ctypes.c_size_t)]),
         "quota_last_error": (ctypes.c_char_p, []),
         "quota_status_name": (ctypes.c_char_p, [ctypes.c_int]),
         "quota_reason_name": (ctypes.c_char_p, [ctypes.c_int]),
@@ -353,6 +404,16 @@ class Engine:
         _checked(load().quota_define(self._handle, *_utf8(name), algorithm, maximum, period_ms,
                                      burst))
 
+    def ensure(self, name, algorithm, maximum, period_ms, burst=NO_BURST):
+        """Defines the limit as define would, but only when no limit of that name exists, and
+        answers the Limit as the database holds it: the one just created, or the stored one,
+        unchanged. What an application calls for the limits it declares at start-up: once a
+        limit exists the database wins, so a restart does not undo `quotactl limit set`."""
+        stored = _Limit()
+        _checked(load().quota_ensure(self._handle, *_utf8(name), algorithm, maximum, period_ms,
+                                     burst, ctypes.byref(stored)))
+        return Limit(name, stored)
+
     def remove(self, name):
         removed = ctypes.c_int()
         _checked(load().quota_remove(self._handle, *_utf8(name), ctypes.byref(removed)))
@@ -411,13 +472,21 @@ class Engine:
     def consume_all(self, limits, owner, cost=1):
         """Consumes `cost` from every limit at once: allowed only if all allow; if one denies,
         nothing is recorded anywhere and only the deciding limit counts the denial."""
+        return self._all(load().quota_consume_all, limits, owner, cost)
+
+    def acquire_all(self, limits, owner, cost=1, max_wait_ms=0, cancel=None):
+        """acquire over several limits at once, all or nothing as consume_all: waits for the
+        slowest, within `max_wait_ms`; only the final denial counts."""
+        return self._all(load().quota_acquire_all, limits, owner, cost, max_wait_ms,
+                         cancel._handle if cancel else None)
+
+    def _all(self, function, limits, owner, cost, *waiting):
         names = [_utf8(limit) for limit in limits]
         data = (ctypes.c_char_p * len(names))(*[data for data, _ in names])
         lengths = (ctypes.c_size_t * len(names))(*[length for _, length in names])
         result, deciding = Result(), ctypes.c_size_t()
-        _checked(load().quota_consume_all(self._handle, data, lengths, len(names),
-                                          *_utf8(owner), cost, ctypes.byref(result),
-                                          ctypes.byref(deciding)))
+        _checked(function(self._handle, data, lengths, len(names), *_utf8(owner), cost, *waiting,
+                          ctypes.byref(result), ctypes.byref(deciding)))
         return Decision(limits[deciding.value], deciding.value, result)
 
     def acquire(self, limit, owner, cost=1, max_wait_ms=0, cancel=None):
@@ -492,7 +561,13 @@ def demo(database, check):
 
     now = [1_700_000_000_000]
     with Engine(database, clock=lambda: now[0]) as engine:
-        engine.define("api", SLIDING_LOG, 2, 1000)
+        # The limits the application declares at start-up: created when missing, otherwise
+        # left as an operator set them (`quotactl limit set`), which ensure answers.
+        declared = engine.ensure("api", SLIDING_LOG, 2, 1000)
+        again = engine.ensure("api", SLIDING_LOG, 99, 60_000)
+        print("ensure:", again)
+        expect((declared.maximum, again.maximum, again.period_ms, again.burst)
+               == (2, 2, 1000, None), "ensure creates once, then answers the stored limit")
         answers = [engine.consume("api", "user:ü") for _ in range(3)]
         for answer in answers:
             print("consume:", answer)
@@ -609,7 +684,7 @@ def demo_lockout_and_usage(engine, now, expect):
     expect([(row.limit, row.owner, row.used, row.remaining, row.capacity) for row in rows] ==
            [("login", "eve", 2, 0, 2), ("reads", "eve", 3, 7, 10)], "owner_usage's rows")
     expect(rows[0].blocked_until_ms == now[0] + 3_600_000 and rows[0].denied == 1 and
-           rows[1].blocked_until_ms == 0, "owner_usage: the lockout's end and the denial")
+           rows[1].blocked_until_ms is None, "owner_usage: the lockout's end and the denial")
     expect(engine.owner_usage("nobody") == [], "owner_usage of an owner without state")
 
     # None lifts the lockout: a denial is a plain rate_limited again.
@@ -777,6 +852,17 @@ def demo_acquire(expect):
         expect(at_once.allowed == 0 and at_once.retry_after_ms > 0,
                "acquire without a wait answers the denial")
         expect(waited.allowed == 1, "acquire waits its turn")
+        slow = [row for row in engine.owner_usage("u") if row.limit == "slow"][0]
+        expect(slow.denied == 1, "only the refusal that ended a wait counts as a denial")
+
+        # Several limits at once, all or nothing: waits for the slower one.
+        engine.define("quick", SLIDING_LOG, 1, 200)
+        engine.define("slower", SLIDING_LOG, 1, 400)
+        engine.consume_all(["quick", "slower"], "u")
+        both = engine.acquire_all(["quick", "slower"], "u", max_wait_ms=10_000)
+        print("acquire_all:", both)
+        expect(both.result.allowed == 1 and both.result.denied == 0,
+               "acquire_all waits for the slowest, counting no denial")
 
         # Cancelled from another thread: without the cancel, it would wait 30 s and succeed.
         engine.define("hourly", SLIDING_LOG, 1, 30_000)

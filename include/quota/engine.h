@@ -196,6 +196,13 @@ class QUOTA_API Engine {
   // from now on. Different algorithm: the limit's state is discarded. Throws Error
   // (invalid_argument) for a bad name or out-of-range numbers, changing nothing.
   void define(const Limit& limit);
+  // Defines `limit` only when no limit of its name exists, and returns the limit as the
+  // database holds it: `limit` when it was just created, otherwise the stored definition,
+  // whatever it is, unchanged. The call for an application that declares its limits at
+  // start-up: the database is the source of truth once a limit exists, so a restart does not
+  // undo what an operator changed since (`quotactl limit set`); define overwrites. Throws
+  // Error (invalid_argument) for an invalid `limit`, whether or not one is stored.
+  Limit ensure(const Limit& limit);
   std::optional<Limit> get(std::string_view name);
   std::vector<Limit> list();  // by name
   // Removes the limit and its state; false when there was no such limit.
@@ -220,19 +227,36 @@ class QUOTA_API Engine {
   // like a check of cost 1 afterwards. Writes the owner's remembered time like a consume.
   Result refund(std::string_view limit, std::string_view owner, std::int64_t cost = 1);
 
-  // Waits for its turn: consumes, and while denied with a finite retry_after_ms that ends
-  // within `max_wait` of the call, sleeps exactly retry_after_ms and consumes again. Returns
-  // the first allowed answer, or the last denial at once when its wait would end past the
-  // deadline, when it can never be allowed (retry_after_ms -1), or when `stop` is requested
-  // (before or during a sleep; the sleep ends at once). One sleep per attempt, no polling;
-  // the Engine is not locked while a thread sleeps, so any number of threads may wait on one
-  // Engine while others use it. Cancel from another thread with the std::stop_source whose
-  // token was passed (a std::jthread's own token works too). The deadline is measured on
-  // std::chrono::steady_clock, the waits come from Options::clock: use a real clock (a fixed
-  // clock never moves, so the retries keep being denied until the deadline). Throws as consume
-  // does, and Error (invalid_argument) for a negative max_wait.
+  // Waits for its turn: consumes, and while denied with a finite wait that ends within
+  // `max_wait` of the call, sleeps exactly that long and consumes again. Returns the first
+  // allowed answer, or a denial at once when the wait would end past the deadline, when it
+  // can never be allowed (retry_after_ms -1), or when `stop` is requested (before or during a
+  // sleep; the sleep ends at once). Only that final denial counts: a waiting attempt that is
+  // denied is undone (it adds nothing to `denied`, starts no block, and calls no after hook
+  // nor on_exceeded; before_consume is asked at every attempt), and the wait slept is the
+  // algorithm's own (or that of a block already holding), never a block the attempt would
+  // have started; the final denial counts once, may start a block and calls on_exceeded
+  // once. So a patient client does not look like an abuser in usage(..., UsageOrder::denied).
+  // One sleep per attempt, no polling; the Engine is not locked while a thread sleeps, so any
+  // number of threads may wait on one Engine while others use it. Cancel from another thread
+  // with the std::stop_source whose token was passed (a std::jthread's own token works too).
+  // The deadline is measured on std::chrono::steady_clock, the waits come from
+  // Options::clock: use a real clock (a fixed clock never moves, so the attempts keep being
+  // denied until the deadline). Throws as consume does (and answers under the failure policy
+  // as consume does), and Error (invalid_argument) for a negative max_wait.
   Result acquire(std::string_view limit, std::string_view owner, std::int64_t cost,
                  std::chrono::milliseconds max_wait, std::stop_token stop = {});
+  // acquire over several limits at once, all or nothing, as consume_all decides: each
+  // attempt is a consume_all, and while it is denied acquire_all sleeps for the longest wait
+  // of the limits (the slowest), within `max_wait`, and tries again. Only the final denial
+  // counts, on the deciding limit, as for acquire. Throws Error (invalid_argument) as
+  // consume_all does and for a negative max_wait.
+  Decision acquire_all(const std::vector<std::string_view>& limits, std::string_view owner,
+                       std::int64_t cost, std::chrono::milliseconds max_wait,
+                       std::stop_token stop = {});
+  // The same with an owner per limit (see consume_all).
+  Decision acquire_all(const std::vector<Charge>& charges, std::int64_t cost,
+                       std::chrono::milliseconds max_wait, std::stop_token stop = {});
 
   // Consumes `cost` from every limit at once, in one savepoint (inside the caller's
   // transaction, on the application's connection): allowed only if every limit allows.
@@ -330,6 +354,11 @@ class QUOTA_API Engine {
 
   // The schema version of the open database.
   int schema_version();
+
+  // The time the Engine's operations are evaluated at now (Unix ms): Options::clock, or with
+  // Options::server_clock the database's clock (one round trip). For showing countdowns from
+  // the same time the answers count from.
+  std::int64_t now();
 
   // Calls `callback` with `owner`'s usage of `limit` now, and again whenever it changes,
   // until the returned handle is destroyed: through this Engine, another Engine, another

@@ -93,6 +93,9 @@ enum { QUOTA_DAY = 0, QUOTA_WEEK = 1, QUOTA_MONTH = 2, QUOTA_YEAR = 3 };
 /* quota_define_calendar's anchor for "none": the windows start where the unit does. */
 #define QUOTA_NO_ANCHOR (-1)
 
+/* quota_limit's calendar for "none": a limit of period_ms from the epoch. */
+#define QUOTA_NO_CALENDAR (-1)
+
 /* An open database. Opaque: only pointers to it exist. */
 typedef struct quota_engine quota_engine;
 
@@ -190,6 +193,30 @@ QUOTA_API void quota_close(quota_engine* engine);
  * state is kept; another algorithm: the limit's state is discarded. */
 QUOTA_API int quota_define(quota_engine* engine, const char* name, size_t name_length,
                            int algorithm, int64_t maximum, int64_t period_ms, int64_t burst);
+
+/* A limit as the database holds it (quota::Limit), as quota_ensure returns it. */
+typedef struct quota_limit {
+  int algorithm;          /* QUOTA_SLIDING_LOG, ... */
+  int64_t maximum;        /* units per period */
+  int64_t period_ms;      /* a calendar limit: its unit's longest window */
+  int64_t burst;          /* a token bucket's capacity; QUOTA_NO_BURST for the others */
+  int shadow;             /* 1: shadow mode */
+  int64_t block_ms;       /* the lockout (quota_set_block); 0: none */
+  int calendar;           /* QUOTA_DAY, ... or QUOTA_NO_CALENDAR */
+  int utc_offset_minutes; /* a calendar limit's UTC offset; 0 otherwise */
+  int64_t anchor_ms;      /* a calendar limit's anchor, or QUOTA_NO_ANCHOR */
+} quota_limit;
+
+/* Defines a limit as quota_define would, but only when no limit of that name exists
+ * (quota::Engine::ensure), and stores in *stored (may be NULL) the limit as the database
+ * holds it: the one just created, or the stored definition, whatever it is, unchanged. For an
+ * application that declares its limits at start-up: once a limit exists the database is the
+ * source of truth, so a restart does not undo an operator's `quotactl limit set`
+ * (quota_define overwrites). QUOTA_ERROR_INVALID_ARGUMENT (changing nothing) for numbers out of
+ * range, whether or not the limit exists. */
+QUOTA_API int quota_ensure(quota_engine* engine, const char* name, size_t name_length,
+                           int algorithm, int64_t maximum, int64_t period_ms, int64_t burst,
+                           quota_limit* stored);
 
 /* Sets the lockout of the existing limit `name` (quota::Limit::block): a consume denied as
  * rate_limited then blocks its owner for `block_ms` (1 ms ... 366 days), answering
@@ -359,12 +386,21 @@ QUOTA_API void quota_cancel_free(quota_cancel* cancel);
 
 /* acquire: waits for its turn (quota::Engine::acquire). Consumes; while denied with a finite
  * retry_after_ms that ends within max_wait_ms (>= 0) of the call, sleeps exactly that long and
- * consumes again. *result is the first allowed answer, or the last denial: at once when its
- * wait ends past the deadline, when it can never be allowed, or when `cancel` (may be NULL)
- * is requested. The engine is not locked while a thread sleeps. */
+ * consumes again. *result is the first allowed answer, or a denial: at once when its wait
+ * ends past the deadline, when it can never be allowed, or when `cancel` (may be NULL) is
+ * requested. Only that final denial counts in `denied` (once): the attempts denied while
+ * waiting are undone. The engine is not locked while a thread sleeps. */
 QUOTA_API int quota_acquire(quota_engine* engine, const char* limit, size_t limit_length,
                             const char* owner, size_t owner_length, int64_t cost,
                             int64_t max_wait_ms, quota_cancel* cancel, quota_result* result);
+
+/* acquire_all: quota_acquire over the `count` limits of quota_consume_all at once, all or
+ * nothing, waiting for the slowest (quota::Engine::acquire_all). *result and *deciding (may
+ * be NULL) as quota_consume_all's; only the final denial counts, on the deciding limit. */
+QUOTA_API int quota_acquire_all(quota_engine* engine, const char* const* limits,
+                                const size_t* limit_lengths, size_t count, const char* owner,
+                                size_t owner_length, int64_t cost, int64_t max_wait_ms,
+                                quota_cancel* cancel, quota_result* result, size_t* deciding);
 
 /* The message of the last call on this thread that failed, as NUL-terminated UTF-8; "" after
  * a call that returned QUOTA_OK. Valid until the next quota_* call on this thread. */

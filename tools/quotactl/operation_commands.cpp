@@ -156,19 +156,24 @@ std::vector<std::string> split_limits(const std::string& text) {
   return limits;
 }
 
-// consume a,b OWNER: every limit at once; the line and JSON name the deciding limit.
+std::optional<std::chrono::milliseconds> parse_wait(const Session& session,
+                                                    const Arguments& arguments);
+
+// consume a,b OWNER: every limit at once; the line and JSON name the deciding limit. With
+// --wait, all or nothing too: it waits for the slowest limit (Engine::acquire_all).
 int consume_all(Session& session, const Arguments& arguments) {
   const std::vector<std::string> limits = split_limits(arguments.limit);
-  if (arguments.wait) {
-    throw quota::Error(quota::ErrorCode::invalid_argument,
-                       "--wait takes one limit: consume each limit on its own to wait for it");
-  }
   Arguments first = arguments;
   first.limit = limits.front();
   Request request = parse_request(first);
-  quota::Engine engine = session.open_engine();
-  const quota::Decision decision = engine.consume_all(
-      std::vector<std::string_view>(limits.begin(), limits.end()), request.owner, request.cost);
+  const std::optional<std::chrono::milliseconds> wait = parse_wait(session, arguments);
+  quota::Engine engine = wait ? session.open_engine(quota::system_clock_ms) : session.open_engine();
+  const std::vector<std::string_view> names(limits.begin(), limits.end());
+  const quota::Decision decision =
+      wait ? engine.acquire_all(names, request.owner, request.cost, *wait)
+           : engine.consume_all(names, request.owner, request.cost);
+  // The human line's times are from the moment the answer came.
+  if (wait) session.now = engine.now();
   request.limit = decision.limit;
   const int status = decision.result.allowed ? 0 : 1;
   if (session.json) {
@@ -204,7 +209,7 @@ int operate(Session& session, const Arguments& arguments, Operation operation) {
       wait ? engine.acquire(request.limit, request.owner, request.cost, *wait)
            : perform(engine, operation, request);
   // The human line's times are from the moment the answer came.
-  if (wait) session.now = quota::system_clock_ms();
+  if (wait) session.now = engine.now();
   const int status = result.allowed || operation == Operation::refund ? 0 : 1;
   if (session.json) {
     session.emit(to_json(request, result));

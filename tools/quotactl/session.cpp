@@ -105,7 +105,7 @@ std::string message_of(const quota::Error& error) {
   return error.what();
 }
 
-quota::Engine Session::open_engine(quota::Clock clock) const {
+quota::Engine Session::open_engine(quota::Clock clock) {
   // The schema is checked first on a read-only connection, so that a file quotactl refuses is
   // never opened for writing at all (the engine, too, refuses before it writes), and so that
   // the message names the exact `quotactl migrate --db PATH` (or URI) to run.
@@ -122,7 +122,9 @@ quota::Engine Session::open_engine(quota::Clock clock) const {
   options.clock = clock ? std::move(clock) : quota::Clock([now = now] { return now; });
   options.server_clock = server_clock;
   options.busy_timeout = busy_timeout;
-  return quota::Engine::open(db_path, std::move(options));
+  quota::Engine engine = quota::Engine::open(db_path, std::move(options));
+  if (server_clock) now = engine.now();
+  return engine;
 }
 
 }  // namespace quotactl

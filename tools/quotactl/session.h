@@ -96,8 +96,10 @@ struct Session {
   // Opens the database for a command other than migrate and status: it must exist, be a
   // quota database (a SQLite file, or a server's schema), and be migrated to exactly this
   // build's schema. Throws quota::Error (exit 3) otherwise, having changed nothing. Its clock
-  // is `now`, or `clock` when given (watch and consume --wait: the time as it goes on).
-  quota::Engine open_engine(quota::Clock clock = {}) const;
+  // is `now`, or `clock` when given (watch and consume --wait: the time as it goes on). With
+  // --server-clock, `now` becomes the database's time, so that what is shown counts from the
+  // time the operations use.
+  quota::Engine open_engine(quota::Clock clock = {});
 };
 
 // The error for a limit that does not exist (exit 2): the stored limits the user likely

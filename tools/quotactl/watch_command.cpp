@@ -207,6 +207,10 @@ int run_watch(Session& session, const Arguments& arguments) {
   const std::int64_t ends_at = duration ? steady_ms() + duration->count() : 0;
   const std::string if_empty = arguments.owner_filter ? "no usage and no denials for that owner"
                                                       : "no owner has usage or denials";
+  // The countdowns' now: the clock the operations use (--server-clock: the database's).
+  const auto shown_now = [&] {
+    return session.server_clock ? engine.now() : quota::system_clock_ms();
+  };
   bool first = true;
   bool force = true;  // the first screen, even with no rows
   for (;;) {
@@ -216,12 +220,11 @@ int run_watch(Session& session, const Arguments& arguments) {
       if (session.json) {
         session.out << usage_json(*rows).dump() << '\n' << std::flush;
       } else if (view) {
-        terminal->draw(usage_text(session, limit, *rows, quota::system_clock_ms(), if_empty) +
-                       "\n" + session.paint("q or Ctrl-C to leave", Colour::bold) + "\n");
+        terminal->draw(usage_text(session, limit, *rows, shown_now(), if_empty) + "\n" +
+                       session.paint("q or Ctrl-C to leave", Colour::bold) + "\n");
       } else {
         if (!first) session.out << '\n';
-        session.out << usage_text(session, limit, *rows, quota::system_clock_ms(), if_empty)
-                    << std::flush;
+        session.out << usage_text(session, limit, *rows, shown_now(), if_empty) << std::flush;
       }
       first = false;
     }
