@@ -57,7 +57,7 @@ bool read_store(const std::string& location, std::chrono::milliseconds busy_time
   if (is_server(location)) {
     const std::unique_ptr<Store> store = detail::open_postgresql(location, {busy_timeout});
     // Whatever `read` runs, the server refuses to write on this connection.
-    store->execute("SET default_transaction_read_only = on", {});
+    store->execute(detail::kReadOnlySession, {});
     read(*store);
     return false;
   }
@@ -68,7 +68,8 @@ bool read_store(const std::string& location, std::chrono::milliseconds busy_time
     // Opening and `read` are run again while another connection's lock is in the way.
     busy.wait_out([&] {
       for (;;) {
-        SQLite::Database db(location, SQLite::OPEN_READONLY);
+        const std::unique_ptr<SQLite::Database> reading = detail::open_read_only(location);
+        SQLite::Database& db = *reading;
         busy.install(db.getHandle());
         try {
           // SQLite reads the file's header only now: a file that is not a database fails here.

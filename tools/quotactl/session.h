@@ -97,6 +97,12 @@ struct Session {
   // build's schema. Throws quota::Error (exit 3) otherwise, having changed nothing. Its clock
   // is `now`, or `clock` when given (watch and consume --wait: the time as it goes on).
   quota::Engine open_engine(quota::Clock clock = {}) const;
+  // open_engine for a command that only reads (Options::read_only): it works on a database
+  // this user may read but not write, in a folder they may not write.
+  quota::Engine open_reader() const;
+
+ private:
+  quota::Engine open(quota::Clock clock, bool read_only) const;
 };
 
 // The error for a limit that does not exist (exit 2): the stored limits the user likely
