@@ -43,7 +43,7 @@ bool read_store(const std::string& location, std::chrono::milliseconds busy_time
   if (where.kind == detail::Location::Kind::postgresql) {
     const std::unique_ptr<Store> store = detail::open_postgresql(where.text, {busy_timeout});
     // Whatever `read` runs, the server refuses to write on this connection.
-    store->execute("SET default_transaction_read_only = on", {});
+    store->execute(detail::kReadOnlySession, {});
     read(*store);
     return false;
   }

@@ -465,12 +465,13 @@ struct Engine::Impl {
     // was.
     const detail::SchemaStatus status = detail::read_schema_status(*store);
     detail::require_usable(status);
-    if (!status.pending.empty() && !options.migrate) {
+    if (!status.pending.empty() && (!options.migrate || options.read_only)) {
       throw Error(ErrorCode::not_migrated,
                   fmt::format("the database is at schema version {} and needs migrations up "
                               "to {}: run `quotactl migrate` (or open with migrate enabled)",
                               status.version, detail::latest_version(*store)));
     }
+    if (options.read_only) return;
     store->prepare_for_writing();
     std::vector<int> applied;
     if (!status.pending.empty()) detail::apply_pending(*store, options.clock(), applied);
@@ -878,18 +879,21 @@ Engine Engine::open(const std::string& path, Options options) {
   }
   if (location.kind == detail::Location::Kind::postgresql) {
     store = detail::open_postgresql(location.text, {options.busy_timeout});
+    if (options.read_only) store->execute(detail::kReadOnlySession, {});
   } else {
     const bool in_memory = path == ":memory:";
-    if (!in_memory && !options.create && !std::filesystem::exists(path)) {
+    const bool create = options.create && !options.read_only;
+    if (!in_memory && !create && !std::filesystem::exists(path)) {
       throw Error(ErrorCode::io, fmt::format("database '{}' does not exist: create it with {}",
                                              path, admin::migrate_command(path)));
     }
     detail::SqliteSettings settings;
     settings.busy_timeout = options.busy_timeout;
     settings.synchronous_full = options.synchronous_full;
-    settings.restart_checkpoint = options.restart_checkpoint;
+    settings.restart_checkpoint = options.restart_checkpoint && !options.read_only;
+    settings.read_only = options.read_only && !in_memory;
     settings.file = !in_memory;
-    store = detail::open_sqlite(path, options.create, settings);
+    store = detail::open_sqlite(path, create, settings);
   }
   return detail::EngineAccess::make(std::move(store), std::move(options), true);
 }

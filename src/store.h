@@ -63,6 +63,10 @@ enum class Exclusive {
   requests,
 };
 
+// Makes the session of a PostgreSQL connection refuse to write (Options::read_only, and
+// quota::admin's reads).
+inline constexpr const char* kReadOnlySession = "SET default_transaction_read_only = on";
+
 // One request statement of a batch (Store::run_all).
 struct Step {
   Operation operation;

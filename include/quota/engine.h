@@ -81,6 +81,13 @@ struct Options {
   // A SQLite connection's WAL checkpoint: the engine's instead of SQLite's automatic one
   // (Engine::open on a file and quota::sqlite::attach). See quota/sqlite.h. Default: on.
   bool restart_checkpoint = true;
+  // Open for reading only: the operations that only read (get, list, check, usage,
+  // owner_usage) work on a database the process may not write, and the others fail with
+  // ErrorCode::io naming the file. Creates and migrates nothing (a database that is missing or
+  // not migrated is refused). SQLite opens the file read-only; a WAL database without a -wal
+  // file, in a folder that cannot be written (where SQLite cannot make its -shm file), is read
+  // as the file holds it. PostgreSQL sets default_transaction_read_only. Default: off.
+  bool read_only = false;
   // What consume, check and record answer when the database fails: an I/O error, a full
   // disk, a corrupt file, or a lock held past busy_timeout (ErrorCode io, not_a_database,
   // busy). Bad input (invalid_argument, unknown_limit) is an error under either policy, and

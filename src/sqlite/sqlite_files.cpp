@@ -49,7 +49,8 @@ bool read_sqlite_file(const std::string& path, std::chrono::milliseconds busy_ti
     // Opening and `read` are run again while another connection's lock is in the way.
     busy.wait_out([&] {
       for (;;) {
-        SQLite::Database db(path, SQLite::OPEN_READONLY);
+        const std::unique_ptr<SQLite::Database> reading = open_read_only(path);
+        SQLite::Database& db = *reading;
         busy.install(db.getHandle());
         try {
           // SQLite reads the file's header only now: a file that is not a database fails here.

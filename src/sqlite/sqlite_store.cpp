@@ -7,6 +7,9 @@
 #include <fmt/format.h>
 #include <sqlite3.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <map>
 
 #include "sqlite/busy.h"
@@ -27,6 +30,30 @@ void throw_sqlite(const SQLite::Exception& error, std::chrono::milliseconds busy
   }
   throw translate_sqlite(error, busy_timeout);
 }
+
+namespace {
+
+// Why this process cannot write the database at `path` (unknown when empty), and what to do.
+std::string why_read_only(const std::string& path) {
+  constexpr const char* kCheck =
+      "check the permissions of the file and of its folder (WAL mode keeps -wal and -shm files "
+      "beside it)";
+  if (path.empty()) return kCheck;
+  if (access(path.c_str(), W_OK) != 0) {
+    return "the file is read-only for this user: run as a user who may write it, or use only "
+           "what reads";
+  }
+  std::error_code ignored;
+  const std::filesystem::path folder = std::filesystem::absolute(path, ignored).parent_path();
+  if (access(folder.c_str(), W_OK) != 0) {
+    return "its folder " + folder.string() +
+           " cannot be written, and WAL mode keeps -wal and -shm files beside the database: run "
+           "as a user who may write the folder, or use only what reads";
+  }
+  return kCheck;
+}
+
+}  // namespace
 
 Error translate_sqlite(const SQLite::Exception& error, std::chrono::milliseconds busy_timeout,
                        const std::string& path) {
@@ -67,10 +94,8 @@ Error translate_sqlite(const SQLite::Exception& error, std::chrono::milliseconds
                                         ? hot_journal_message("the database")
                                         : hot_journal_message(named(""), path + "-journal"));
       }
-      return Error(ErrorCode::io,
-                   named("the database") + " cannot be written (" + what +
-                       "): check the permissions of the file and of its folder (WAL mode keeps "
-                       "-wal and -shm files beside it)");
+      return Error(ErrorCode::io, named("the database") + " cannot be written (" + what +
+                                      "): " + why_read_only(path));
     case SQLITE_FULL:
       return Error(ErrorCode::io, (path.empty() ? "the disk" : "the disk holding " + named("")) +
                                       " is full (" + what + "): free space and retry");
@@ -248,7 +273,7 @@ class SqliteStore final : public Store {
     try {
       busy_.wait_out(step, db_.getHandle());
     } catch (const SQLite::Exception& error) {
-      throw_sqlite(error, settings_.busy_timeout);
+      fail(error);
     }
   }
 
@@ -258,7 +283,7 @@ class SqliteStore final : public Store {
   }
 
   void prepare_for_writing() override {
-    if (!settings_.file) return;
+    if (!settings_.file || settings_.read_only) return;
     guarded([&] { use_wal(db_); });
     exec(settings_.synchronous_full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
   }
@@ -305,8 +330,18 @@ class SqliteStore final : public Store {
       return function();
     } catch (const SQLite::Exception& error) {
       if (raw_errors_) throw;
-      throw_sqlite(error, settings_.busy_timeout);
+      fail(error);
     }
+  }
+
+  // throw_sqlite, naming the file when it cannot be written or opened.
+  [[noreturn]] void fail(const SQLite::Exception& error) {
+    const int code = error.getErrorCode() & 0xFF;
+    if ((code == SQLITE_READONLY && !is_hot_journal(error)) || code == SQLITE_CANTOPEN) {
+      const char* file = sqlite3_db_filename(db_.getHandle(), "main");
+      throw translate_sqlite(error, settings_.busy_timeout, file ? file : "");
+    }
+    throw_sqlite(error, settings_.busy_timeout);
   }
 
   void exec(const std::string& sql) {
@@ -359,13 +394,59 @@ class SqliteStore final : public Store {
 
 void use_wal(SQLite::Database& database) { database.exec("PRAGMA journal_mode = WAL"); }
 
+namespace {
+
+// Whether `db`, opened read-only on `path`, cannot be read for want of a -shm file that SQLite
+// cannot make: the first read fails so, no -wal or -journal file holds anything for it, and
+// the folder cannot be written.
+bool needs_immutable(const std::string& path, SQLite::Database& db) {
+  try {
+    db.exec("SELECT count(*) FROM sqlite_schema");
+    return false;
+  } catch (const SQLite::Exception& error) {
+    const int code = error.getErrorCode() & 0xFF;
+    if (code != SQLITE_READONLY && code != SQLITE_CANTOPEN) return false;
+  }
+  std::error_code ignored;
+  if (std::filesystem::exists(path + "-wal", ignored) ||
+      std::filesystem::exists(path + "-journal", ignored)) {
+    return false;
+  }
+  std::filesystem::path folder = std::filesystem::absolute(path, ignored).parent_path();
+  return access(folder.c_str(), W_OK) != 0;
+}
+
+// `path` as a file: URI that opens it immutable.
+std::string immutable_uri(const std::string& path) {
+  std::error_code ignored;
+  std::string uri = "file:";
+  for (const char c : std::filesystem::absolute(path, ignored).lexically_normal().string()) {
+    if (c == '%' || c == '?' || c == '#') {
+      uri += fmt::format("%{:02X}", static_cast<unsigned char>(c));
+    } else {
+      uri += c;
+    }
+  }
+  return uri + "?immutable=1";
+}
+
+}  // namespace
+
+std::unique_ptr<SQLite::Database> open_read_only(const std::string& path) {
+  auto db = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
+  if (!needs_immutable(path, *db)) return db;
+  return std::make_unique<SQLite::Database>(
+      immutable_uri(path), SQLite::OPEN_READONLY | SQLite::OPEN_URI | SQLITE_OPEN_NOMUTEX);
+}
+
 std::unique_ptr<Store> open_sqlite(const std::string& path, bool create, SqliteSettings settings) {
   if (settings.file) refuse_directory(path);
   std::unique_ptr<SQLite::Database> database;
   try {
     const int flags =
         SQLite::OPEN_READWRITE | (create ? SQLite::OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX;
-    database = std::make_unique<SQLite::Database>(path, flags);
+    database = settings.read_only ? open_read_only(path)
+                                  : std::make_unique<SQLite::Database>(path, flags);
   } catch (const SQLite::Exception& error) {
     throw Error(ErrorCode::io, fmt::format("cannot open database '{}' ({}): check the path and "
                                            "its permissions",

@@ -30,7 +30,14 @@ struct SqliteSettings {
   // Install the engine's busy handler on the connection. Off for a connection that quotactl
   // or a migration check only borrows, with a timeout of its own.
   bool install_busy_handler = true;
+  // Open the file read-only (Options::read_only; open_read_only).
+  bool read_only = false;
 };
+
+// A read-only connection to the SQLite file `path`. A WAL database that has no -wal file (and
+// no hot journal), in a folder that cannot be written, cannot be read as SQLite reads a WAL
+// database (its -shm file cannot be made): it is opened immutable, read as the file holds it.
+std::unique_ptr<SQLite::Database> open_read_only(const std::string& path);
 
 // Opens `path` (created when `create`), installs the busy handler. Throws Error (io) when
 // the file cannot be opened, or is a directory (settings.file).

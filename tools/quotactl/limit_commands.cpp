@@ -191,7 +191,7 @@ int run_limit_set(Session& session, const Arguments& arguments) {
 
 int run_limit_get(Session& session, const Arguments& arguments) {
   quota::validate_limit_name(arguments.limit);
-  quota::Engine engine = session.open_engine();
+  quota::Engine engine = session.open_reader();
   const std::optional<Limit> limit = engine.get(arguments.limit);
   if (!limit) throw unknown_limit(engine, arguments.limit);
   if (session.json) {
@@ -203,7 +203,7 @@ int run_limit_get(Session& session, const Arguments& arguments) {
 }
 
 int run_limit_list(Session& session, const Arguments&) {
-  quota::Engine engine = session.open_engine();
+  quota::Engine engine = session.open_reader();
   const std::vector<Limit> limits = engine.list();
   if (session.json) {
     auto array = nlohmann::ordered_json::array();

@@ -204,7 +204,9 @@ std::optional<std::chrono::milliseconds> parse_wait(const Session& session,
 int operate(Session& session, const Arguments& arguments, Operation operation) {
   const Request request = parse_request(arguments);
   const std::optional<std::chrono::milliseconds> wait = parse_wait(session, arguments);
-  quota::Engine engine = wait ? session.open_engine(quota::system_clock_ms) : session.open_engine();
+  quota::Engine engine = wait                            ? session.open_engine(quota::system_clock_ms)
+                         : operation == Operation::check ? session.open_reader()
+                                                         : session.open_engine();
   const quota::Result result =
       wait ? engine.acquire(request.limit, request.owner, request.cost, *wait)
            : perform(engine, operation, request);
@@ -305,7 +307,7 @@ int owner_on_every_limit(Session& session, const Arguments& arguments) {
     throw quota::Error(quota::ErrorCode::invalid_argument,
                        "--top and --by order the owners of one limit: give the limit's NAME");
   }
-  quota::Engine engine = session.open_engine();
+  quota::Engine engine = session.open_reader();
   const std::vector<quota::Usage> rows = engine.owner_usage(owner);
   if (session.json) {
     session.emit(usage_json(rows, /*with_limit=*/true));
@@ -359,7 +361,7 @@ int run_usage(Session& session, const Arguments& arguments) {
   const quota::UsageOrder order =
       arguments.by ? parse_order(*arguments.by) : quota::UsageOrder::used;
 
-  quota::Engine engine = session.open_engine();
+  quota::Engine engine = session.open_reader();
   const quota::Limit limit = existing_limit(engine, arguments.limit);
   std::vector<quota::Usage> rows =
       engine.usage(arguments.limit, arguments.owner_filter ? 0 : top, order);
@@ -508,7 +510,7 @@ int run_sql(Session& session, const Arguments& arguments) {
   bool calendar = false;
   if (arguments.sql_limit) {
     quota::validate_limit_name(*arguments.sql_limit);
-    quota::Engine engine = session.open_engine();
+    quota::Engine engine = session.open_reader();
     const quota::Limit limit = existing_limit(engine, *arguments.sql_limit);
     algorithm = limit.algorithm;
     calendar = limit.calendar.has_value();

@@ -192,7 +192,7 @@ int run_override_rm(Session& session, const Arguments& arguments) {
 
 int run_override_list(Session& session, const Arguments& arguments) {
   if (arguments.override_limit) validate_override_limit(*arguments.override_limit);
-  quota::Engine engine = session.open_engine();
+  quota::Engine engine = session.open_reader();
   std::optional<std::string_view> limit;
   if (arguments.override_limit) {
     if (*arguments.override_limit != quota::kEveryLimit) {

@@ -106,6 +106,12 @@ std::string message_of(const quota::Error& error) {
 }
 
 quota::Engine Session::open_engine(quota::Clock clock) {
+  return open(std::move(clock), false);
+}
+
+quota::Engine Session::open_reader() { return open({}, true); }
+
+quota::Engine Session::open(quota::Clock clock, bool read_only) {
   // The schema is checked first on a read-only connection, so that a file quotactl refuses is
   // never opened for writing at all (the engine, too, refuses before it writes), and so that
   // the message names the exact `quotactl migrate --db PATH` (or URI) to run.
@@ -122,6 +128,7 @@ quota::Engine Session::open_engine(quota::Clock clock) {
   options.clock = clock ? std::move(clock) : quota::Clock([now = now] { return now; });
   options.server_clock = server_clock;
   options.busy_timeout = busy_timeout;
+  options.read_only = read_only;
   quota::Engine engine = quota::Engine::open(db_path, std::move(options));
   if (server_clock) now = engine.now();
   return engine;

@@ -100,6 +100,12 @@ struct Session {
   // --server-clock, `now` becomes the database's time, so that what is shown counts from the
   // time the operations use.
   quota::Engine open_engine(quota::Clock clock = {});
+  // open_engine for a command that only reads (Options::read_only): it works on a database
+  // this user may read but not write, in a folder they may not write.
+  quota::Engine open_reader();
+
+ private:
+  quota::Engine open(quota::Clock clock, bool read_only);
 };
 
 // The error for a limit that does not exist (exit 2): the stored limits the user likely
