@@ -34,6 +34,7 @@ VARIANTS=(
   "engine:check/sliding_log - - check/sliding_log/memory/1000"
   "engine:consume/fixed_window/block - - consume/fixed_window/memory/1000/block"
   "fixed:update_existing - fixed_update_existing.sql consume/fixed_window/memory/1000"
+  "fixed:update_existing_answer - fixed_update_existing_answer.sql consume/fixed_window/memory/1000"
   "fixed:update_existing_plain - fixed_update_existing_plain.sql consume/fixed_window/memory/1000"
   "fixed:update_rowid_guarded setup_windows_rowid.sql fixed_update_guarded.sql consume/fixed_window/memory/1000"
   "fixed:update_keyed setup_windows_keyed.sql fixed_update.sql consume/fixed_window/memory/1000"
