@@ -10,6 +10,7 @@
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <mutex>
 #include <tuple>
 #include <type_traits>
@@ -212,6 +213,9 @@ struct Engine::Impl {
   // limit name -> its statements' kind (src/statements.h: the algorithm, or kCalendarWindow);
   // std::less<> finds a string_view without building a string
   std::map<std::string, Algorithm, std::less<>> algorithms;
+  // the limits of `algorithms` read as plain (no override, shadow mode, block or calendar):
+  // their consume and record run the plain statements first (src/statements.h)
+  std::set<std::string, std::less<>> plain_limits;
   // limit name -> its hooks (set_hooks); empty for most engines, so no lookup costs much
   std::map<std::string, Hooks, std::less<>> hooks;
 
@@ -480,6 +484,19 @@ struct Engine::Impl {
   void forget_algorithm(std::string_view name) {
     if (const auto found = algorithms.find(name); found != algorithms.end())
       algorithms.erase(found);
+    if (const auto found = plain_limits.find(name); found != plain_limits.end())
+      plain_limits.erase(found);
+  }
+
+  // After a change to the overrides of `limit` ('*': of every limit): whether a limit is
+  // plain is read again at its next request.
+  void forget_overridden(std::string_view limit) {
+    if (limit == kEveryLimit) {
+      algorithms.clear();
+      plain_limits.clear();
+    } else {
+      forget_algorithm(limit);
+    }
   }
 
   // The limit's statements' kind (its algorithm, or kCalendarWindow: src/statements.h), from
@@ -488,16 +505,22 @@ struct Engine::Impl {
     const auto found = algorithms.find(name);
     if (found != algorithms.end()) {
       if (!refresh) return found->second;
-      algorithms.erase(found);
+      forget_algorithm(name);
     }
     const std::string key(name);
-    const std::vector<Row> rows =
-        store->query("SELECT algorithm, calendar FROM quota_limits WHERE name = ?1", {Value(key)});
+    // Plain: no shadow mode, block or calendar, and no override of the limit or of '*'.
+    const std::vector<Row> rows = store->query(
+        "SELECT algorithm, calendar, CASE WHEN NOT shadow AND block_ms IS NULL "
+        "AND calendar IS NULL AND NOT EXISTS (SELECT 1 FROM quota_overrides "
+        "WHERE limit_name = ?1 OR limit_name = '*') THEN 1 ELSE 0 END "
+        "FROM quota_limits WHERE name = ?1",
+        {Value(key)});
     if (rows.empty()) return std::nullopt;
     auto algorithm = parse_algorithm(text_of(rows.front().at(0)));
     if (!algorithm) return algorithm;
     algorithm = detail::statement_algorithm(*algorithm, !detail::is_null(rows.front().at(1)));
     algorithms.emplace(key, *algorithm);
+    if (integer_of(rows.front().at(2)) == 1) plain_limits.insert(key);
     return algorithm;
   }
 
@@ -532,6 +555,14 @@ struct Engine::Impl {
       const auto algorithm = algorithm_of(limit, attempt > 0);
       if (!algorithm) throw unknown_limit(limit);
       try {
+        // A plain limit's statement first; it answers nothing for an owner without state,
+        // whose first request the general statement makes, and fails with "unknown limit"
+        // when the limit or the owner is no longer plain (read again below).
+        const auto plain = detail::plain_kind(operation, *algorithm);
+        if (plain && plain_limits.find(limit) != plain_limits.end()) {
+          const std::optional<Row> row = store->run(operation, *plain, {limit, owner, cost, now});
+          if (row) return read_result(*row);
+        }
         const std::optional<Row> row = store->run(operation, *algorithm, {limit, owner, cost, now});
         if (row) return read_result(*row);
       } catch (const Error& error) {
@@ -948,8 +979,8 @@ void Engine::define(const Limit& limit) {
   validate_limit(limit);
   impl_->writing([&] {
     store_limit(*impl_->store, limit, true);
-    impl_->algorithms[limit.name] =
-        detail::statement_algorithm(limit.algorithm, limit.calendar.has_value());
+    // Read afresh at the next request, with whether the limit is plain.
+    impl_->forget_algorithm(limit.name);
   });
 }
 
@@ -988,7 +1019,7 @@ std::vector<Limit> Engine::list() {
 bool Engine::remove(std::string_view name) {
   validate_limit_name(name);
   return impl_->writing([&] {
-    impl_->algorithms.erase(std::string(name));
+    impl_->forget_algorithm(name);
     return impl_->store->execute("DELETE FROM quota_limits WHERE name = ?1",
                                  {Value(std::string(name))}) > 0;
   });
@@ -1168,6 +1199,7 @@ void Engine::set_override(const Override& override) {
     const auto optional_integer = [](const std::optional<std::int64_t>& value) {
       return value ? Value(*value) : Value();
     };
+    impl_->forget_overridden(override.limit);
     impl_->store->execute(
         "INSERT INTO quota_overrides (limit_name, owner, policy, maximum, burst) "
         "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (limit_name, owner) DO UPDATE SET "
@@ -1182,6 +1214,7 @@ bool Engine::remove_override(std::string_view limit, std::string_view owner) {
   validate_limit_or_every(limit);
   validate_owner(owner);
   return impl_->writing([&] {
+    impl_->forget_overridden(limit);
     return impl_->store->execute("DELETE FROM quota_overrides WHERE limit_name = ?1 AND owner = ?2",
                                  {Value(std::string(limit)), Value(std::string(owner))}) > 0;
   });

@@ -43,6 +43,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <regex>
 #include <stdexcept>
 
 namespace quota::detail {
@@ -471,21 +472,27 @@ constexpr const char* kWindowUpdateInputs = R"(
 // product exceeds capacity * period_ms (<= 2^61 by the limit's definition); a debt is
 // floored at -2^62, two records of the whole capacity, so every sum of a level and a debt
 // stays below 2^63.
+// A token bucket's level after the operation (a debt floored at -2^62), the wait of a denied
+// request whose cost fits the capacity, and when the bucket is full again.
+constexpr const char* kBucketTaken = R"(CASE WHEN NOT ({recorded}) THEN level
+           WHEN cost > (level + 4611686018427387904) / period_ms THEN -4611686018427387904
+           ELSE level - cost * period_ms END)";
+constexpr const char* kBucketRetry = "(cost * period_ms - level_after - 1) / maximum + 1";
+constexpr const char* kBucketResetAt = R"(CASE WHEN level_after >= full_level THEN t
+         ELSE t + (full_level - level_after - 1) / maximum + 1 END)";
+
 constexpr const char* kBucketDecision = R"(
   SELECT *,
     {max}(level_after / period_ms, 0) AS remaining,
     {reason} AS reason,
     CASE WHEN allowed THEN 0 WHEN cost > capacity THEN -1
-         ELSE (cost * period_ms - level_after - 1) / maximum + 1 END AS retry_after_ms,
-    CASE WHEN level_after >= full_level THEN t
-         ELSE t + (full_level - level_after - 1) / maximum + 1 END AS reset_at_ms,
+         ELSE {bucket_retry} END AS retry_after_ms,
+    {bucket_reset_at} AS reset_at_ms,
     capacity - CASE WHEN level_after >= 0 THEN level_after / period_ms
                     ELSE -((period_ms - 1 - level_after) / period_ms) END AS shown_used
   FROM (
     SELECT *,
-      CASE WHEN NOT ({recorded}) THEN level
-           WHEN cost > (level + 4611686018427387904) / period_ms THEN -4611686018427387904
-           ELSE level - cost * period_ms END AS level_after,
+      {bucket_taken} AS level_after,
       denied_before + {int}({denied}) AS denied
     FROM (
       SELECT *,
@@ -827,7 +834,9 @@ std::string decision_of(Operation operation, Algorithm algorithm, const Family& 
                                fmt::arg("capacity", "capacity"))),
       fmt::arg("take", refund ? " - {min}(s_used, refund)" : ""), fmt::arg("level", level),
       fmt::arg("carry", carry), fmt::arg("used", log.used), fmt::arg("total", log.total),
-      fmt::arg("newest", log.newest));
+      fmt::arg("newest", log.newest),
+      fmt::arg("bucket_taken", expand(kBucketTaken, fmt::arg("recorded", with_block(parts.recorded)))),
+      fmt::arg("bucket_retry", kBucketRetry), fmt::arg("bucket_reset_at", kBucketResetAt));
 }
 
 // The SET list of a write (or a proposed row's columns): the family's state, then what every
@@ -881,6 +890,164 @@ std::string build(Operation operation, Algorithm algorithm, const Dialect& diale
                 fmt::arg("decision", decision_of(operation, algorithm, family, kUpdateRequestRow)));
 }
 
+
+// ---------------------------------------------------------------------------------------
+// A plain limit's consume and record (issue 27): a limit without overrides, shadow mode, a
+// block or a calendar, for an owner that already has state. The statement is an UPDATE of
+// the owner's row, so no new-owner trigger runs and nothing is proposed; its decision is one
+// flat chain of the family's own fragments (the general statement's policy layers, even with
+// every policy a constant, cost 15k instructions more: docs/performance-notes.md); it writes
+// only the state (and the verdict, last_allowed), and RETURNING computes the answer from the
+// new row by the same fragments, read over the row's columns (kNewRow).
+//
+// Its guard: the limit's row matches only while the limit is still of this algorithm and
+// plain, and the owner has no override for it or for '*'. Otherwise the decision has no row,
+// the SET writes NULLs, and the state table's "unknown limit" check refuses the statement,
+// which changes nothing; the engine reads the limit again and runs the statement of what it
+// finds. An owner without state matches no row and answers nothing: the engine then runs the
+// general statement, which makes the row. Both are exact: each statement is atomic.
+// The general statement (what `quotactl sql` prints) answers the same for a plain limit; the
+// property tests (tests/plain_statements_test.cpp) compare the two.
+constexpr const char* kPlainGuard = R"(l.calendar IS NULL AND NOT l.shadow AND l.block_ms IS NULL
+        AND NOT EXISTS (SELECT 1 FROM quota_overrides AS o
+                        WHERE o.limit_name = {limit} AND o.owner = {owner})
+        AND NOT EXISTS (SELECT 1 FROM quota_overrides AS a
+                        WHERE a.limit_name = '*' AND a.owner = {owner}))";
+
+// The request's time: the engine binds a valid :now (src/engine.cpp refuses any other), or
+// NULL for the database's clock; its cost is always bound and valid.
+constexpr const char* kPlainNow = "coalesce({now_ms}, {now})";
+
+constexpr const char* kPlainWrite = R"(UPDATE {table} SET
+  ({columns}, seen_ms, cost, maximum, period_ms, blocked_until_ms, last_allowed) =
+  (SELECT {values}, t, cost, maximum, period_ms, CAST(NULL AS bigint), allowed
+   FROM ({decision}) AS decision)
+WHERE limit_name = {limit} AND owner = {owner}
+RETURNING last_allowed AS allowed,
+  CASE WHEN last_allowed THEN 'ok' WHEN cost > {capacity} THEN 'cost_exceeds_capacity'
+       ELSE 'rate_limited' END AS reason,
+  {remaining} AS remaining,
+  CASE WHEN last_allowed THEN 0 WHEN cost > {capacity} THEN -1
+       ELSE {retry} + (seen_ms - {plain_now}) END AS retry_after_ms,
+  {reset_at} AS reset_at_ms, denied, FALSE AS shadow_denied)";
+
+// fixed_window and sliding_window: the names of kWindowDecision's layers.
+constexpr const char* kPlainWindowDecision = R"(
+  SELECT *, {min}(used + CASE WHEN {recorded} THEN cost ELSE 0 END, 4611686018427387904)
+              AS used_after,
+         denied_before + {int}({denied}) AS denied
+  FROM (
+    SELECT *, cost <= maximum AND {fits} AS allowed
+    FROM (
+      SELECT maximum, period_ms, cost, t, window_key, rest, denied_before,
+        CASE WHEN row_key = window_key THEN s_used ELSE 0 END AS used,
+        CASE row_key WHEN window_key THEN s_previous WHEN window_key - 1 THEN s_used
+                     ELSE 0 END AS previous_used
+      FROM (
+        SELECT *, {window_key} AS window_key, period_ms - t % period_ms AS rest,
+          {row_key} AS row_key
+        FROM (
+          SELECT l.maximum AS maximum, l.period_ms AS period_ms, {cost} AS cost,
+            {max}({plain_now}, coalesce(quota_windows.seen_ms, 0)) AS t,
+            quota_windows.period_ms AS s_period, quota_windows.window_key AS s_window_key,
+            quota_windows.seen_ms AS s_seen, quota_windows.used AS s_used,
+            quota_windows.previous_used AS s_previous,
+            coalesce(quota_windows.denied, 0) AS denied_before
+          FROM quota_limits AS l
+          WHERE l.name = {limit} AND l.algorithm = '{algorithm}' AND {guard}
+        ) AS inputs
+      ) AS keyed {barrier}
+    ) AS counted
+  ) AS decided)";
+
+// token_bucket: the names of kBucketDecision's layers.
+constexpr const char* kPlainBucketDecision = R"(
+  SELECT *, {bucket_taken} AS level_after,
+         denied_before + {int}({denied}) AS denied
+  FROM (
+    SELECT *, cost <= capacity AND {fits} AS allowed
+    FROM (
+      SELECT *, {level} AS level
+      FROM (
+        SELECT *, CASE WHEN s_level IS NULL THEN full_level ELSE {start} END AS start
+        FROM (
+          SELECT l.maximum AS maximum, l.burst AS capacity, l.period_ms AS period_ms,
+            {cost} AS cost,
+            {max}({plain_now}, coalesce(quota_buckets.seen_ms, 0)) AS t,
+            l.burst * l.period_ms AS full_level,
+            CASE WHEN quota_buckets.seen_ms IS NOT NULL THEN quota_buckets.level END AS s_level,
+            quota_buckets.period_ms AS s_period, quota_buckets.seen_ms AS s_seen,
+            coalesce(quota_buckets.denied, 0) AS denied_before
+          FROM quota_limits AS l
+          WHERE l.name = {limit} AND l.algorithm = 'token_bucket' AND {guard}
+        ) AS inputs {barrier}
+      ) AS started
+    ) AS refilled {barrier}
+  ) AS decided)";
+
+// A fragment of a decision's last layers read over the written row instead: `t` is its
+// seen_ms, the usage or level after the operation its used or level, the request's cost
+// its cost (the statement writes it), and the rest of the window and the full level are
+// computed from its columns.
+std::string on_new_row(std::string_view fragment, std::string_view capacity) {
+  const std::string full_level = fmt::format("({} * period_ms)", capacity);
+  const std::pair<const char*, std::string> names[] = {
+      {"used_after", "used"},
+      {"level_after", "level"},
+      {"t", "seen_ms"},
+      {"rest", "(period_ms - seen_ms % period_ms)"},
+      {"full_level", full_level},
+      {"capacity", std::string(capacity)},
+  };
+  std::string text(fragment);
+  for (const auto& [name, value] : names) {
+    text = std::regex_replace(text, std::regex(std::string("\\b") + name + "\\b"), value);
+  }
+  return text;
+}
+
+std::string build_plain(Operation operation, Algorithm algorithm) {
+  // A plain limit has no policy, shadow mode or block: consume records what it allows and
+  // counts what it denies; record records everything and counts nothing.
+  const char* recorded = operation == Operation::record ? "TRUE" : "allowed";
+  const char* denied = operation == Operation::record ? "FALSE" : "NOT allowed";
+  const std::string guard = kPlainGuard;
+  const auto plain_now = fmt::arg("plain_now", kPlainNow);
+  if (algorithm == Algorithm::token_bucket) {
+    const std::string decision = expand(
+        kPlainBucketDecision, fmt::arg("guard", guard), plain_now,
+        fmt::arg("bucket_taken", expand(kBucketTaken, fmt::arg("recorded", recorded))),
+        fmt::arg("denied", denied), fmt::arg("fits", "level >= cost * period_ms"),
+        fmt::arg("level", kBucketRefill),
+        fmt::arg("start", expand(kBucketStart, fmt::arg("level", "s_level"),
+                                 fmt::arg("row_period", "s_period"),
+                                 fmt::arg("period", "period_ms"), fmt::arg("capacity", "capacity"))));
+    return expand(kPlainWrite, plain_now, fmt::arg("table", "quota_buckets"),
+                  fmt::arg("columns", kBucketColumns), fmt::arg("values", kBucketValues),
+                  fmt::arg("decision", decision), fmt::arg("capacity", "burst"),
+                  fmt::arg("remaining", on_new_row("{max}(level_after / period_ms, 0)", "burst")),
+                  fmt::arg("retry", on_new_row(kBucketRetry, "burst")),
+                  fmt::arg("reset_at", on_new_row(kBucketResetAt, "burst")));
+  }
+  const WindowExpressions& window =
+      algorithm == Algorithm::fixed_window ? kFixedWindow : kSlidingWindow;
+  const WindowLayout& layout = kPeriodWindows;
+  const std::string decision =
+      expand(kPlainWindowDecision, fmt::arg("guard", guard), plain_now,
+             fmt::arg("algorithm", to_string(algorithm)), fmt::arg("recorded", recorded),
+             fmt::arg("denied", denied), fmt::arg("fits", window.allowed),
+             fmt::arg("window_key", layout.window_key), fmt::arg("row_key", layout.row_key));
+  const auto answer = [&](const char* fragment) {
+    return on_new_row(expand(fragment, fmt::arg("window_end", layout.window_end)), "maximum");
+  };
+  return expand(kPlainWrite, plain_now, fmt::arg("table", "quota_windows"),
+                fmt::arg("columns", kWindowColumns), fmt::arg("values", kWindowValues),
+                fmt::arg("decision", decision), fmt::arg("capacity", "maximum"),
+                fmt::arg("remaining", "{max}(" + answer(window.remaining) + ", 0)"),
+                fmt::arg("retry", answer(window.retry)),
+                fmt::arg("reset_at", answer(window.reset_at)));
+}
+
 }  // namespace
 
 std::string bucket_start(std::string_view level, std::string_view row_period,
@@ -908,13 +1075,59 @@ Statements build_all(const Dialect& dialect) {
   return built;
 }
 
+// consume and record of each plain kind (check is the general statement's).
+using PlainStatements = std::array<std::array<std::string, 3>, 3>;
+
+PlainStatements build_all_plain(const Dialect& dialect) {
+  PlainStatements built;
+  for (Algorithm kind : {kPlainFixedWindow, kPlainSlidingWindow, kPlainTokenBucket}) {
+    const int index = static_cast<int>(kind) - static_cast<int>(kPlainFixedWindow);
+    built[index][0] = finish(build_plain(Operation::consume, general_kind(kind)), dialect);
+    built[index][1] = finish(build_plain(Operation::record, general_kind(kind)), dialect);
+  }
+  return built;
+}
+
 }  // namespace
+
+std::optional<Algorithm> plain_kind(Operation operation, Algorithm kind) {
+  if (operation != Operation::consume && operation != Operation::record) return std::nullopt;
+  switch (kind) {
+    case Algorithm::fixed_window:
+      return kPlainFixedWindow;
+    case Algorithm::sliding_window:
+      return kPlainSlidingWindow;
+    case Algorithm::token_bucket:
+      return kPlainTokenBucket;
+    default:
+      return std::nullopt;
+  }
+}
+
+Algorithm general_kind(Algorithm kind) {
+  if (kind == kPlainFixedWindow) return Algorithm::fixed_window;
+  if (kind == kPlainSlidingWindow) return Algorithm::sliding_window;
+  if (kind == kPlainTokenBucket) return Algorithm::token_bucket;
+  return kind;
+}
 
 const std::string& statement(Operation operation, Algorithm algorithm) {
   return statement(kSqlite, operation, algorithm);
 }
 
 const std::string& statement(const Dialect& dialect, Operation operation, Algorithm algorithm) {
+  if (is_plain(algorithm)) {
+    static const PlainStatements plain_sqlite = build_all_plain(kSqlite);
+    static const PlainStatements plain_postgresql = build_all_plain(kPostgresql);
+    const PlainStatements& plain =
+        dialect.name == kPostgresql.name ? plain_postgresql : plain_sqlite;
+    const int index = static_cast<int>(algorithm) - static_cast<int>(kPlainFixedWindow);
+    const std::string& text = operation == Operation::consume ? plain[index][0]
+                              : operation == Operation::record ? plain[index][1]
+                                                               : plain[index][2];
+    if (text.empty()) throw std::logic_error("no plain statement for this operation");
+    return text;
+  }
   static const Statements sqlite = build_all(kSqlite);
   static const Statements postgresql = build_all(kPostgresql);
   const Statements& table = dialect.name == kPostgresql.name ? postgresql : sqlite;
@@ -926,7 +1139,11 @@ const std::string& statement(const Dialect& dialect, Operation operation, Algori
 const char* state_table(Algorithm algorithm) { return family_of(algorithm).table; }
 
 std::string_view kind_name(Algorithm kind) {
-  return kind == kCalendarWindow ? std::string_view("calendar_window") : to_string(kind);
+  if (kind == kCalendarWindow) return "calendar_window";
+  if (kind == kPlainFixedWindow) return "plain_fixed_window";
+  if (kind == kPlainSlidingWindow) return "plain_sliding_window";
+  if (kind == kPlainTokenBucket) return "plain_token_bucket";
+  return to_string(kind);
 }
 
 const char* operation_name(Operation operation) {

@@ -1,10 +1,12 @@
 // The SQL the engine runs: one statement per operation and algorithm.
 //
-// These texts are the product's SQL interface. The engine prepares exactly these strings,
-// `quotactl sql` prints them, and any SQLite client may run them with the named parameters
+// These texts are the product's SQL interface. The engine prepares exactly these strings
+// (and, for a plain limit's consume and record, kPlainFixedWindow ... below), `quotactl sql`
+// prints them, and any SQLite client may run them with the named parameters
 // :limit, :owner, :cost (NULL means 1) and :now (NULL means the database's current time).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -29,6 +31,29 @@ inline constexpr Algorithm kCalendarWindow = static_cast<Algorithm>(4);
 inline Algorithm statement_algorithm(Algorithm algorithm, bool calendar) {
   return calendar && algorithm == Algorithm::fixed_window ? kCalendarWindow : algorithm;
 }
+
+// A plain limit's statements (no override for the owner, no shadow mode, no block, no
+// calendar) for an owner that has state: consume and record of fixed_window, sliding_window
+// and token_bucket, each an UPDATE of the owner's row that costs what the limit uses
+// (src/statements.cpp, "A plain limit's consume and record"). Internal kinds, like
+// kCalendarWindow: the engine runs one for a limit that it read as plain; one answers no
+// row for an owner without state and fails with "unknown limit" when the limit or the
+// owner is no longer plain, and the engine then runs the general statement of the limit's
+// kind. `quotactl sql` prints only the general statements, which answer the same.
+inline constexpr Algorithm kPlainFixedWindow = static_cast<Algorithm>(5);
+inline constexpr Algorithm kPlainSlidingWindow = static_cast<Algorithm>(6);
+inline constexpr Algorithm kPlainTokenBucket = static_cast<Algorithm>(7);
+
+inline bool is_plain(Algorithm kind) {
+  return kind == kPlainFixedWindow || kind == kPlainSlidingWindow || kind == kPlainTokenBucket;
+}
+
+// The plain statements' kind of `operation` on a limit of statements' kind `kind`, or
+// nullopt when there is none (check, refund, reset; sliding_log; calendar windows).
+std::optional<Algorithm> plain_kind(Operation operation, Algorithm kind);
+
+// The general kind of a plain kind (any other kind: itself).
+Algorithm general_kind(Algorithm kind);
 
 // The algorithm of a statements' kind.
 inline Algorithm stored_algorithm(Algorithm kind) {

@@ -74,6 +74,20 @@ struct Grouped {
   Engine engine;
 };
 
+// The state of `database`: its dump with the answer columns that the general statements of
+// fixed_window, sliding_window and token_bucket write for their RETURNING to read cleared
+// first. A plain limit's statements compute their answer from the row instead and leave those
+// columns as they were (src/statements.h), so a batch, which runs the general statements,
+// and the lone calls differ there only.
+std::string state_dump(const TestDatabase& database) {
+  for (const char* table : {"quota_windows", "quota_buckets"}) {
+    database.exec(std::string("UPDATE ") + table +
+                  " SET last_reason = NULL, last_remaining = NULL, last_retry_after_ms = NULL,"
+                  " last_reset_at_ms = NULL");
+  }
+  return database.dump();
+}
+
 using Many = std::vector<Result> (Engine::*)(const std::vector<BatchRequest>&);
 using One = Result (Engine::*)(std::string_view, std::string_view, std::int64_t);
 
@@ -108,7 +122,7 @@ TEST_CASE("consume_many, check_many and record_many answer as the lone calls, in
     some_denied = some_denied || !answers[i].allowed;
   }
   if (std::string(name) != "check") CHECK(some_denied);
-  CHECK(batched.database.dump() == alone.database.dump());
+  CHECK(state_dump(batched.database) == state_dump(alone.database));
 }
 
 TEST_CASE("a long consume_many (PostgreSQL: several pipeline chunks) answers every request",

@@ -60,6 +60,28 @@ TEST_CASE("every statement matches its golden file in tests/sql/", "[golden]") {
   }
 }
 
+TEST_CASE("every plain limit's statement matches its golden file in tests/sql/", "[golden]") {
+  const bool update = std::getenv("QUOTA_UPDATE_GOLDEN") != nullptr;
+  for (const detail::Dialect* dialect : {&detail::kSqlite, &detail::kPostgresql}) {
+    for (Operation operation : {Operation::consume, Operation::record}) {
+      for (Algorithm kind :
+           {detail::kPlainFixedWindow, detail::kPlainSlidingWindow, detail::kPlainTokenBucket}) {
+        CHECK(detail::plain_kind(operation, detail::general_kind(kind)) == kind);
+        const std::filesystem::path path = golden_path(*dialect, operation, kind);
+        const std::string text = detail::statement(*dialect, operation, kind) + "\n";
+        CAPTURE(path.string());
+        if (update) std::ofstream(path, std::ios::binary) << text;
+        REQUIRE(std::filesystem::exists(path));
+        CHECK(read_file(path) == text);
+      }
+    }
+  }
+  // The others have none: the engine runs the general statement.
+  CHECK_FALSE(detail::plain_kind(Operation::check, Algorithm::fixed_window));
+  CHECK_FALSE(detail::plain_kind(Operation::consume, Algorithm::sliding_log));
+  CHECK_FALSE(detail::plain_kind(Operation::consume, detail::kCalendarWindow));
+}
+
 TEST_CASE("the SQLite statements name their parameters, the PostgreSQL ones number them",
           "[golden]") {
   for (Algorithm algorithm :

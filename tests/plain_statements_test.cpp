@@ -1,0 +1,204 @@
+// A plain limit's statements (src/statements.h, kPlainFixedWindow ...): on the same requests
+// they answer and write what the general statements (those `quotactl sql` prints) answer and
+// write; they refuse a limit or an owner that is no longer plain, changing nothing; and the
+// engine, which runs them first, notices a change made by another connection.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "statements.h"
+#include "support.h"
+
+namespace quota::test {
+namespace {
+
+using detail::Operation;
+
+constexpr std::int64_t T = 1'700'000'000'000;
+
+// What a step of a statement gave: its first row as text, or the error's message.
+struct Outcome {
+  bool answered = false;
+  std::vector<std::string> row;
+  std::string error;
+};
+
+Outcome run(sqlite3* db, const std::string& sql, const std::string& limit,
+            const std::string& owner, std::int64_t cost, std::int64_t now) {
+  sqlite3_stmt* statement = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &statement, nullptr) == SQLITE_OK);
+  sqlite3_bind_text(statement, sqlite3_bind_parameter_index(statement, ":limit"), limit.c_str(),
+                    -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(statement, sqlite3_bind_parameter_index(statement, ":owner"), owner.c_str(),
+                    -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(statement, sqlite3_bind_parameter_index(statement, ":cost"), cost);
+  sqlite3_bind_int64(statement, sqlite3_bind_parameter_index(statement, ":now"), now);
+  Outcome outcome;
+  int status = sqlite3_step(statement);
+  if (status == SQLITE_ROW) {
+    outcome.answered = true;
+    for (int i = 0; i < sqlite3_column_count(statement); ++i) {
+      const auto* text = sqlite3_column_text(statement, i);
+      outcome.row.emplace_back(text ? reinterpret_cast<const char*>(text) : "NULL");
+    }
+    while ((status = sqlite3_step(statement)) == SQLITE_ROW) {
+    }
+  }
+  if (status != SQLITE_DONE) outcome.error = sqlite3_errmsg(db);
+  sqlite3_finalize(statement);
+  return outcome;
+}
+
+// The state a later request reads (not the answer columns the general statement keeps).
+std::vector<std::vector<std::string>> state_of(RawDb& db, Algorithm algorithm) {
+  return db.rows(algorithm == Algorithm::token_bucket
+                     ? "SELECT limit_name, owner, level, denied, seen_ms, maximum, period_ms, "
+                       "burst, blocked_until_ms, shadow_denied FROM quota_buckets "
+                       "ORDER BY limit_name, owner"
+                     : "SELECT limit_name, owner, window_key, used, previous_used, denied, "
+                       "seen_ms, maximum, period_ms, blocked_until_ms, shadow_denied "
+                       "FROM quota_windows ORDER BY limit_name, owner");
+}
+
+TEST_CASE("a plain limit's statements answer and write what the general statements do",
+          "[plain][property]") {
+  for (const Algorithm algorithm :
+       {Algorithm::fixed_window, Algorithm::sliding_window, Algorithm::token_bucket}) {
+    for (const std::uint64_t seed : {1u, 2u, 3u}) {
+      CAPTURE(to_string(algorithm), seed);
+      std::mt19937_64 random(seed);
+      auto between = [&](std::int64_t low, std::int64_t high) {
+        return std::uniform_int_distribution<std::int64_t>(low, high)(random);
+      };
+      TempDir dir;
+      const std::string general_path = dir.file("general.db");
+      const std::string plain_path = dir.file("plain.db");
+      const std::int64_t maximum = between(1, 5);
+      const std::int64_t period = between(1, 60);
+      const Limit limit = algorithm == Algorithm::token_bucket
+                              ? make_bucket("p", maximum, period, maximum + between(0, 2))
+                              : make_limit("p", algorithm, maximum, period);
+      for (const std::string& path : {general_path, plain_path}) Engine::open(path).define(limit);
+      RawDb general(general_path);
+      RawDb plain(plain_path);
+      const auto kind = detail::plain_kind(Operation::consume, algorithm);
+      REQUIRE(kind);
+      std::int64_t now = T;
+      int by_plain = 0;
+      for (int step = 0; step < 1500; ++step) {
+        const std::int64_t move = between(0, 9);
+        now += move < 3 ? 0 : move < 9 ? between(1, period / 3 + 1) : -between(1, period);
+        const std::string owner = std::string(1, static_cast<char>('a' + between(0, 3)));
+        const std::int64_t cost = between(0, 7) == 0 ? between(maximum, maximum + 3) : 1;
+        const Operation operation = between(0, 9) == 0 ? Operation::record : Operation::consume;
+        CAPTURE(step, owner, cost, now - T, detail::operation_name(operation));
+        if (between(0, 199) == 0) {
+          // Another configuration of the same limit: its owners' state is kept.
+          const std::string change =
+              fmt::format("UPDATE quota_limits SET maximum = {0}, period_ms = {1}{2}",
+                          between(1, 5), between(1, 60),
+                          algorithm == Algorithm::token_bucket ? ", burst = maximum" : "");
+          general.exec(change);
+          plain.exec(change);
+        }
+        const Outcome expected =
+            run(general.handle(), detail::statement(operation, algorithm), "p", owner, cost, now);
+        REQUIRE(expected.error.empty());
+        Outcome got = run(plain.handle(), detail::statement(operation, *kind), "p", owner, cost, now);
+        REQUIRE(got.error.empty());
+        if (got.answered) {
+          ++by_plain;
+        } else {
+          // An owner without state: the general statement makes its row.
+          got = run(plain.handle(), detail::statement(operation, algorithm), "p", owner, cost, now);
+        }
+        REQUIRE(got.row == expected.row);
+        REQUIRE(state_of(plain, algorithm) == state_of(general, algorithm));
+      }
+      CHECK(by_plain > 1000);
+    }
+  }
+}
+
+TEST_CASE("a plain statement answers nothing for an owner without state", "[plain]") {
+  EngineOnFile f;
+  f.engine.define(make_limit("p", Algorithm::fixed_window, 3, 1000));
+  f.clock.set(T);
+  f.engine.consume("p", "a");
+  const std::string before = dump(f.path);
+  const Outcome outcome = run(f.raw.handle(),
+                              detail::statement(Operation::consume, detail::kPlainFixedWindow),
+                              "p", "new", 1, T + 1);
+  CHECK_FALSE(outcome.answered);
+  CHECK(outcome.error.empty());
+  CHECK(dump(f.path) == before);
+}
+
+TEST_CASE("a plain statement refuses a limit or an owner that is no longer plain, changing "
+          "nothing",
+          "[plain]") {
+  EngineOnFile f;
+  f.engine.define(make_limit("p", Algorithm::fixed_window, 3, 1000));
+  f.clock.set(T);
+  f.engine.consume("p", "a");
+  const std::string plain_consume =
+      detail::statement(Operation::consume, detail::kPlainFixedWindow);
+  struct Change {
+    const char* apply;
+    const char* undo;
+  };
+  for (const Change& change : {
+           Change{"UPDATE quota_limits SET shadow = 1", "UPDATE quota_limits SET shadow = 0"},
+           Change{"UPDATE quota_limits SET block_ms = 5000",
+                  "UPDATE quota_limits SET block_ms = NULL"},
+           Change{"INSERT INTO quota_overrides VALUES ('p', 'a', 'exempt', NULL, NULL)",
+                  "DELETE FROM quota_overrides"},
+           Change{"INSERT INTO quota_overrides VALUES ('*', 'a', 'maximum', 9, NULL)",
+                  "DELETE FROM quota_overrides"},
+           Change{"UPDATE quota_limits SET maximum = 1, period_ms = 86400000, calendar = 'day'",
+                  "UPDATE quota_limits SET calendar = NULL, maximum = 3, period_ms = 1000"},
+       }) {
+    CAPTURE(change.apply);
+    f.raw.exec(change.apply);
+    const std::string before = dump(f.path);
+    const Outcome outcome = run(f.raw.handle(), plain_consume, "p", "a", 1, T + 1);
+    CHECK_FALSE(outcome.answered);
+    CHECK(outcome.error.find("unknown limit") != std::string::npos);
+    CHECK(dump(f.path) == before);
+    f.raw.exec(change.undo);
+  }
+  // Of another algorithm: a sliding_window statement on this fixed_window limit.
+  const Outcome other =
+      run(f.raw.handle(), detail::statement(Operation::consume, detail::kPlainSlidingWindow), "p",
+          "a", 1, T + 1);
+  CHECK(other.error.find("unknown limit") != std::string::npos);
+}
+
+TEST_CASE("the engine notices a limit made not plain by another connection", "[plain]") {
+  EngineOnFile f;
+  f.engine.define(make_limit("p", Algorithm::fixed_window, 1, 60000));
+  f.clock.set(T);
+  CHECK(f.engine.consume("p", "a").allowed);
+  CHECK_FALSE(f.engine.consume("p", "a").allowed);
+  // Shadow mode, set by another connection: never denied, the would-be denial counted.
+  f.raw.exec("UPDATE quota_limits SET shadow = 1 WHERE name = 'p'");
+  Result shadowed = f.engine.consume("p", "a");
+  CHECK(shadowed.allowed);
+  CHECK(shadowed.shadow_denied);
+  f.raw.exec("UPDATE quota_limits SET shadow = 0 WHERE name = 'p'");
+  // An override, set by another connection: its maximum applies at once.
+  f.raw.exec("INSERT INTO quota_overrides VALUES ('p', 'a', 'maximum', 5, NULL)");
+  CHECK(f.engine.consume("p", "a").allowed);
+  CHECK(f.engine.consume("p", "a").remaining == 2);
+  // And a '*' override that denies, for another owner with state.
+  CHECK(f.engine.consume("p", "b").allowed);
+  f.raw.exec("INSERT INTO quota_overrides VALUES ('*', 'b', 'deny', NULL, NULL)");
+  const Result denied = f.engine.consume("p", "b");
+  CHECK_FALSE(denied.allowed);
+  CHECK(denied.reason == Reason::owner_denied);
+}
+
+}  // namespace
+}  // namespace quota::test
