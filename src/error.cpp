@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "shown.h"
+
 namespace quota {
 namespace {
 
@@ -33,6 +35,8 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 }
 
 }  // namespace
+
+std::string bounded(std::string_view value) { return detail::bounded(value); }
 
 std::vector<std::string> likely_meant(std::string_view word,
                                       const std::vector<std::string>& candidates) {

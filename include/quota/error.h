@@ -37,6 +37,12 @@ QUOTA_API std::string_view to_string(ErrorCode code);
 QUOTA_API std::vector<std::string> likely_meant(std::string_view word,
                                                 const std::vector<std::string>& candidates);
 
+// `value` as the library quotes a bad value in its messages: at most 64 bytes of it (cut between
+// UTF-8 characters), each control character written \xNN, then "…(N bytes)" when it was
+// longer, so that a hostile value (a 10 MB name, a line break) never makes a hostile message.
+// For programs that report bad input the way the library does (quotactl uses it).
+QUOTA_API std::string bounded(std::string_view value);
+
 // Thrown for every failure; the message says what happened and what to do.
 class QUOTA_API Error : public std::runtime_error {
  public:

@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <string_view>
 
@@ -369,8 +369,9 @@ std::string describe_parse_error(const Parser& parser, const CLI::ParseError& er
     const std::string group = path.empty() ? "" : path + " ";
     for (const std::string& word : unparsed) {
       if (!word.starts_with("-")) {
-        return fmt::format("unknown command '{}{}'{}: use one of {}; {}", group, word,
-                           did_you_mean(word, names, group), list, help_hint(path));
+        return fmt::format("unknown command '{}'{}: use one of {}; {}",
+                           quota::bounded(group + word), did_you_mean(word, names, group), list,
+                           help_hint(path));
       }
     }
     return fmt::format("{} needs a command: one of {}; {}",
@@ -382,7 +383,7 @@ std::string describe_parse_error(const Parser& parser, const CLI::ParseError& er
     if (!looks_like_option(word)) continue;
     const std::string option = word.substr(0, word.find('='));
     return fmt::format("{}unknown option '{}'{}: {} for the options",
-                       path.empty() ? "" : path + ": ", option,
+                       path.empty() ? "" : path + ": ", quota::bounded(option),
                        did_you_mean(option, option_names(leaf)), help_hint(path));
   }
   std::string message = error.what();
@@ -452,7 +453,7 @@ int run_help(Session& session, const Arguments& arguments) {
     if (!next) {
       throw quota::Error(
           quota::ErrorCode::invalid_argument,
-          fmt::format("unknown command '{}'{}: {} for the list", path,
+          fmt::format("unknown command '{}'{}: {} for the list", quota::bounded(path),
                       did_you_mean(word, command_names(topic), group),
                       help_hint(group.empty() ? "" : group.substr(0, group.size() - 1))));
     }

@@ -44,7 +44,7 @@ Algorithm parse_algorithm_option(const std::string& text) {
     throw quota::Error(quota::ErrorCode::invalid_argument,
                        fmt::format("unknown algorithm '{}' for --algo: use sliding_log, "
                                    "fixed_window, sliding_window or token_bucket",
-                                   text));
+                                   quota::bounded(text)));
   }
   return *algorithm;
 }

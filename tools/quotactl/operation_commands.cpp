@@ -204,7 +204,7 @@ std::optional<std::chrono::milliseconds> parse_wait(const Session& session,
 int operate(Session& session, const Arguments& arguments, Operation operation) {
   const Request request = parse_request(arguments);
   const std::optional<std::chrono::milliseconds> wait = parse_wait(session, arguments);
-  quota::Engine engine = wait                            ? session.open_engine(quota::system_clock_ms)
+  quota::Engine engine = wait ? session.open_engine(quota::system_clock_ms)
                          : operation == Operation::check ? session.open_reader()
                                                          : session.open_engine();
   const quota::Result result =
@@ -236,7 +236,7 @@ quota::UsageOrder parse_order(const std::string& text) {
   throw quota::Error(quota::ErrorCode::invalid_argument,
                      fmt::format("unknown order '{}' for --by{}: use used, denied, "
                                  "shadow_denied or blocked",
-                                 text, did_you_mean(text, names)));
+                                 quota::bounded(text), did_you_mean(text, names)));
 }
 
 }  // namespace
@@ -268,8 +268,7 @@ int run_reset(Session& session, const Arguments& arguments) {
   std::string names;
   for (const std::string& name : limits) names += (names.empty() ? "" : ", ") + name;
   session.out << fmt::format("reset {} on {} limit{}: {}\n", printable(arguments.owner, 64),
-                             limits.size(),
-                             limits.size() == 1 ? "" : "s", names);
+                             limits.size(), limits.size() == 1 ? "" : "s", names);
   return 0;
 }
 int run_refund(Session& session, const Arguments& arguments) {
@@ -461,7 +460,7 @@ const std::string& parse_operation(const std::string& text) {
   throw quota::Error(quota::ErrorCode::invalid_argument,
                      fmt::format("unknown operation '{}'{}: use consume, check, record, reset or "
                                  "refund",
-                                 text, did_you_mean(text, names)));
+                                 quota::bounded(text), did_you_mean(text, names)));
 }
 
 // How to run the statement in the sqlite3 shell, as SQL comments.

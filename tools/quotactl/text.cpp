@@ -34,8 +34,8 @@ constexpr std::array<std::pair<std::string_view, std::int64_t>, 5> kUnits{{
 std::int64_t parse_whole(std::string_view text, std::string_view what, std::int64_t minimum,
                          std::int64_t maximum) {
   const auto refuse = [&] {
-    invalid(fmt::format("invalid {} '{}': use a whole number from {} to {}", what, text, minimum,
-                        maximum));
+    invalid(fmt::format("invalid {} '{}': use a whole number from {} to {}", what,
+                        quota::bounded(text), minimum, maximum));
   };
   const std::size_t digits_from = !text.empty() && text.front() == '-' ? 1 : 0;
   if (text.size() == digits_from) refuse();
@@ -51,7 +51,7 @@ std::int64_t parse_whole(std::string_view text, std::string_view what, std::int6
 
 std::chrono::milliseconds parse_duration(std::string_view text, std::string_view what) {
   const auto refuse = [&](std::string_view why) {
-    invalid(fmt::format("invalid duration '{}' for {}: {}", text, what, why));
+    invalid(fmt::format("invalid duration '{}' for {}: {}", quota::bounded(text), what, why));
   };
   // The units a DURATION is written in, largest first; `m` and `min` are both minutes.
   constexpr std::array<std::pair<std::string_view, std::int64_t>, 7> kWritten{{
@@ -84,9 +84,10 @@ std::chrono::milliseconds parse_duration(std::string_view text, std::string_view
     }
     if (number.empty() || unit_ms == 0) refuse(kAccepted);
     if (previous_unit != 0 && unit_ms >= previous_unit) {
-      refuse(fmt::format("'{}' after '{}': {} a unit once, from the largest down (1h30m, not "
-                         "30m1h or 1h1h)",
-                         unit, previous_name, unit_ms == previous_unit ? "give" : "write"));
+      refuse(
+          fmt::format("'{}' after '{}': {} a unit once, from the largest down (1h30m, not "
+                      "30m1h or 1h1h)",
+                      unit, previous_name, unit_ms == previous_unit ? "give" : "write"));
     }
     // More than 12 digits is beyond 366 days in any unit (and beyond what from_chars reads
     // into 64 bits, for very long numbers); the count is compared before it is multiplied,
@@ -245,14 +246,15 @@ Period parse_period(std::string_view text, std::string_view what) {
     invalid(
         fmt::format("invalid period '{}' for {}: a calendar unit is written without a number "
                     "(--per {}); a DURATION's units are ms, s, m (or min), h, d and w",
-                    text, what, unit));
+                    quota::bounded(text), what, unit));
   }
   if (digits == 0) {
-    invalid(fmt::format("invalid period '{}' for {}{}: {}", text, what,
+    invalid(fmt::format("invalid period '{}' for {}{}: {}", quota::bounded(text), what,
                         did_you_mean(text, {"day", "week", "month", "year"}), kPeriodForms));
   }
   if (std::find_if(unit.begin(), unit.end(), is_digit) == unit.end() && !is_duration_unit(unit)) {
-    invalid(fmt::format("invalid period '{}' for {}: {}", text, what, kPeriodForms));
+    invalid(
+        fmt::format("invalid period '{}' for {}: {}", quota::bounded(text), what, kPeriodForms));
   }
   return {parse_duration(text, what), std::nullopt};
 }
@@ -263,11 +265,11 @@ std::chrono::minutes parse_utc_offset(std::string_view text, std::string_view wh
     invalid(
         fmt::format("invalid UTC offset '{}' for {}: use +HH:MM or -HH:MM, from -14:00 to "
                     "+14:00 (+09:00, -05:30; +00:00 for UTC)",
-                    text, what));
+                    quota::bounded(text), what));
   }
   if (std::chrono::abs(*offset) > quota::kUtcOffsetBound) {
-    invalid(fmt::format("invalid UTC offset '{}' for {}: offsets go from -14:00 to +14:00", text,
-                        what));
+    invalid(fmt::format("invalid UTC offset '{}' for {}: offsets go from -14:00 to +14:00",
+                        quota::bounded(text), what));
   }
   return *offset;
 }
@@ -283,7 +285,7 @@ std::int64_t parse_instant(std::string_view text, std::string_view what) {
       "use an ISO-8601 instant, a date, T, a time and Z or an offset: 2026-03-17T09:30:00Z, "
       "2026-03-17T09:30:00.250Z or 2026-03-17T09:30:00+09:00";
   const auto refuse = [&](std::string_view why) {
-    invalid(fmt::format("invalid instant '{}' for {}: {}", text, what, why));
+    invalid(fmt::format("invalid instant '{}' for {}: {}", quota::bounded(text), what, why));
   };
   // YYYY-MM-DDTHH:MM:SS
   const int year = read_digits(text, 0, 4);
