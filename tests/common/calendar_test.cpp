@@ -819,7 +819,7 @@ void require_refused(EngineOn& f, ErrorCode code, const std::function<void()>& c
 }
 
 TEST_CASE("calendar: bad calendar settings are refused with a reason, changing nothing",
-          "[calendar][backends]") {
+          "[slow][calendar][backends]") {
   EngineOn f(each_backend());
   CAPTURE(f.database.backend());
   f.engine.define(calendar_limit("cal", 5, Calendar::month, hours{2}, utc(2026, 1, 31)));

@@ -542,7 +542,7 @@ TEST_CASE("redefining a token_bucket keeps its tokens, clamped to the new capaci
 }
 
 TEST_CASE("a token bucket whose period changes never overflows or exceeds its capacity",
-          "[engine]") {
+          "[slow][engine]") {
   // A change of period re-scales the level to whole tokens; the exact figures are the
   // engine's choice, the bounds are not: no error, 0 <= remaining <= capacity, waits that
   // are -1 or positive, and tight.

@@ -241,7 +241,7 @@ void fill(const TestDatabase& database, int dead, int live, int events) {
   for (int i = 0; i < live; ++i) engine.consume("win", "live" + std::to_string(i));
 }
 
-TEST_CASE("gc works in batches of batch_rows rows, whatever their boundaries", "[gc][backends]") {
+TEST_CASE("gc works in batches of batch_rows rows, whatever their boundaries", "[slow][gc][backends]") {
   const Backend backend = each_backend();
   const std::size_t batch_rows =
       GENERATE(std::size_t{2}, std::size_t{7}, std::size_t{1000}, std::size_t{2999},

@@ -491,7 +491,7 @@ TEST_CASE("a throwing hook inside the application's transaction leaves it usable
 // Every policy at once against the reference model: random operations (through the engine
 // or the plain statements), overrides (through the engine or plain SQL), shadow mode
 // switched on and off, time moving both ways. Every field of every answer is compared.
-TEST_CASE("policies against the reference model", "[policy][property]") {
+TEST_CASE("policies against the reference model", "[slow][policy][property]") {
   const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   EngineOn f(backend);

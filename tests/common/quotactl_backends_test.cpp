@@ -241,7 +241,7 @@ void check_and_strip_backend_fields(const TestDatabase& db, Answer& answer) {
 }
 
 TEST_CASE("quotactl gives the same JSON and exit codes on SQLite and on PostgreSQL",
-          "[quotactl][backends]") {
+          "[slow][quotactl][backends]") {
   const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   TestDatabase reference_db(Backend::sqlite);
@@ -264,7 +264,7 @@ TEST_CASE("quotactl gives the same JSON and exit codes on SQLite and on PostgreS
 }
 
 TEST_CASE("quotactl gives the same answers for calendar periods on SQLite and on PostgreSQL",
-          "[quotactl][backends][calendar]") {
+          "[slow][quotactl][backends][calendar]") {
   const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   TestDatabase reference_db(Backend::sqlite);

@@ -20,7 +20,7 @@ using detail::Operation;
 constexpr std::int64_t T = 1'700'000'000'000;
 
 TEST_CASE("plain SQL and the engine, interleaved on one database, give the same answers",
-          "[sql][backends]") {
+          "[slow][sql][backends]") {
   EngineOn f(each_backend());
   CAPTURE(f.database.backend());
   Model model;

@@ -47,7 +47,7 @@ Result apply(Engine& engine, const std::string& limit, const Step& step) {
   }
 }
 
-TEST_CASE("every operation answers the same on SQLite and on PostgreSQL", "[backends]") {
+TEST_CASE("every operation answers the same on SQLite and on PostgreSQL", "[slow][backends]") {
   const Algorithm algorithm =
       GENERATE(from_range(std::begin(kAllAlgorithms), std::end(kAllAlgorithms)));
   const bool shadow = GENERATE(false, true);
@@ -152,7 +152,7 @@ TEST_CASE("gc deletes the same state on both backends and changes no answer", "[
 TEST_CASE(
     "PostgreSQL admits exactly the maximum to many processes and threads at once, and keeps "
     "every record",
-    "[backends][concurrency]") {
+    "[slow][backends][concurrency]") {
   const Algorithm algorithm =
       GENERATE(from_range(std::begin(kAllAlgorithms), std::end(kAllAlgorithms)));
   CAPTURE(algorithm);

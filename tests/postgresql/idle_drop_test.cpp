@@ -33,7 +33,7 @@ int backends_named(const PrivateServer& server, const std::string& application_n
 }
 
 TEST_CASE("a PostgreSQL connection dropped while idle is made again before the next request",
-          "[postgresql][idle]") {
+          "[slow][postgresql][idle]") {
   PrivateServer server;
   ManualClock clock;
   // fail_closed (the default), so that a request that met the drop throws, saying so.

@@ -177,7 +177,7 @@ const std::vector<std::vector<std::string>> kCommands = {
 };
 
 TEST_CASE("no spelling of a password is ever printed: quotactl, Engine and the C API",
-          "[postgresql][password]") {
+          "[slow][postgresql][password]") {
   Secured secured;
   const std::vector<Spelling> spellings = secured.spellings();
   REQUIRE(spellings.size() >= 30);

@@ -82,7 +82,7 @@ std::vector<std::vector<std::string>> every_command() {
           {"limit", "get", "send"}};
 }
 
-TEST_CASE("quotactl never prints the password of a PostgreSQL URI", "[quotactl][postgresql]") {
+TEST_CASE("quotactl never prints the password of a PostgreSQL URI", "[slow][quotactl][postgresql]") {
   for (const bool json_output : {false, true}) {
     for (const bool from_environment : {false, true}) {
       CAPTURE(json_output, from_environment);

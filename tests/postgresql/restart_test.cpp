@@ -98,7 +98,7 @@ void consume_through_outage(const std::string& uri, Shared& shared, Tally& tally
 }
 
 TEST_CASE("a PostgreSQL server restarted while processes consume loses no allowed consume",
-          "[postgresql][faults]") {
+          "[slow][postgresql][faults]") {
   PrivateServer server;
   const std::string uri = server.uri();
   {

@@ -158,7 +158,7 @@ TEST_CASE("a full disk under group commit: every answered consume is kept, no fa
 }
 
 TEST_CASE("SIGKILL 50 times while threads consume, batched and not: no answered consume lost",
-          "[batch][crash]") {
+          "[slow][batch][crash]") {
   struct Mode {
     const char* name;
     int threads;

@@ -165,7 +165,7 @@ void copy_database(const std::string& from, const std::string& to) {
 TEST_CASE(
     "SIGKILL inside a migration leaves the previous version, and the next migrate completes "
     "it",
-    "[crash][migrations]") {
+    "[slow][crash][migrations]") {
   const bool wal = GENERATE(true, false);
   CAPTURE(wal);
   TempDir dir;

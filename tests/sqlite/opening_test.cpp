@@ -272,7 +272,7 @@ TEST_CASE(
 }
 
 TEST_CASE("quotactl migrate killed at random moments on a new file: the next commands succeed",
-          "[opening][crash]") {
+          "[slow][opening][crash]") {
   // Regression: a kill during the switch to WAL left a hot journal (a 4,096-byte file and a
   // 512-byte -journal) that every quotactl command then refused as read-only.
   TempDir dir;
@@ -332,7 +332,7 @@ TEST_CASE("quotactl migrate killed at random moments on a new file: the next com
 }
 
 TEST_CASE("eight quotactl migrate started together on a new file all succeed",
-          "[opening][busy][concurrency]") {
+          "[slow][opening][busy][concurrency]") {
   // Regression: SQLite answers busy without calling the busy handler in some steps (the
   // switch to WAL, a read lock upgraded to a write lock), so about 1 in 100 of these failed
   // after some 50 ms with "stayed locked ... past the busy timeout" although it is 5 s.
@@ -352,7 +352,7 @@ TEST_CASE("eight quotactl migrate started together on a new file all succeed",
 }
 
 TEST_CASE("eight processes opening a new file with the library at once all succeed",
-          "[opening][busy][concurrency]") {
+          "[slow][opening][busy][concurrency]") {
   // The library's side of the same contention, each process on a connection of its own (the
   // threads of one process: "engines opening a new file at the same time ...").
   TempDir dir;

@@ -63,7 +63,7 @@ std::vector<std::vector<std::string>> state_of(RawDb& db, Algorithm algorithm) {
 }
 
 TEST_CASE("a plain limit's statements answer and write what the general statements do",
-          "[plain][property]") {
+          "[slow][plain][property]") {
   for (const Algorithm algorithm :
        {Algorithm::fixed_window, Algorithm::sliding_window, Algorithm::token_bucket}) {
     for (const std::uint64_t seed : {1u, 2u, 3u}) {
