@@ -96,8 +96,16 @@ PrivateServer::PrivateServer(const Setup& setup) : tcp_(setup.tcp) {
   if (tcp_) port_ = free_loopback_port();
   try {
     // --no-sync: the cluster is thrown away; the server itself keeps fsync on.
-    run_program(kBin + "/initdb --no-sync -D " + dir_ + "/data -U postgres --auth=trust " +
-                "--encoding=UTF8 --locale=C.UTF-8");
+    if (setup.standby_of != nullptr) {
+      // A copy of the primary's cluster that streams its WAL (-R writes primary_conninfo and
+      // standby.signal); the primary's pg_hba.conf (initdb's) trusts local replication.
+      run_program(kBin + "/pg_basebackup --no-sync -D " + dir_ + "/data -h " +
+                  setup.standby_of->dir() + " -p " + std::to_string(setup.standby_of->port()) +
+                  " -U postgres -X stream -R --checkpoint=fast");
+    } else {
+      run_program(kBin + "/initdb --no-sync -D " + dir_ + "/data -U postgres --auth=trust " +
+                  "--encoding=UTF8 --locale=C.UTF-8");
+    }
     if (!setup.hba_first.empty()) {
       const std::string hba = dir_ + "/data/pg_hba.conf";
       const std::string rest = text_of_file(hba);
@@ -107,7 +115,7 @@ PrivateServer::PrivateServer(const Setup& setup) : tcp_(setup.tcp) {
     run_program(kBin + "/pg_ctl -D " + dir_ + "/data -w -t 60 -l " + dir_ + "/server.log -o \"" +
                 "-c listen_addresses='" + listen + "' -c unix_socket_directories='" + dir_ +
                 "' -p " + std::to_string(port_) + " -c max_connections=50\" start");
-    exec("CREATE DATABASE quota_test");
+    if (setup.standby_of == nullptr) exec("CREATE DATABASE quota_test");
   } catch (...) {
     stop_and_remove(dir_);
     throw;
@@ -146,6 +154,14 @@ void PrivateServer::exec(const std::string& sql) const {
 
 void PrivateServer::restart() const {
   run_program(kBin + "/pg_ctl -D " + dir_ + "/data -m fast -w -t 60 restart");
+}
+
+void PrivateServer::stop_immediately() const {
+  run_program(kBin + "/pg_ctl -D " + dir_ + "/data -m immediate -w -t 60 stop");
+}
+
+void PrivateServer::promote() const {
+  run_program(kBin + "/pg_ctl -D " + dir_ + "/data -w -t 60 promote");
 }
 
 void PrivateServer::run_program(const std::string& command_line) const {

@@ -24,6 +24,9 @@ class PrivateServer {
     // pg_hba.conf lines read before initdb's (which trust every local connection), so that
     // they decide first; in place when the server starts.
     std::string hba_first;
+    // Made as a streaming standby of this server (pg_basebackup -R) instead of by initdb: it
+    // starts in recovery, read-only, and follows the primary until promote().
+    const PrivateServer* standby_of = nullptr;
   };
 
   PrivateServer();
@@ -46,6 +49,10 @@ class PrivateServer {
   // pg_ctl restart -m fast: every connection is ended, the server comes back on the same
   // socket. Returns when it accepts connections again.
   void restart() const;
+  // pg_ctl stop -m immediate: the server dies as in a crash, without a checkpoint.
+  void stop_immediately() const;
+  // pg_ctl promote: a standby becomes a primary. Returns when it accepts writes.
+  void promote() const;
 
  private:
   // Runs a server program (initdb, pg_ctl) as the server's user; its output goes to the
