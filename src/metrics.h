@@ -1,6 +1,5 @@
 // What Engine::metrics() reports, counted as operations answer (src/metrics.cpp). Counting
-// takes its own short lock, never the engine's, and costs a consume well under 2 % of its
-// instructions (docs/performance-notes.md).
+// takes its own short lock, never the engine's; its budget is 2 % of a consume's instructions.
 #pragma once
 
 #include <chrono>

@@ -380,7 +380,7 @@ class QUOTA_API Engine {
 
   // Counters since the Engine opened (quota/metrics.h): decisions per limit and outcome,
   // fail-open answers, errors per code, operation durations, group commits, gc and expiry.
-  // Safe from any thread; counting costs a consume well under 2 % of its work.
+  // Safe from any thread.
   Metrics metrics() const;
 
   // The schema version of the open database.
