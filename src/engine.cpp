@@ -15,8 +15,11 @@
 #include <tuple>
 #include <type_traits>
 
+#include "apply.h"
+#include "expiry.h"
 #include "gc.h"
 #include "location.h"
+#include "metrics.h"
 #include "migrations.h"
 #include "postgresql/postgresql_store.h"
 #include "quota/admin.h"
@@ -201,6 +204,7 @@ struct Engine::Impl {
     if (!options.clock) options.clock = system_clock_ms;
   }
   ~Impl() {
+    expiry.reset();  // before the counters it reports to
     // Every watch ends before the connection its reader may share goes.
     if (hub) hub->stop();
   }
@@ -218,6 +222,9 @@ struct Engine::Impl {
   std::set<std::string, std::less<>> plain_limits;
   // limit name -> its hooks (set_hooks); empty for most engines, so no lookup costs much
   std::map<std::string, Hooks, std::less<>> hooks;
+  detail::Counters counters;  // Engine::metrics()
+  // Options::expire_interval's background gc (Engine::open only); nullptr when off.
+  std::unique_ptr<detail::Expiry> expiry;
 
   // Engine::watch's thread, started by the first watch; hub_signal is what an operation that
   // writes looks at, without a lock, to tell it (nullptr while nobody watches).
@@ -298,15 +305,29 @@ struct Engine::Impl {
     }
   }
 
+  // `function()`, with an Error it throws counted in Engine::metrics().
+  template <typename Function>
+  static auto counted(const detail::Measured& measured, Function&& function)
+      -> decltype(function()) {
+    try {
+      return function();
+    } catch (const Error& error) {
+      measured.counters().failed(error.code(), measured.elapsed());
+      throw;
+    }
+  }
+
   Result decide(Operation operation, std::string_view limit, std::string_view owner,
                 std::int64_t cost) {
-    Result result = decide<Result>(
+    const detail::Measured measured(counters);
+    Result result = counted(measured, [&] { return decide<Result>(
         [&] {
           if (grouping) return grouped(operation, limit, owner, cost);
           std::lock_guard lock(mutex);
           return run_with_hooks(operation, limit, owner, cost);
         },
-        1);
+        1); });
+    counters.decided(limit, result, measured.elapsed());
     // The watches look again after a write, with the lock released.
     if (operation != Operation::check) tell_watchers();
     return result;
@@ -359,6 +380,7 @@ struct Engine::Impl {
         std::lock_guard lock(mutex);
         ran = run_group(batch);
       }
+      counters.grouped(ran);
       queue_lock.lock();
       for (std::size_t i = 0; i < ran; ++i) batch[i]->done = true;
       // What the time bound left over goes back first, in its order.
@@ -724,12 +746,16 @@ struct Engine::Impl {
   std::vector<Result> decide_many(Operation operation, const std::vector<BatchRequest>& requests) {
     validate_batch(requests);
     if (requests.empty()) return {};
-    std::vector<Result> results = decide<std::vector<Result>>(
+    const detail::Measured measured(counters);
+    std::vector<Result> results = counted(measured, [&] { return decide<std::vector<Result>>(
         [&] {
           std::lock_guard lock(mutex);
           return run_many(operation, requests);
         },
-        requests.size());
+        requests.size()); });
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      counters.decided(requests[i].limit, results[i], measured.elapsed());
+    }
     if (operation != Operation::check) tell_watchers();
     return results;
   }
@@ -926,8 +952,26 @@ Engine Engine::open(const std::string& path, Options options) {
     settings.file = !in_memory;
     store = detail::open_sqlite(path, create, settings);
   }
-  return detail::EngineAccess::make(std::move(store), std::move(options), true);
+  const bool expiring = options.expire_interval.count() > 0 && !options.read_only &&
+                        path != ":memory:";
+  Engine engine = detail::EngineAccess::make(std::move(store), options, true);
+  if (expiring) {
+    Options own = options;
+    own.expire_interval = std::chrono::milliseconds{0};
+    own.group_commit = false;
+    own.migrate = false;
+    detail::Counters& counters = engine.impl_->counters;
+    engine.impl_->expiry = std::make_unique<detail::Expiry>(
+        [path, own] { return Engine::open(path, own); }, options.expire_interval,
+        [&counters](std::optional<std::int64_t> deleted) {
+          if (deleted) counters.collected(*deleted);
+          counters.expiry_ran(!deleted);
+        });
+  }
+  return engine;
 }
+
+Metrics Engine::metrics() const { return impl_->counters.snapshot(); }
 
 Engine sqlite::attach(SQLite::Database& database, Options options) {
   detail::SqliteSettings settings;
@@ -973,6 +1017,49 @@ void store_limit(detail::Store& store, const Limit& limit, bool replace) {
        limit.anchor_ms ? Value(*limit.anchor_ms) : Value()});
 }
 
+// Creates or replaces the override (validated) of (override.limit, override.owner).
+void store_override(detail::Store& store, const Override& override) {
+  const auto optional_integer = [](const std::optional<std::int64_t>& value) {
+    return value ? Value(*value) : Value();
+  };
+  store.execute(
+      "INSERT INTO quota_overrides (limit_name, owner, policy, maximum, burst) "
+      "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (limit_name, owner) DO UPDATE SET "
+      "policy = excluded.policy, maximum = excluded.maximum, burst = excluded.burst",
+      {Value(override.limit), Value(override.owner),
+       Value(std::string(to_string(override.policy))), optional_integer(override.maximum),
+       optional_integer(override.burst)});
+}
+
+bool remove_override_locked(detail::Store& store, std::string_view limit, std::string_view owner) {
+  return store.execute("DELETE FROM quota_overrides WHERE limit_name = ?1 AND owner = ?2",
+                       {Value(std::string(limit)), Value(std::string(owner))}) > 0;
+}
+
+bool remove_limit_locked(detail::Store& store, std::string_view name) {
+  return store.execute("DELETE FROM quota_limits WHERE name = ?1", {Value(std::string(name))}) > 0;
+}
+
+// Every override, by limit then owner; with `limit`, only that limit's (or "*"'s).
+std::vector<Override> overrides_locked(detail::Store& store, std::optional<std::string_view> limit) {
+  std::vector<Override> found;
+  // The cast gives the parameter a type where it may be NULL: PostgreSQL cannot infer one
+  // from `?1 IS NULL` and refuses the statement otherwise.
+  for (const Row& row :
+       store.query("SELECT limit_name, owner, policy, maximum, burst FROM quota_overrides "
+                   "WHERE CAST(?1 AS text) IS NULL OR limit_name = ?1 ORDER BY limit_name, owner",
+                   {limit ? Value(std::string(*limit)) : Value()})) {
+    Override entry;
+    entry.limit = text_of(row.at(0));
+    entry.owner = text_of(row.at(1));
+    entry.policy = parse_policy(text_of(row.at(2))).value_or(Policy::deny);
+    if (!detail::is_null(row.at(3))) entry.maximum = integer_of(row.at(3));
+    if (!detail::is_null(row.at(4))) entry.burst = integer_of(row.at(4));
+    found.push_back(std::move(entry));
+  }
+  return found;
+}
+
 }  // namespace
 
 void Engine::define(const Limit& limit) {
@@ -1003,6 +1090,37 @@ Limit Engine::ensure(const Limit& limit) {
   });
 }
 
+std::vector<Change> Engine::apply(const Config& config, const ApplyOptions& options) {
+  return impl_->writing([&] {
+    detail::Store& store = *impl_->store;
+    // One transaction: the plan is read and carried out under one write lock (SQLite), and
+    // every change is made or none.
+    store.begin_exclusive(detail::Exclusive::requests);
+    try {
+      std::vector<Change> changes = detail::plan_changes(
+          config, list_locked(store), overrides_locked(store, std::nullopt), options.prune);
+      for (const Change& change : options.dry_run ? std::vector<Change>{} : changes) {
+        if (change.limit_after) store_limit(store, *change.limit_after, true);
+        if (change.kind == ChangeKind::remove && change.limit_before) {
+          remove_limit_locked(store, change.limit_before->name);
+        }
+        if (change.override_after) store_override(store, *change.override_after);
+        if (change.kind == ChangeKind::remove && change.override_before) {
+          remove_override_locked(store, change.override_before->limit,
+                                 change.override_before->owner);
+        }
+      }
+      store.commit();
+      // Read afresh at the next request, with whether each limit is plain.
+      if (!options.dry_run && !changes.empty()) impl_->forget_overridden(kEveryLimit);
+      return changes;
+    } catch (...) {
+      store.rollback();
+      throw;
+    }
+  });
+}
+
 std::int64_t Engine::now() {
   return impl_->guarded([&] { return impl_->now(); });
 }
@@ -1020,8 +1138,7 @@ bool Engine::remove(std::string_view name) {
   validate_limit_name(name);
   return impl_->writing([&] {
     impl_->forget_algorithm(name);
-    return impl_->store->execute("DELETE FROM quota_limits WHERE name = ?1",
-                                 {Value(std::string(name))}) > 0;
+    return remove_limit_locked(*impl_->store, name);
   });
 }
 
@@ -1157,7 +1274,11 @@ Decision Engine::consume_all(const std::vector<std::string_view>& limits, std::s
 
 Decision Engine::consume_all(const std::vector<Charge>& charges, std::int64_t cost) {
   validate_charges(charges, cost, "consume_all");
-  return *impl_->writing([&] { return impl_->consume_all(charges, cost); });
+  const detail::Measured measured(impl_->counters);
+  Decision decision = Impl::counted(
+      measured, [&] { return *impl_->writing([&] { return impl_->consume_all(charges, cost); }); });
+  impl_->counters.decided(decision.limit, decision.result, measured.elapsed());
+  return decision;
 }
 
 void Engine::set_hooks(std::string_view limit, Hooks hooks) {
@@ -1179,34 +1300,10 @@ void Engine::set_override(const Override& override) {
     if (override.limit != kEveryLimit) {
       const std::optional<Limit> limit = get_locked(*impl_->store, override.limit);
       if (!limit) throw unknown_limit(override.limit);
-      if (override.maximum) {
-        Limit as_owner_sees_it = *limit;
-        as_owner_sees_it.maximum = *override.maximum;
-        if (limit->algorithm == Algorithm::token_bucket) {
-          as_owner_sees_it.burst = override.burst.value_or(*override.maximum);
-        } else {
-          as_owner_sees_it.burst = override.burst;
-        }
-        try {
-          validate_limit(as_owner_sees_it);
-        } catch (const Error& error) {
-          throw Error(ErrorCode::invalid_argument,
-                      fmt::format("the override for owner '{}' does not fit limit '{}': {}",
-                                  override.owner, override.limit, error.what()));
-        }
-      }
+      detail::validate_override_fits(*limit, override);
     }
-    const auto optional_integer = [](const std::optional<std::int64_t>& value) {
-      return value ? Value(*value) : Value();
-    };
     impl_->forget_overridden(override.limit);
-    impl_->store->execute(
-        "INSERT INTO quota_overrides (limit_name, owner, policy, maximum, burst) "
-        "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (limit_name, owner) DO UPDATE SET "
-        "policy = excluded.policy, maximum = excluded.maximum, burst = excluded.burst",
-        {Value(override.limit), Value(override.owner),
-         Value(std::string(to_string(override.policy))), optional_integer(override.maximum),
-         optional_integer(override.burst)});
+    store_override(*impl_->store, override);
   });
 }
 
@@ -1215,30 +1312,14 @@ bool Engine::remove_override(std::string_view limit, std::string_view owner) {
   validate_owner(owner);
   return impl_->writing([&] {
     impl_->forget_overridden(limit);
-    return impl_->store->execute("DELETE FROM quota_overrides WHERE limit_name = ?1 AND owner = ?2",
-                                 {Value(std::string(limit)), Value(std::string(owner))}) > 0;
+    return remove_override_locked(*impl_->store, limit, owner);
   });
 }
 
 std::vector<Override> Engine::overrides(std::optional<std::string_view> limit) {
   if (limit) validate_limit_or_every(*limit);
   return impl_->guarded([&] {
-    std::vector<Override> found;
-    // The cast gives the parameter a type where it may be NULL: PostgreSQL cannot infer one
-    // from `?1 IS NULL` and refuses the statement otherwise.
-    for (const Row& row : impl_->store->query(
-             "SELECT limit_name, owner, policy, maximum, burst FROM quota_overrides "
-             "WHERE CAST(?1 AS text) IS NULL OR limit_name = ?1 ORDER BY limit_name, owner",
-             {limit ? Value(std::string(*limit)) : Value()})) {
-      Override entry;
-      entry.limit = text_of(row.at(0));
-      entry.owner = text_of(row.at(1));
-      entry.policy = parse_policy(text_of(row.at(2))).value_or(Policy::deny);
-      if (!detail::is_null(row.at(3))) entry.maximum = integer_of(row.at(3));
-      if (!detail::is_null(row.at(4))) entry.burst = integer_of(row.at(4));
-      found.push_back(std::move(entry));
-    }
-    return found;
+    return overrides_locked(*impl_->store, limit);
   });
 }
 
@@ -1373,7 +1454,9 @@ std::int64_t Engine::gc(std::size_t batch_rows,
   const std::int64_t now = impl_->options.server_clock
                                ? impl_->guarded([&] { return impl_->now(); })
                                : impl_->options.clock();
-  return detail::collect_garbage(locked, now, batch_rows, progress);
+  const std::int64_t deleted = detail::collect_garbage(locked, now, batch_rows, progress);
+  impl_->counters.collected(deleted);
+  return deleted;
 }
 
 namespace {

@@ -39,6 +39,8 @@ Limit make_bucket(const std::string& name, std::int64_t maximum, std::int64_t pe
 Options options_with(const ManualClock& clock) {
   Options options;
   options.clock = clock.clock();
+  // The tests move time themselves; the tests of expiry turn it on (expiry_test.cpp).
+  options.expire_interval = std::chrono::milliseconds{0};
   return options;
 }
 

@@ -25,12 +25,20 @@
 // the quota is fully restored (quota's reset_at_ms, rounded up). Retry-After is quota's exact
 // retry_after_ms rounded up to whole seconds. --port 0 picks a free port; the gateway prints
 // "listening on http://HOST:PORT" once it accepts connections, and stops cleanly on SIGINT or
-// SIGTERM. The state lives in the --db file, so a restart (or several gateways on one file)
+// SIGTERM. GET /metrics (never limited) serves the engine's counters in Prometheus's text
+// format (Engine::metrics() through quota::prometheus and prometheus-cpp's serializer; built
+// when prometheus-cpp-dev is installed). The per-address state of clients that stop coming is
+// deleted in the background (Options::expire_interval, every minute by default), so a stream
+// of new addresses keeps the file bounded without a cron job. The state lives in the --db file, so a restart (or several gateways on one file)
 // keeps counting. So do the limits: --per-ip, --per-key and --window define them in a new
 // file (Engine::ensure); once they exist the file's numbers win, so that what an operator set
 // with `quotactl limit set per-ip --max N --per 1m` is not undone by a restart.
 #include <httplib.h>
 #include <quota/engine.h>
+#if QUOTA_GATEWAY_METRICS
+#include <prometheus/text_serializer.h>
+#include <quota/prometheus.h>
+#endif
 #include <signal.h>
 #include <unistd.h>
 
@@ -136,8 +144,18 @@ class Gateway {
     return false;
   }
 
+#if QUOTA_GATEWAY_METRICS
+  // The engine's counters in Prometheus's text format, as prometheus-cpp writes them.
+  std::string metrics_text() const {
+    return prometheus::TextSerializer().Serialize(collector_->Collect());
+  }
+#endif
+
  private:
   quota::Engine engine_;
+#if QUOTA_GATEWAY_METRICS
+  std::shared_ptr<prometheus::Collectable> collector_ = quota::prometheus::collector(engine_);
+#endif
   const quota::Limit per_ip_;
   const quota::Limit per_key_;
 };
@@ -189,6 +207,7 @@ int main(int argc, char** argv) {
     httplib::Server server;
     server.set_pre_routing_handler(
         [&](const httplib::Request& request, httplib::Response& response) {
+          if (request.path == "/metrics") return httplib::Server::HandlerResponse::Unhandled;
           try {
             const auto verdicts =
                 gateway.admit(request.remote_addr, request.get_header_value("X-API-Key"));
@@ -204,6 +223,12 @@ int main(int argc, char** argv) {
     server.Get("/", [](const httplib::Request& request, httplib::Response& response) {
       response.set_content("{\"hello\":\"" + request.remote_addr + "\"}\n", "application/json");
     });
+
+#if QUOTA_GATEWAY_METRICS
+    server.Get("/metrics", [&](const httplib::Request&, httplib::Response& response) {
+      response.set_content(gateway.metrics_text(), "text/plain; version=0.0.4");
+    });
+#endif
 
     const int port =
         settings->port == 0

@@ -26,9 +26,11 @@
 #include <utility>
 #include <vector>
 
+#include "quota/config.h"
 #include "quota/error.h"
 #include "quota/export.h"
 #include "quota/limit.h"
+#include "quota/metrics.h"
 #include "quota/policy.h"
 #include "quota/result.h"
 
@@ -120,6 +122,16 @@ struct Options {
   // engine opened (Engine::open): an Engine on the application's connection never groups,
   // since the application owns its transactions. Default: on (figures: docs/performance.md).
   bool group_commit = true;
+  // Expiry without a scheduler: an Engine opened with Engine::open (on a file or a server;
+  // not on ":memory:", not read_only, not on the application's connection) deletes expired
+  // state in the background every this long, the work of Engine::gc in the same bounded
+  // batches, on a connection of its own on a thread of its own, so that state keyed by
+  // client addresses stays bounded without a cron job. "Now" is Options::clock's. Several
+  // engines and processes may do it at once on one database. Destroying the Engine stops it
+  // promptly (within one batch). Engine::metrics() counts its passes and deletions; a pass
+  // that fails (busy, a server away) is counted and tried again at the next interval.
+  // 0 turns it off. Default: 1 minute.
+  std::chrono::milliseconds expire_interval{60'000};
 };
 
 // The current configuration and state of an owner for a limit.
@@ -210,6 +222,13 @@ class QUOTA_API Engine {
   // undo what an operator changed since (`quotactl limit set`); define overwrites. Throws
   // Error (invalid_argument) for an invalid `limit`, whether or not one is stored.
   Limit ensure(const Limit& limit);
+  // Makes the database's limits and overrides those that `config` declares (quota/config.h;
+  // `quotactl apply`), in one transaction: creates what is missing and changes what differs
+  // (as define and set_override do: a limit whose algorithm changes loses its state), and
+  // with ApplyOptions::prune removes every other limit and override. Returns the changes, in
+  // the order they are made; with ApplyOptions::dry_run makes none of them. Throws Error
+  // (busy, io, ...) having changed nothing.
+  std::vector<Change> apply(const Config& config, const ApplyOptions& options = {});
   std::optional<Limit> get(std::string_view name);
   std::vector<Limit> list();  // by name
   // Removes the limit and its state; false when there was no such limit.
@@ -358,6 +377,11 @@ class QUOTA_API Engine {
   // an error stay committed; each is complete on its own.
   std::int64_t gc(std::size_t batch_rows = 1000,
                   const std::function<void(const GcProgress&)>& progress = {});
+
+  // Counters since the Engine opened (quota/metrics.h): decisions per limit and outcome,
+  // fail-open answers, errors per code, operation durations, group commits, gc and expiry.
+  // Safe from any thread.
+  Metrics metrics() const;
 
   // The schema version of the open database.
   int schema_version();

@@ -2,7 +2,8 @@
 """example.gateway: starts examples/gateway on 127.0.0.1 (a free port, a fresh database,
 5 requests per address and 3 per API key in 60 s), sends it eight requests over loopback,
 checks each status and the RateLimit-Policy, RateLimit and Retry-After fields, then stops it
-with SIGTERM and expects a clean exit. Then reads the database: the per-key owners are the
+with SIGTERM and expects a clean exit. Before that it scrapes GET /metrics (never limited),
+parses Prometheus's text format and checks the counters against the requests made. Then reads the database: the per-key owners are the
 keys' digests ("key:" and 16 hex digits of SHA-256), no key appears anywhere in the file, and
 a request refused by one limit charged nothing on the other (consume_all's one decision).
 
@@ -86,6 +87,7 @@ def main():
                 assert retry_after is None, where
                 assert body.startswith('{"hello":"127.0.0.1"}'), where
         print(f"{len(script)} requests answered as expected")
+        check_metrics(port)
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -97,6 +99,57 @@ def main():
     assert out.strip() == "stopped", out
     check_database(database)
     return 0
+
+
+SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)",?')
+
+
+def parse_exposition(text):
+    """Prometheus's text format: ({family: type}, [(name, {label: value}, value)])."""
+    types, samples = {}, []
+    for line in text.splitlines():
+        if not line or line.startswith("# HELP "):
+            continue
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            types[name] = kind
+            continue
+        match = SAMPLE.match(line)
+        assert match, f"not a sample line: {line!r}"
+        labels = dict(LABEL.findall(match.group(2) or ""))
+        samples.append((match.group(1), labels, float(match.group(3))))
+    return types, samples
+
+
+def check_metrics(port):
+    """The counters after the script: consume_all counts its deciding limit's answer, and each
+    request with a key also checks the other limit (the RateLimit fields): per-ip answered 6
+    allowed (2 consumes, 4 checks) and 2 rate_limited, per-key 6 allowed and 1 rate_limited."""
+    for _ in range(2):  # a scrape is not a request: the counts stay
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        connection.request("GET", "/metrics")
+        response = connection.getresponse()
+        text = response.read().decode()
+        connection.close()
+        assert response.status == 200, (response.status, text)
+        assert response.getheader("RateLimit") is None, "the scrape was rate limited"
+    types, samples = parse_exposition(text)
+    assert types["quota_decisions_total"] == "counter", types
+    assert types["quota_operation_duration_seconds"] == "histogram", types
+    assert types["quota_errors_total"] == "counter", types
+    assert types["quota_fail_open_total"] == "counter", types
+    decisions = {(labels["limit"], labels["reason"]): value
+                 for name, labels, value in samples if name == "quota_decisions_total"}
+    assert decisions == {("per-ip", "allowed"): 6, ("per-ip", "rate_limited"): 2,
+                         ("per-key", "allowed"): 6, ("per-key", "rate_limited"): 1}, decisions
+    values = {name: value for name, labels, value in samples if not labels}
+    assert values["quota_fail_open_total"] == 0, values
+    assert values["quota_operation_duration_seconds_count"] == 15, values
+    buckets = [(float(labels["le"]), value) for name, labels, value in samples
+               if name == "quota_operation_duration_seconds_bucket"]
+    assert buckets == sorted(buckets) and buckets[-1] == (float("inf"), 15), buckets
+    print(f"/metrics: {len(samples)} samples as expected")
 
 
 def digest(key):

@@ -196,6 +196,17 @@ void declare_gc(CLI::App& command, Arguments& arguments) {
       ->type_name("N");
 }
 
+void declare_apply(CLI::App& command, Arguments& arguments) {
+  command.add_option("FILE", arguments.file, "a TOML file of [[limit]] (and [[override]]) tables")
+      ->required()
+      ->type_name("");
+  command.add_flag("--dry-run", arguments.dry_run, "print the plan; change nothing");
+  command.add_flag("--prune", arguments.prune,
+                   "also remove the limits and overrides the file does not declare");
+  command.add_flag("--check", arguments.check,
+                   "change nothing; exit 1 when the database differs from the file (drift)");
+}
+
 void declare_help(CLI::App& command, Arguments& arguments) {
   command.add_option("COMMAND", arguments.topic, "the command to explain")->type_name("");
 }
@@ -237,6 +248,10 @@ constexpr Command kCommands[] = {
      run_override_rm},
     {"override list", "show the overrides and anchors, of one limit or all", declare_override_list,
      run_override_list},
+    {"apply",
+     "make the limits (and overrides) those a TOML file declares, in one transaction "
+     "(--dry-run, --prune, --check)",
+     declare_apply, run_apply},
     {"gc", "delete state that no longer affects any answer, in short batches", declare_gc, run_gc},
     {"sql", "print the SQL statement quota runs for an operation", declare_sql, run_sql},
     {"help", "show the help of quotactl or of a command", declare_help, run_help},

@@ -23,6 +23,8 @@ int run_limit_set(Session& session, const Arguments& arguments);
 int run_limit_get(Session& session, const Arguments& arguments);
 int run_limit_list(Session& session, const Arguments& arguments);
 int run_limit_rm(Session& session, const Arguments& arguments);
+// A limit as `limit get --json` shows it.
+nlohmann::ordered_json limit_json(const quota::Limit& limit);
 
 // operation_commands.cpp
 int run_consume(Session& session, const Arguments& arguments);
@@ -47,6 +49,11 @@ int run_watch(Session& session, const Arguments& arguments);
 int run_override_set(Session& session, const Arguments& arguments);
 int run_override_rm(Session& session, const Arguments& arguments);
 int run_override_list(Session& session, const Arguments& arguments);
+// An override for a person: "maximum 20, burst 40", "exempt", "deny".
+std::string describe_override(const quota::Override& override);
+
+// apply_command.cpp
+int run_apply(Session& session, const Arguments& arguments);
 
 // maintenance_commands.cpp
 int run_gc(Session& session, const Arguments& arguments);

@@ -152,6 +152,8 @@ Limit parse_limit(const Arguments& arguments, std::optional<Algorithm>& algorith
 
 }  // namespace
 
+nlohmann::ordered_json limit_json(const Limit& limit) { return to_json(limit); }
+
 int run_limit_set(Session& session, const Arguments& arguments) {
   std::optional<Algorithm> algorithm;
   Limit limit = parse_limit(arguments, algorithm);

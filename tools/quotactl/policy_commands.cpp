@@ -106,6 +106,8 @@ std::string where(const std::string& limit) {
 
 }  // namespace
 
+std::string describe_override(const quota::Override& override) { return describe(override); }
+
 int run_override_set(Session& session, const Arguments& arguments) {
   validate_override_limit(arguments.limit);
   quota::validate_owner(arguments.owner);

@@ -129,6 +129,8 @@ quota::Engine Session::open(quota::Clock clock, bool read_only) {
   options.server_clock = server_clock;
   options.busy_timeout = busy_timeout;
   options.read_only = read_only;
+  // A command lasts moments (watch, minutes at most): `quotactl gc` is its expiry.
+  options.expire_interval = std::chrono::milliseconds{0};
   quota::Engine engine = quota::Engine::open(db_path, std::move(options));
   if (server_clock) now = engine.now();
   return engine;

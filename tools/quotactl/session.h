@@ -51,6 +51,9 @@ struct Arguments {
   bool deny = false;                          // override set --deny
   std::optional<std::string> override_limit;  // override list's optional NAME
   std::optional<std::string> watch_for;       // watch --for
+  std::string file;                           // apply's FILE
+  bool prune = false;                         // apply --prune
+  bool check = false;                         // apply --check
 };
 
 enum class Colour { green, red, yellow, bold };

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <utility>
 
+#include "quota/config.h"
 #include "quota/error.h"
 #include "quota/limit.h"
 
@@ -50,60 +51,7 @@ std::int64_t parse_whole(std::string_view text, std::string_view what, std::int6
 }
 
 std::chrono::milliseconds parse_duration(std::string_view text, std::string_view what) {
-  const auto refuse = [&](std::string_view why) {
-    invalid(fmt::format("invalid duration '{}' for {}: {}", quota::bounded(text), what, why));
-  };
-  // The units a DURATION is written in, largest first; `m` and `min` are both minutes.
-  constexpr std::array<std::pair<std::string_view, std::int64_t>, 7> kWritten{{
-      {"w", 604'800'000},
-      {"d", 86'400'000},
-      {"h", 3'600'000},
-      {"m", 60'000},
-      {"min", 60'000},
-      {"s", 1'000},
-      {"ms", 1},
-  }};
-  constexpr std::string_view kAccepted =
-      "use a whole number and a unit ms, s, m (or min), h, d or w (500ms, 30s, 1m, 1h, 1d, 1w), "
-      "or several from the largest unit down (1h30m, 2d12h)";
-  constexpr std::string_view kLongest = "the longest duration is 366d";
-  if (text.empty()) refuse(kAccepted);
-  std::int64_t total = 0;
-  std::int64_t previous_unit = 0;  // the last part's unit, 0 before the first
-  std::string_view previous_name;
-  for (std::size_t at = 0; at < text.size();) {
-    std::size_t digits = at;
-    while (digits < text.size() && is_digit(text[digits])) ++digits;
-    std::size_t letters = digits;
-    while (letters < text.size() && text[letters] >= 'a' && text[letters] <= 'z') ++letters;
-    const std::string_view number = text.substr(at, digits - at);
-    const std::string_view unit = text.substr(digits, letters - digits);
-    std::int64_t unit_ms = 0;
-    for (const auto& [name, size] : kWritten) {
-      if (unit == name) unit_ms = size;
-    }
-    if (number.empty() || unit_ms == 0) refuse(kAccepted);
-    if (previous_unit != 0 && unit_ms >= previous_unit) {
-      refuse(
-          fmt::format("'{}' after '{}': {} a unit once, from the largest down (1h30m, not "
-                      "30m1h or 1h1h)",
-                      unit, previous_name, unit_ms == previous_unit ? "give" : "write"));
-    }
-    // More than 12 digits is beyond 366 days in any unit (and beyond what from_chars reads
-    // into 64 bits, for very long numbers); the count is compared before it is multiplied,
-    // which could overflow (366366366366d).
-    if (number.size() > 12) refuse(kLongest);
-    std::int64_t count = 0;
-    std::from_chars(number.data(), number.data() + number.size(), count);
-    if (count > quota::kPeriodBound.count() / unit_ms) refuse(kLongest);
-    total += count * unit_ms;
-    if (total > quota::kPeriodBound.count()) refuse(kLongest);
-    previous_unit = unit_ms;
-    previous_name = unit;
-    at = letters;
-  }
-  if (total == 0) refuse("a duration is at least 1ms");
-  return milliseconds{total};
+  return quota::parse_duration(text, what);
 }
 
 std::string format_period(std::chrono::milliseconds period) {

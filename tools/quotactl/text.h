@@ -21,9 +21,8 @@ namespace quotactl {
 std::int64_t parse_whole(std::string_view text, std::string_view what, std::int64_t minimum,
                          std::int64_t maximum);
 
-// DURATION: a positive whole number and a unit, ms, s, m (or min), h, d or w (500ms, 30s, 1m,
-// 1h, 1d, 1w), or several such parts from the largest unit down, each unit once (1h30m,
-// 2d12h); at least 1ms and at most quota::kPeriodBound (366 days).
+// DURATION: the library's quota::parse_duration (quota/config.h), which a configuration file's
+// durations take too.
 std::chrono::milliseconds parse_duration(std::string_view text, std::string_view what);
 
 // The exact DURATION text for a period, in the largest unit that divides it (90000 -> "90s",

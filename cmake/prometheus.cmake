@@ -1,0 +1,28 @@
+# quota::prometheus (include/quota/prometheus.h): Engine::metrics() as prometheus-cpp
+# collectables. AUTO builds it when prometheus-cpp (prometheus-cpp-dev) is found, ON fails
+# when it is missing, OFF leaves it out.
+set(QUOTA_PROMETHEUS AUTO CACHE STRING "quota::prometheus: AUTO (when prometheus-cpp is found), ON or OFF")
+set_property(CACHE QUOTA_PROMETHEUS PROPERTY STRINGS AUTO ON OFF)
+string(TOUPPER "${QUOTA_PROMETHEUS}" quota_prometheus_value)
+if(NOT quota_prometheus_value MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "QUOTA_PROMETHEUS is '${QUOTA_PROMETHEUS}': give AUTO, ON or OFF")
+endif()
+set(QUOTA_HAS_PROMETHEUS OFF)
+if(NOT quota_prometheus_value STREQUAL "OFF")
+  find_package(prometheus-cpp CONFIG QUIET)
+  if(TARGET prometheus-cpp::core)
+    set(QUOTA_HAS_PROMETHEUS ON)
+  elseif(quota_prometheus_value STREQUAL "ON")
+    message(FATAL_ERROR "QUOTA_PROMETHEUS=ON but prometheus-cpp was not found: install "
+                        "prometheus-cpp-dev, or configure with -DQUOTA_PROMETHEUS=OFF")
+  endif()
+endif()
+if(QUOTA_HAS_PROMETHEUS)
+  add_library(quota_prometheus src/prometheus/collector.cpp)
+  add_library(quota::prometheus ALIAS quota_prometheus)
+  target_link_libraries(quota_prometheus PUBLIC quota::quota prometheus-cpp::core)
+  quota_target_options(quota_prometheus)
+  message(STATUS "quota: quota::prometheus built")
+else()
+  message(STATUS "quota: quota::prometheus not built (no prometheus-cpp)")
+endif()

@@ -1,0 +1,35 @@
+// quota::prometheus: Engine::metrics() for Prometheus, through prometheus-cpp (Debian's
+// prometheus-cpp-dev). An optional component: the CMake target quota::prometheus of quota's
+// own build (add_subdirectory), built when prometheus-cpp is found (QUOTA_PROMETHEUS: AUTO, ON
+// or OFF).
+//
+//   auto collector = quota::prometheus::collector(engine);
+//   prometheus::Exposer exposer{"127.0.0.1:9464"};     // prometheus-cpp-pull
+//   exposer.RegisterCollectable(collector);             // scraped at /metrics
+//
+// Or serialize it yourself, as examples/gateway does on its own HTTP server:
+//   prometheus::TextSerializer().Serialize(out, collector->Collect());
+//
+// The families, read from engine.metrics() at each scrape:
+//   quota_decisions_total{limit,reason}     counter: consume, check and record answers;
+//                                           reason "allowed", a denial's reason,
+//                                           "shadow_denied" or "store_unavailable"
+//   quota_fail_open_total                   counter: answers of FailurePolicy::fail_open
+//   quota_errors_total{code}                counter: errors by quota::ErrorCode name
+//   quota_operation_duration_seconds        histogram: consume, check and record
+//   quota_group_commits_total, quota_group_commit_requests_total
+//   quota_gc_deleted_rows_total, quota_expiry_runs_total, quota_expiry_failures_total
+#pragma once
+
+#include <memory>
+#include <prometheus/collectable.h>
+
+#include "quota/engine.h"
+
+namespace quota::prometheus {
+
+// A prometheus-cpp Collectable over `engine`, which must outlive it (or the registration:
+// Exposer holds a weak pointer, so destroy the Engine only after the shared pointer).
+std::shared_ptr<::prometheus::Collectable> collector(const Engine& engine);
+
+}  // namespace quota::prometheus
