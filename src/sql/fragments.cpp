@@ -323,7 +323,12 @@ std::string ref(std::string_view name) {
   if (!find_fragment(name)) {
     throw std::logic_error("no SQL fragment named " + std::string(name));
   }
-  return "{" + std::string(name) + "}";
+  std::string text;
+  text.reserve(name.size() + 2);
+  text += '{';
+  text.append(name);
+  text += '}';
+  return text;
 }
 
 std::vector<std::string_view> fragment_names() {
