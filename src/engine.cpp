@@ -606,12 +606,8 @@ struct Engine::Impl {
     Usage usage{std::string(limit),     std::string(owner),    integer_of(row->at(7)),
                 result.remaining,       result.denied,         result.reset_at_ms,
                 integer_of(row->at(8)), integer_of(row->at(9))};
-    // An exempt owner uses no quota (docs/concepts.md): its answers say the whole capacity
-    // remains, and so does its usage, whatever it recorded before the exemption (kept, and
-    // counted again if the exemption goes). Only such an owner is answered the whole capacity
-    // with anything in use: for every other, used + remaining is the capacity, or in debt
-    // more than it with nothing remaining.
-    if (usage.remaining == usage.capacity && usage.used > 0) usage.used = 0;
+    // An exempt owner's used is 0: the check's answer says so (src/sql/fragments.cpp,
+    // answer.used), as the quota_usage view does.
     if (!detail::is_null(row->at(10))) usage.blocked_until_ms = integer_of(row->at(10));
     return std::pair{std::move(usage), result};
   }

@@ -79,6 +79,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sql/fragments.h"
 #include "statements.h"
 #include "store.h"
 
@@ -103,8 +104,7 @@ constexpr const char* kDeadEvent = R"(
     LEFT JOIN quota_log_owners AS o ON o.limit_name = s.limit_name AND o.owner = s.owner
     WHERE l.name = s.limit_name
       AND l.algorithm IN ('sliding_log')
-      AND (o.owner IS NULL
-           OR s.at_ms <= {max}(?1, coalesce(o.seen_ms, 0)) - l.period_ms)))";
+      AND (o.owner IS NULL OR {dead_event})))";
 
 // quota_log_owners: an owner without events whose row answers as no row would.
 constexpr const char* kDeadLogOwner = R"(
@@ -115,38 +115,18 @@ constexpr const char* kDeadLogOwner = R"(
            AND EXISTS (SELECT 1 FROM quota_limits AS l
                        WHERE l.name = s.limit_name AND l.algorithm IN ('sliding_log')))))";
 
-// quota_windows: an owner whose counts can no longer count.
+// quota_windows: an owner whose counts can no longer count ({fixed_window} and
+// {sliding_window}: the algorithms' gc_dead fragments, src/sql/fragments.cpp).
 constexpr const char* kDeadWindow = R"(
   NOT EXISTS (SELECT 1 FROM quota_limits AS l WHERE l.name = s.limit_name)
   OR ({idle}
       AND EXISTS (
         SELECT 1 FROM quota_limits AS l
         WHERE l.name = s.limit_name
-          AND (
-            -- fixed_window: used counts in window row_key only; a calendar limit's
-            -- row counts until its window_key, the end of its window.
-            (l.algorithm = 'fixed_window'
-             AND NOT coalesce(s.used > 0
-                              AND CASE WHEN l.calendar IS NOT NULL THEN s.window_key > ?1
-                                       WHEN s.period_ms = l.period_ms
-                                       THEN s.window_key >= ?1 / l.period_ms
-                                       ELSE s.seen_ms / l.period_ms >= ?1 / l.period_ms END,
-                              FALSE))
-            -- sliding_window: used counts in windows row_key and row_key + 1 (as the
-            -- previous window), previous_used in window row_key only.
-            OR (l.algorithm = 'sliding_window'
-                AND NOT coalesce(s.used > 0
-                                 AND CASE WHEN s.period_ms = l.period_ms THEN s.window_key
-                                          ELSE s.seen_ms / l.period_ms END + 1
-                                     >= ?1 / l.period_ms, FALSE)
-                AND NOT coalesce(s.previous_used > 0
-                                 AND CASE WHEN s.period_ms = l.period_ms THEN s.window_key
-                                          ELSE s.seen_ms / l.period_ms END
-                                     >= ?1 / l.period_ms, FALSE))
-          ))))";
+          AND ((l.algorithm = 'fixed_window' AND {fixed_window})
+               OR (l.algorithm = 'sliding_window' AND {sliding_window})))))";
 
 // quota_buckets: a full bucket (at now, under the limit as it is) answers as a new owner's.
-// {start} is the decision's reading of the stored level (src/statements.cpp).
 constexpr const char* kDeadBucket = R"(
   NOT EXISTS (SELECT 1 FROM quota_limits AS l WHERE l.name = s.limit_name)
   OR ({idle}
@@ -156,22 +136,65 @@ constexpr const char* kDeadBucket = R"(
           AND NOT EXISTS (SELECT 1 FROM quota_overrides AS o
                           WHERE o.owner = s.owner AND o.limit_name IN (s.limit_name, '*')
                             AND o.policy = 'maximum')
-          AND ({start} >= l.burst * l.period_ms
-               OR ?1 - s.seen_ms >= (l.burst * l.period_ms - {start} - 1) / l.maximum + 1))))";
+          AND ({token_bucket}))))";
 
-// A rule with its {idle}, {max} and, for the buckets, {start} filled in for `dialect`.
-std::string rule_for(const char* rule, const Dialect& dialect) {
-  return fmt::format(
-      fmt::runtime(rule), fmt::arg("idle", kIdle), fmt::arg("max", dialect.greatest),
-      fmt::arg("start", bucket_start("s.level", "s.period_ms", "l.period_ms", "l.burst", dialect)));
+// The fragments' inputs as gc reads them: the swept row `s`, the limit `l` as it is, and gc's
+// now (?1) as the time.
+const sql::Bindings& row_inputs() {
+  static const sql::Bindings inputs = {
+      {"t", "?1"},
+      {"period_ms", "l.period_ms"},
+      {"maximum", "l.maximum"},
+      {"capacity", "l.burst"},
+      {"s_seen", "s.seen_ms"},
+      {"s_period", "s.period_ms"},
+      {"s_window_key", "s.window_key"},
+      {"s_used", "s.used"},
+      {"s_previous", "s.previous_used"},
+      {"s_level", "s.level"},
+      {"at_ms", "s.at_ms"},
+  };
+  return inputs;
 }
 
-// A table that gc sweeps.
-struct Sweep {
-  const char* table;
-  std::vector<std::string> key;  // its unique key's columns, in the index's order
-  std::string dead;
-};
+// The fragment `name` over `bindings` and then gc's row inputs.
+std::string over_row(std::string_view name, sql::Bindings bindings) {
+  const sql::Bindings& inputs = row_inputs();
+  bindings.insert(bindings.end(), inputs.begin(), inputs.end());
+  return sql::fill(sql::ref(name), bindings);
+}
+
+// A rule with its fragments filled in for `dialect`.
+std::string rule_for(const char* rule, const Dialect& dialect) {
+  // Windows of period_ms: the window of now is ?1 / l.period_ms; a calendar row's window
+  // counts until its end, its window_key.
+  const std::string now_key = sql::fill(sql::ref("period.window_key"), row_inputs());
+  const std::string row_key = over_row("period.row_key", {});
+  const std::string period_counts =
+      over_row("period.row_counts", {{"row_key", row_key}, {"window_key", now_key}});
+  const std::string calendar_counts = over_row("calendar.row_counts", {});
+  const std::string fixed = over_row(
+      "fixed_window.gc_dead",
+      {{"row_counts", "CASE WHEN l.calendar IS NOT NULL THEN " + calendar_counts + " ELSE " +
+                          period_counts + " END"}});
+  const std::string sliding =
+      over_row("sliding_window.gc_dead", {{"row_key", row_key}, {"window_key", now_key}});
+  const std::string start = over_row("token_bucket.start", {});
+  const std::string full_level = over_row("token_bucket.full_level", {});
+  const std::string bucket =
+      over_row("token_bucket.gc_dead", {{"start", start}, {"full_level", full_level}});
+  // An event is dead from the start of its owner's window at the clock rule's time.
+  const std::string owner_t = over_row("clock.t", {{"now", "?1"}, {"s_seen", "o.seen_ms"}});
+  const std::string event = over_row("sliding_log.gc_dead_event", {{"t", owner_t}});
+  return sql::finish(sql::fill(rule, {{"idle", kIdle},
+                                      {"fixed_window", fixed},
+                                      {"sliding_window", sliding},
+                                      {"token_bucket", bucket},
+                                      {"dead_event", event}}),
+                     dialect);
+}
+
+}  // namespace
 
 std::vector<Sweep> sweeps(const Dialect& dialect) {
   return {
@@ -182,6 +205,8 @@ std::vector<Sweep> sweeps(const Dialect& dialect) {
       {"quota_buckets", {"owner", "limit_name"}, rule_for(kDeadBucket, dialect)},
   };
 }
+
+namespace {
 
 using Key = std::vector<Value>;
 

@@ -45,36 +45,30 @@
 #include <array>
 #include <regex>
 #include <stdexcept>
+#include <utility>
+
+#include "sql/fragments.h"
 
 namespace quota::detail {
 namespace {
 
-// Every template is formatted with the names of the dialect's fragments (src/sql/dialect.h)
-// standing for themselves, so that the fragments pass unchanged through the layers of a
+// Every template is filled by the one mechanism of src/sql/fragments.h: `fill` replaces the
+// names it is given (and the fragments of the table) and leaves the rest, so that the
+// dialect's fragments and the decision's inputs pass unchanged through the layers of a
 // statement; `finish` fills them in once the statement is whole. No SQL here uses braces.
+using Arg = std::pair<std::string_view, std::string>;
+
+Arg arg(std::string_view name, std::string_view value) { return {name, std::string(value)}; }
+Arg arg(std::string_view name, std::string&& value) { return {name, std::move(value)}; }
+Arg arg(std::string_view name, const char* value) { return {name, std::string(value)}; }
+
 template <typename... Args>
-std::string expand(std::string_view text, Args&&... args) {
-  return fmt::format(
-      fmt::runtime(text), std::forward<Args>(args)..., fmt::arg("max", "{max}"),
-      fmt::arg("min", "{min}"), fmt::arg("barrier", "{barrier}"), fmt::arg("now", "{now}"),
-      fmt::arg("int", "{int}"), fmt::arg("limit", "{limit}"), fmt::arg("owner", "{owner}"),
-      fmt::arg("cost", "{cost}"), fmt::arg("now_ms", "{now_ms}"),
-      fmt::arg("live_base", "{live_base}"), fmt::arg("covering_event", "{covering_event}"),
-      fmt::arg("newest_kept", "{newest_kept}"), fmt::arg("request_cost", "{request_cost}"),
-      fmt::arg("request_now", "{request_now}"));
+std::string fill(std::string_view text, Args&&... args) {
+  return sql::fill(text, sql::Bindings{std::forward<Args>(args)...});
 }
 
-std::string finish(std::string_view text, const Dialect& dialect) {
-  return fmt::format(
-      fmt::runtime(text), fmt::arg("max", dialect.greatest), fmt::arg("min", dialect.least),
-      fmt::arg("barrier", dialect.barrier), fmt::arg("now", dialect.database_now),
-      fmt::arg("int", dialect.as_integer), fmt::arg("limit", dialect.limit),
-      fmt::arg("owner", dialect.owner), fmt::arg("cost", dialect.cost),
-      fmt::arg("now_ms", dialect.now), fmt::arg("live_base", dialect.log_live_base),
-      fmt::arg("covering_event", dialect.log_covering_event),
-      fmt::arg("newest_kept", dialect.log_newest_kept),
-      fmt::arg("request_cost", dialect.request_cost), fmt::arg("request_now", dialect.request_now));
-}
+using sql::finish;
+
 
 // What each operation records and counts, given the decision's `allowed` (the verdict as if
 // enforcing), the owner's override `policy` and the limit's `shadow` flag.
@@ -106,7 +100,7 @@ constexpr const char* kBlockStarted =
 
 // `text` with {blocked} written out.
 std::string with_block(std::string_view text) {
-  return expand(text, fmt::arg("blocked", kBlocked));
+  return fill(text, arg("blocked", kBlocked));
 }
 
 OperationParts parts_of(Operation operation) {
@@ -166,17 +160,17 @@ std::string maximum_for_owner(Algorithm algorithm) {
   const bool bounded =
       algorithm == Algorithm::sliding_window || algorithm == Algorithm::token_bucket;
   const std::string value =
-      bounded ? expand("{min}({}, 4611686018427387904 / l.period_ms)", kOverrideMaximum)
+      bounded ? fill("{min}({value}, 4611686018427387904 / l.period_ms)", arg("value", kOverrideMaximum))
               : std::string(kOverrideMaximum);
-  return expand(kMaximumForOwner, fmt::arg("bounded", value));
+  return fill(kMaximumForOwner, arg("bounded", value));
 }
 
 // A token bucket's capacity as the owner sees it (an override without a burst: its maximum).
 std::string burst_for_owner() {
-  return expand(
+  return fill(
       "CASE coalesce(o.policy, a.policy) WHEN 'maximum' "
-      "THEN {min}({}, 2305843009213693952 / l.period_ms) ELSE l.burst END",
-      kOverrideBurst);
+      "THEN {min}({value}, 2305843009213693952 / l.period_ms) ELSE l.burst END",
+      arg("value", kOverrideBurst));
 }
 
 // The verdict as if enforcing, the same for every algorithm: an exempt owner is always
@@ -205,9 +199,9 @@ constexpr const char* kFromCaller = " + (t - now)";
 
 // kAnswerRetry for `parts`' operation.
 std::string answer_retry(const OperationParts& parts) {
-  return expand(kAnswerRetry,
-                fmt::arg("started", expand(parts.started, fmt::arg("caller", kFromCaller))),
-                fmt::arg("caller", kFromCaller));
+  return fill(kAnswerRetry,
+                arg("started", fill(parts.started, arg("caller", kFromCaller))),
+                arg("caller", kFromCaller));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -219,18 +213,17 @@ std::string answer_retry(const OperationParts& parts) {
 // was written, the window that holds its seen_ms. Its used counts if that is the current
 // window k = floor(t / period_ms); it becomes the previous window's count if row_key = k - 1.
 // `rest` = (k + 1) * period_ms - t is what remains of the current window (P - e in the
-// docs). The algorithms differ only in the expressions of kFixedWindow and kSlidingWindow.
-// Counts saturate at 2^62 (reached only after millions of records of the largest cost).
+// docs). The algorithms differ only in their fragments (src/sql/fragments.cpp).
 constexpr const char* kWindowDecision = R"(
   SELECT *,
     {max}({remaining}, 0) AS remaining,
     {reason} AS reason,
-    CASE WHEN allowed THEN 0 WHEN cost > capacity THEN -1 ELSE {retry} END AS retry_after_ms,
+    {answer_retry} AS retry_after_ms,
     {reset_at} AS reset_at_ms,
     {shown_used} AS shown_used
   FROM (
     SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed{carry},
-      {min}(used + CASE WHEN {recorded} THEN cost ELSE 0 END, 4611686018427387904) AS used_after,
+      {used_after} AS used_after,
       denied_before + {int}({denied}) AS denied
     FROM (
       SELECT maximum, capacity, period_ms, cost, t, window_key, rest, used, previous_used,
@@ -238,16 +231,15 @@ constexpr const char* kWindowDecision = R"(
         {allowed} AS allowed
       FROM (
         SELECT maximum, capacity, period_ms, cost, t, window_key, rest, denied_before{carry},
-          CASE WHEN row_key = window_key THEN s_used{take} ELSE 0 END AS used,
-          CASE row_key WHEN window_key THEN s_previous WHEN window_key - 1 THEN s_used
-                       ELSE 0 END AS previous_used
+          {used} AS used,
+          {previous_used} AS previous_used
         FROM (
           SELECT maximum, capacity, period_ms, cost, t, s_used, s_previous{carry},
-            {window_key} AS window_key, period_ms - t % period_ms AS rest,
+            {window_key} AS window_key, {rest} AS rest,
             {row_key} AS row_key,
             coalesce(s_denied, 0) AS denied_before
           FROM (
-            SELECT *, {max}(now, coalesce(s_seen, 0)) AS t
+            SELECT *, {clock} AS t
             FROM ({inputs}) AS inputs
           ) AS clocked {barrier}
         ) AS keyed
@@ -255,88 +247,23 @@ constexpr const char* kWindowDecision = R"(
     ) AS decided
   ) AS written)";
 
-struct WindowExpressions {
-  const char* allowed;     // given cost <= capacity: may `cost` be added to `used` now?
-  const char* remaining;   // units left after the operation (clamped at 0 by the template)
-  const char* retry;       // the wait of a denied request whose cost fits the capacity
-  const char* reset_at;    // when usage is back to zero
-  const char* shown_used;  // `used` as check and usage show it
-};
-
-// fixed_window: usage is the current window's count; the window ends at {window_end}.
-constexpr WindowExpressions kFixedWindow = {
-    "used + cost <= maximum",
-    "maximum - used_after",
-    "{window_end} - t",
-    "CASE WHEN used_after > 0 THEN {window_end} ELSE t END",
-    "used_after",
-};
-
 // Where the window layers of kWindowDecision differ between windows of period_ms from the
-// epoch and calendar windows (kCalendarWindow): the inputs' extra column, the current
-// window's key, the owner row's, and the current window's end.
+// epoch and calendar windows (kCalendarWindow): the inputs' extra column, and the prefix of
+// the layout's fragments (window_key, row_key, window_end, row_counts).
 struct WindowLayout {
-  const char* input;       // the inputs' column(s) of the layout, each followed by ", "
-  const char* window_key;  // the key of the window that holds t
-  const char* row_key;     // the key of the window the row's counts belong to
-  const char* window_end;  // the end of the window that holds t (given window_key)
+  const char* input;      // the inputs' column(s) of the layout, each followed by ", "
+  const char* fragments;  // "period" or "calendar"
 };
 
-// Windows of period_ms: window k = floor(t / period_ms); a row written under another period
-// counts in the window that holds its seen_ms.
-constexpr WindowLayout kPeriodWindows = {
-    "",
-    "t / period_ms",
-    "CASE WHEN s_period = period_ms THEN s_window_key ELSE s_seen / period_ms END",
-    "(window_key + 1) * period_ms",
-};
+constexpr WindowLayout kPeriodWindows = {"", "period"};
 
 // Calendar windows: a window's key is its end (the inputs' calendar_end, kCalendarInput).
-constexpr WindowLayout kCalendarWindows = {
-    "{calendar} AS calendar_end, ",
-    "calendar_end",
-    "s_window_key",
-    "window_key",
-};
+constexpr WindowLayout kCalendarWindows = {"{calendar} AS calendar_end, ", "calendar"};
 
-// ceil(r * rest / P) for r = previous_used % period_ms (< P) and rest (<= P), exact for every
-// period up to 2^35 ms (kPeriodBound is below): rest is split at H = 2^18 into a * H + b, so
-// r * rest = x * H + r * b with x = r * a < 2^52, and x = (x / P) * P + x % P leaves
-// ceil(r * rest / P) = (x / P) * H + ceil(((x % P) * H + r * b) / P), every term below 2^54.
-// migrations/0006_long_sliding_windows.sql computes quota_usage's `used` the same way.
-constexpr const char* kWeightedRest =
-    "((previous_used % period_ms) * (rest / 262144) / period_ms) * 262144"
-    " + (((previous_used % period_ms) * (rest / 262144)) % period_ms * 262144"
-    " + (previous_used % period_ms) * (rest % 262144) + period_ms - 1) / period_ms";
-
-// sliding_window: usage is cur + prev * (P - e) / P, decided exactly in integers as
-// prev * rest <= (maximum - cur - cost) * P, where the right side is at most maximum * P
-// (<= 2^62 by the limit's definition) and the left side is compared by division, so that no
-// product can overflow whatever prev is.
-// A denied request waits inside the current window when the previous window's weight alone
-// is in the way: until prev * (rest - d) <= (maximum - need) * P, need = used_after + cost.
-// Otherwise it waits into the next window, where this window's count weighs as prev did:
-// e'' = P - floor((maximum - cost) * P / used_after) into it, or the whole of it when that
-// floor is 0.
-// The usage shown, cur + ceil(prev * rest / P), is (prev / P) * rest plus the rounded-up
-// weight of r = prev % P, computed by kWeightedRest without the product r * rest, which is
-// beyond 64 bits for periods above 35 days.
-constexpr WindowExpressions kSlidingWindow = {
-    "CASE WHEN used + cost <= maximum"
-    "     THEN previous_used <= ((maximum - used - cost) * period_ms) / rest ELSE FALSE END",
-    "CASE WHEN used_after >= maximum THEN 0"
-    "     WHEN previous_used > ((maximum - used_after) * period_ms) / rest THEN 0"
-    "     ELSE ((maximum - used_after) * period_ms - previous_used * rest) / period_ms END",
-    "CASE WHEN used_after + cost <= maximum AND previous_used > 0"
-    "          AND ((maximum - used_after - cost) * period_ms) / previous_used > 0"
-    "     THEN rest - ((maximum - used_after - cost) * period_ms) / previous_used"
-    "     ELSE rest + CASE WHEN used_after = 0 THEN 0"
-    "                      ELSE {max}(0, period_ms - ((maximum - cost) * period_ms) / used_after)"
-    "                 END END",
-    "CASE WHEN used_after > 0 THEN (window_key + 2) * period_ms"
-    "     WHEN previous_used > 0 THEN (window_key + 1) * period_ms ELSE t END",
-    "used_after + (previous_used / period_ms) * rest + {weighted_rest}",
-};
+// The fragment `name` of `prefix` ("fixed_window", "period"), filled with `bindings`.
+std::string part(std::string_view prefix, std::string_view name, const sql::Bindings& bindings = {}) {
+  return sql::fill(sql::ref(std::string(prefix) + "." + std::string(name)), bindings);
+}
 
 // ---------------------------------------------------------------------------------------
 // Calendar windows (Limit::calendar, migrations/0008_calendar_periods.sql).
@@ -429,25 +356,32 @@ std::string first_day(std::string_view month) {
 // The inputs' calendar_end (kCalendarInput) over the owner's row `row` at time `t`.
 std::string calendar_input(std::string_view t, std::string_view row, std::string_view owner) {
   const std::string end =
-      expand(kCalendarEnd, fmt::arg("time", t), fmt::arg("anchor_owner", owner),
-             fmt::arg("l_z", "((lt + 86400000) / 86400000 + 719467)"),
-             fmt::arg("a_z", "((at + 86400000) / 86400000 + 719467)"),
-             fmt::arg("fd0", first_day("b")), fmt::arg("fd1", first_day("b + 1")),
-             fmt::arg("fdn", first_day("b + step")), fmt::arg("fdn1", first_day("b + step + 1")));
-  return expand(kCalendarInput, fmt::arg("t", t), fmt::arg("row", row),
-                fmt::arg("calendar_end", end));
+      fill(kCalendarEnd, arg("time", t), arg("anchor_owner", owner),
+             arg("l_z", "((lt + 86400000) / 86400000 + 719467)"),
+             arg("a_z", "((at + 86400000) / 86400000 + 719467)"),
+             arg("fd0", first_day("b")), arg("fd1", first_day("b + 1")),
+             arg("fdn", first_day("b + step")), arg("fdn1", first_day("b + step + 1")));
+  return fill(kCalendarInput, arg("t", t), arg("row", row),
+                arg("calendar_end", end));
 }
 
+// The FROM of a check's inputs: the limit, and the owner's row if it has one; and of the usage
+// view's: every owner's row of a limit of the kind.
+constexpr const char* kCheckFrom = R"(quota_limits AS l
+      LEFT JOIN {table} AS s ON s.limit_name = l.name AND s.owner = {owner}{overrides}
+      WHERE l.name = {limit} AND l.algorithm = '{algorithm}'{layout_test})";
+constexpr const char* kViewFrom = R"({table} AS s
+      JOIN quota_limits AS l ON l.name = s.limit_name{overrides}
+      WHERE l.algorithm = '{algorithm}'{layout_test})";
+
 constexpr const char* kWindowCheckInputs = R"(
-      SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
+      SELECT {usage_key}{maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
              {layout_input}{request_cost} AS cost, {request_now} AS now,
              {policy} AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
              l.block_ms AS block_ms, s.blocked_until_ms AS s_blocked_until,
              s.window_key AS s_window_key, s.period_ms AS s_period, s.used AS s_used,
              s.previous_used AS s_previous, s.denied AS s_denied, s.seen_ms AS s_seen
-      FROM quota_limits AS l
-      LEFT JOIN quota_windows AS s ON s.limit_name = l.name AND s.owner = {owner}{overrides}
-      WHERE l.name = {limit} AND l.algorithm = '{algorithm}'{layout_test})";
+      FROM {from})";
 
 constexpr const char* kWindowUpdateInputs = R"(
       SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
@@ -464,35 +398,19 @@ constexpr const char* kWindowUpdateInputs = R"(
 // token_bucket, on quota_buckets.
 //
 // Inputs: maximum, period_ms, capacity (the burst), cost, now; the row's s_level, s_period,
-// s_denied, s_seen (NULL for an owner without state: a full bucket).
-// level is tokens * period_ms, so a refill of maximum tokens per period adds exactly
-// maximum units per millisecond. `start` is the row's level under the limit as it is now:
-// clamped to the capacity, or re-scaled to whole tokens when the period has changed. The
-// refill compares the elapsed time with the time to fill instead of multiplying, so no
-// product exceeds capacity * period_ms (<= 2^61 by the limit's definition); a debt is
-// floored at -2^62, two records of the whole capacity, so every sum of a level and a debt
-// stays below 2^63.
-// A token bucket's level after the operation (a debt floored at -2^62), the wait of a denied
-// request whose cost fits the capacity, and when the bucket is full again.
-constexpr const char* kBucketTaken = R"(CASE WHEN NOT ({recorded}) THEN level
-           WHEN cost > (level + 4611686018427387904) / period_ms THEN -4611686018427387904
-           ELSE level - cost * period_ms END)";
-constexpr const char* kBucketRetry = "(cost * period_ms - level_after - 1) / maximum + 1";
-constexpr const char* kBucketResetAt = R"(CASE WHEN level_after >= full_level THEN t
-         ELSE t + (full_level - level_after - 1) / maximum + 1 END)";
-
+// s_denied, s_seen (NULL for an owner without state: a full bucket). The arithmetic (level
+// as tokens * period_ms, the start, the refill, the level after) is the token_bucket
+// fragments' (src/sql/fragments.cpp).
 constexpr const char* kBucketDecision = R"(
   SELECT *,
-    {max}(level_after / period_ms, 0) AS remaining,
+    {remaining} AS remaining,
     {reason} AS reason,
-    CASE WHEN allowed THEN 0 WHEN cost > capacity THEN -1
-         ELSE {bucket_retry} END AS retry_after_ms,
-    {bucket_reset_at} AS reset_at_ms,
-    capacity - CASE WHEN level_after >= 0 THEN level_after / period_ms
-                    ELSE -((period_ms - 1 - level_after) / period_ms) END AS shown_used
+    {answer_retry} AS retry_after_ms,
+    {reset_at} AS reset_at_ms,
+    {shown_used} AS shown_used
   FROM (
     SELECT *,
-      {bucket_taken} AS level_after,
+      {level_after} AS level_after,
       denied_before + {int}({denied}) AS denied
     FROM (
       SELECT *,
@@ -504,7 +422,7 @@ constexpr const char* kBucketDecision = R"(
             CASE WHEN s_level IS NULL THEN full_level ELSE {start} END AS start,
             coalesce(s_denied, 0) AS denied_before
           FROM (
-            SELECT *, {max}(now, coalesce(s_seen, 0)) AS t, capacity * period_ms AS full_level
+            SELECT *, {clock} AS t, {full_level} AS full_level
             FROM ({inputs}) AS inputs {barrier}
           ) AS clocked {barrier}
         ) AS started {barrier}
@@ -512,32 +430,16 @@ constexpr const char* kBucketDecision = R"(
     ) AS decided {barrier}
   ) AS recorded)";
 
-// A stored level under the limit as it is now: clamped to the capacity, or re-scaled to
-// whole tokens (rounded down, a debt floored) when the period has changed.
-constexpr const char* kBucketStart = R"(CASE
-                 WHEN {row_period} = {period} THEN {min}({level}, {capacity} * {period})
-                 WHEN {level} / {row_period} >= {capacity} THEN {capacity} * {period}
-                 ELSE {max}(CASE WHEN {level} >= 0 THEN {level} / {row_period}
-                               ELSE -(({row_period} - 1 - {level}) / {row_period}) END,
-                          -(4611686018427387904 / {period})) * {period} END)";
-
-// The level refilled from s_seen to t, at most full.
-constexpr const char* kBucketRefill = R"(CASE WHEN start >= full_level THEN full_level
-               WHEN t - coalesce(s_seen, t) >= (full_level - start - 1) / maximum + 1 THEN full_level
-               ELSE start + maximum * (t - coalesce(s_seen, t)) END)";
-
 // A row that no request has written yet (seen_ms NULL, made by the "new owner" trigger with
 // the limit's burst) reads as no row: a full bucket of the owner's own capacity.
 constexpr const char* kBucketCheckInputs = R"(
-      SELECT {maximum} AS maximum, {capacity} AS capacity, l.period_ms AS period_ms,
+      SELECT {usage_key}{maximum} AS maximum, {capacity} AS capacity, l.period_ms AS period_ms,
              {request_cost} AS cost, {request_now} AS now,
              {policy} AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
              l.block_ms AS block_ms, s.blocked_until_ms AS s_blocked_until,
              s.level AS s_level, s.period_ms AS s_period, s.denied AS s_denied,
              s.seen_ms AS s_seen
-      FROM quota_limits AS l
-      LEFT JOIN quota_buckets AS s ON s.limit_name = l.name AND s.owner = {owner}{overrides}
-      WHERE l.name = {limit} AND l.algorithm = '{algorithm}')";
+      FROM {from})";
 
 constexpr const char* kBucketUpdateInputs = R"(
       SELECT {maximum} AS maximum, {capacity} AS capacity, l.period_ms AS period_ms,
@@ -563,33 +465,28 @@ constexpr const char* kBucketUpdateInputs = R"(
 // older event.
 constexpr const char* kLogDecision = R"(
   SELECT *,
-    {max}(maximum - used_after, 0) AS remaining,
+    {remaining} AS remaining,
     {reason} AS reason,
-    used_after AS shown_used,
-    CASE WHEN allowed THEN 0
-         WHEN cost > capacity THEN -1
-         ELSE coalesce({covering_event}, t) + period_ms - t
-    END AS retry_after_ms,
-    CASE WHEN used_after = 0 THEN t
-         WHEN recorded > 0 THEN t + period_ms
-         ELSE {newest} + period_ms END AS reset_at_ms,
+    {shown_used} AS shown_used,
+    {answer_retry} AS retry_after_ms,
+    {reset_at} AS reset_at_ms,
     {total} AS total,
-    CASE WHEN recorded > 0 THEN t ELSE {newest} END AS newest_at_ms
+    {newest_after} AS newest_at_ms
   FROM (
     SELECT *, used + recorded AS used_after, used + recorded + cost - maximum AS excess,
            denied_before + {int}({denied}) AS denied
     FROM (
-      SELECT *, CASE WHEN {recorded} THEN cost ELSE 0 END AS recorded
+      SELECT *, {recorded} AS recorded
       FROM (
         SELECT *, {allowed} AS allowed
         FROM (
           SELECT *, {used} AS used
           FROM (
             SELECT *,
-              {live_base} AS live_base,
+              {log_live_base} AS live_base,
               coalesce(s_denied, 0) AS denied_before
             FROM (
-              SELECT *, {max}(now, coalesce(s_seen, 0)) AS t
+              SELECT *, {clock} AS t
               FROM ({inputs}) AS inputs {barrier}
             ) AS clocked {barrier}
           ) AS based
@@ -599,16 +496,14 @@ constexpr const char* kLogDecision = R"(
   ) AS summed)";
 
 constexpr const char* kLogCheckInputs = R"(
-      SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
+      SELECT {usage_key}{maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
              {request_cost} AS cost, {request_now} AS now,
              {policy} AS policy, l.shadow AS shadow, s.shadow_denied AS s_shadow_denied,
              l.block_ms AS block_ms, s.blocked_until_ms AS s_blocked_until,
              l.name AS key_limit, {owner} AS key_owner,
              s.total AS s_total, s.newest_at_ms AS s_newest_at, s.denied AS s_denied,
              s.seen_ms AS s_seen
-      FROM quota_limits AS l
-      LEFT JOIN quota_log_owners AS s ON s.limit_name = l.name AND s.owner = {owner}{overrides}
-      WHERE l.name = {limit} AND l.algorithm = '{algorithm}')";
+      FROM {from})";
 
 constexpr const char* kLogUpdateInputs = R"(
       SELECT {maximum} AS maximum, {maximum} AS capacity, l.period_ms AS period_ms,
@@ -621,28 +516,6 @@ constexpr const char* kLogUpdateInputs = R"(
       FROM {request_row}
       LEFT JOIN quota_limits AS l
         ON l.name = excluded.limit_name AND l.algorithm = '{algorithm}'{overrides})";
-
-// The sliding log's parts that a refund changes: usage, the running total and the newest
-// event's time. A refund gives back the newest events first, down to the running total
-// live_base + used, and the newest event left is the first one that reaches that total.
-struct LogParts {
-  const char* used;
-  const char* total;
-  const char* newest;
-};
-
-constexpr LogParts kLogRecord = {
-    "coalesce(s_total - live_base, 0)",
-    "CASE WHEN recorded = 0 THEN s_total WHEN used = 0 THEN recorded "
-    "ELSE s_total + recorded END",
-    "s_newest_at",
-};
-
-constexpr LogParts kLogRefund = {
-    "{max}(coalesce(s_total - live_base, 0) - refund, 0)",
-    "coalesce(live_base + used, s_total)",
-    "coalesce({newest_kept}, s_newest_at)",
-};
 
 // ---------------------------------------------------------------------------------------
 
@@ -676,8 +549,8 @@ constexpr const char* kProposedRequestRow =
     "(SELECT {limit} AS limit_name, {owner} AS owner, {request_cost} AS cost,"
     " {request_now} AS seen_ms) AS excluded LEFT JOIN {table} ON FALSE";
 
-constexpr const char* kCheck = R"(SELECT {granted} AS allowed, reason, {remaining} AS remaining,
-  {retry} AS retry_after_ms, reset_at_ms, denied, FALSE AS shadow_denied, shown_used AS used,
+constexpr const char* kCheck = R"(SELECT {usage_key}{granted} AS allowed, reason, {remaining} AS remaining,
+  {retry} AS retry_after_ms, reset_at_ms, denied, FALSE AS shadow_denied, {used} AS used,
   coalesce(s_shadow_denied, 0) AS shadow_denials, capacity,
   CASE WHEN {blocked} THEN s_blocked_until END AS blocked_until_ms
 FROM ({decision}) AS decision)";
@@ -706,10 +579,9 @@ struct Family {
   const char* table;    // the state table a consume or record writes
   const char* columns;  // its algorithm-specific state columns...
   const char* values;   // ...and the decision's columns written to them
-  const char* fits;     // given cost <= capacity, may `cost` be taken now? (kAllowed)
-  const WindowExpressions* window = nullptr;  // the window algorithms' own expressions
-  const WindowLayout* layout = nullptr;       // ...and their windows' layout
-  const char* layout_test = "";               // the limits the layout matches
+  const char* algorithm;                // the prefix of its fragments (src/sql/fragments.cpp)
+  const WindowLayout* layout = nullptr;  // the window algorithms' layout
+  const char* layout_test = "";          // the limits the layout matches
 };
 
 constexpr const char* kLogColumns = "total, newest_at_ms, recorded, denied";
@@ -721,42 +593,37 @@ constexpr const char* kBucketValues = "level_after, denied, capacity";
 
 Family family_of(Algorithm algorithm) {
   if (algorithm == kCalendarWindow) {
-    return {kWindowDecision,      kWindowCheckInputs,
-            kWindowUpdateInputs,  "quota_windows",
-            kWindowColumns,       kWindowValues,
-            kFixedWindow.allowed, &kFixedWindow,
-            &kCalendarWindows,    " AND l.calendar IS NOT NULL"};
+    return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, "quota_windows",
+            kWindowColumns,  kWindowValues,      "fixed_window",      &kCalendarWindows,
+            " AND l.calendar IS NOT NULL"};
   }
   switch (algorithm) {
     case Algorithm::sliding_log:
-      return {kLogDecision, kLogCheckInputs, kLogUpdateInputs,        "quota_log_owners",
-              kLogColumns,  kLogValues,      "used + cost <= maximum"};
+      return {kLogDecision, kLogCheckInputs, kLogUpdateInputs, "quota_log_owners",
+              kLogColumns,  kLogValues,      "sliding_log"};
     case Algorithm::fixed_window:
-      return {kWindowDecision,          kWindowCheckInputs, kWindowUpdateInputs,
-              "quota_windows",          kWindowColumns,     kWindowValues,
-              kFixedWindow.allowed,     &kFixedWindow,      &kPeriodWindows,
+      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, "quota_windows",
+              kWindowColumns,  kWindowValues,      "fixed_window",      &kPeriodWindows,
               " AND l.calendar IS NULL"};
     case Algorithm::sliding_window:
-      return {kWindowDecision,        kWindowCheckInputs, kWindowUpdateInputs,
-              "quota_windows",        kWindowColumns,     kWindowValues,
-              kSlidingWindow.allowed, &kSlidingWindow,    &kPeriodWindows};
+      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, "quota_windows",
+              kWindowColumns,  kWindowValues,      "sliding_window",    &kPeriodWindows};
     case Algorithm::token_bucket:
-      return {kBucketDecision, kBucketCheckInputs, kBucketUpdateInputs,        "quota_buckets",
-              kBucketColumns,  kBucketValues,      "level >= cost * period_ms"};
+      return {kBucketDecision, kBucketCheckInputs, kBucketUpdateInputs, "quota_buckets",
+              kBucketColumns,  kBucketValues,      "token_bucket"};
   }
   throw std::logic_error("unknown algorithm");
 }
 
 std::string override_joins(std::string_view limit, std::string_view owner) {
-  return fmt::format(fmt::runtime(kOverrideJoins), fmt::arg("limit", limit),
-                     fmt::arg("owner", owner));
+  return fill(kOverrideJoins, arg("limit", limit), arg("owner", owner));
 }
 
 std::string build_reset() {
-  return expand(kReset, fmt::arg("burst", burst_for_owner()),
-                fmt::arg("bounded_maximum", maximum_for_owner(Algorithm::sliding_window)),
-                fmt::arg("maximum", maximum_for_owner(Algorithm::sliding_log)),
-                fmt::arg("overrides", override_joins("{limit}", "{owner}")));
+  return fill(kReset, arg("burst", burst_for_owner()),
+                arg("bounded_maximum", maximum_for_owner(Algorithm::sliding_window)),
+                arg("maximum", maximum_for_owner(Algorithm::sliding_log)),
+                arg("overrides", override_joins("{limit}", "{owner}")));
 }
 
 struct MoreColumns {
@@ -771,8 +638,8 @@ MoreColumns more_columns(Operation operation, const Family& family, bool propose
   if (operation == Operation::consume) {
     return {", shadow_denied",
             proposed ? std::string(", {int}(NOT allowed AND shadow)")
-                     : fmt::format(", {}.shadow_denied + {{int}}(NOT allowed AND shadow)",
-                                   family.table)};
+                     : fill(", {table}.shadow_denied + {int}(NOT allowed AND shadow)",
+                            arg("table", family.table))};
   }
   if (operation == Operation::refund && family.decision == kLogDecision) {
     return {", refunded", ", s_total - total"};
@@ -780,63 +647,122 @@ MoreColumns more_columns(Operation operation, const Family& family, bool propose
   return {};
 }
 
+// The value bound to `name` in `bindings`.
+std::string bindings_value(const sql::Bindings& bindings, std::string_view name) {
+  for (const auto& [key, value] : bindings) {
+    if (key == name) return value;
+  }
+  throw std::logic_error("no binding named " + std::string(name));
+}
+
+// The algorithm's own columns of a decision (src/sql/fragments.cpp), for an operation that
+// records when `records` and, for a refund, gives back. Each is a fragment filled with what
+// the operation decides; its inputs stay the decision's columns.
+sql::Bindings arithmetic(const Family& family, std::string_view records, bool refund) {
+  const std::string_view name = family.algorithm;
+  const sql::Bindings records_binding = {{"records", std::string(records)}};
+  sql::Bindings bindings = {
+      {"clock", sql::ref("clock.t")},
+      {"remaining", part(name, "remaining")},
+      {"shown_used", part(name, "shown_used")},
+      {"fits", part(name, "fits")},
+  };
+  if (family.layout) {
+    const std::string_view layout = family.layout->fragments;
+    const std::string window_end = part(layout, "window_end");
+    bindings.insert(bindings.end(),
+                    {{"retry", part(name, "retry", {{"window_end", window_end}})},
+                     {"reset_at", part(name, "reset_at", {{"window_end", window_end}})},
+                     {"window_key", part(layout, "window_key")},
+                     {"row_key", part(layout, "row_key")},
+                     {"rest", sql::ref("window.rest")},
+                     {"used", part("window", "used",
+                                   {{"take", refund ? " - {min}(s_used, refund)" : ""}})},
+                     {"previous_used", sql::ref("window.previous_used")},
+                     {"used_after", part("window", "used_after", records_binding)}});
+  } else if (name == "token_bucket") {
+    const std::string refill = sql::ref("token_bucket.refill");
+    bindings.insert(
+        bindings.end(),
+        {{"retry", part(name, "retry")},
+         {"reset_at", part(name, "reset_at")},
+         {"full_level", part(name, "full_level")},
+         {"start", part(name, "start")},
+         {"level", refund ? fill("{min}({refill} + {min}(refund, capacity) * period_ms, full_level)",
+                                 arg("refill", refill))
+                          : refill},
+         {"level_after", part(name, "level_after", records_binding)}});
+  } else {
+    const std::string newest = part(name, refund ? "refund_newest" : "newest");
+    bindings.insert(bindings.end(),
+                    {{"retry", part(name, "retry")},
+                     {"reset_at", part(name, "reset_at", {{"newest", newest}})},
+                     {"used", part(name, refund ? "refund_used" : "used")},
+                     {"recorded", part(name, "recorded", records_binding)},
+                     {"total", part(name, refund ? "refund_total" : "total")},
+                     {"newest_after", part(name, "newest_after", {{"newest", newest}})}});
+  }
+  bindings.push_back({"answer_retry", part("answer", "retry", {{"retry", bindings_value(bindings, "retry")}})});
+  return bindings;
+}
+
 // The decision of `operation` over `family`'s inputs: the check's (the owner's row joined by
-// the parameters), or the update's, whose request comes from `request_row`.
+// the parameters), the update's, whose request comes from `request_row`, or the usage view's
+// over every owner's row (`view`).
 std::string decision_of(Operation operation, Algorithm algorithm, const Family& family,
-                        const char* request_row) {
+                        const char* request_row, const char* view_from = nullptr) {
   const OperationParts parts = parts_of(operation);
   const bool check = operation == Operation::check;
   const bool refund = operation == Operation::refund;
-  const WindowLayout none_layout{"", "", "", ""};
+  const WindowLayout none_layout{"", ""};
   const WindowLayout& layout = family.layout ? *family.layout : none_layout;
-  const std::string layout_input = expand(
+  const std::string layout_input = fill(
       layout.input,
-      fmt::arg("calendar",
-               check
-                   ? calendar_input("{max}({request_now}, coalesce(s.seen_ms, 0))", "s", "{owner}")
-                   : calendar_input("{max}(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0))",
-                                    "quota_windows", "excluded.owner")));
-  const std::string inputs = expand(
+      arg("calendar",
+          view_from ? calendar_input("{max}({database_now}, coalesce(s.seen_ms, 0))", "s", "s.owner")
+          : check
+              ? calendar_input("{max}({request_now}, coalesce(s.seen_ms, 0))", "s", "{owner}")
+              : calendar_input("{max}(excluded.seen_ms, coalesce(quota_windows.seen_ms, 0))",
+                               "quota_windows", "excluded.owner")));
+  std::string inputs = fill(
       check ? family.check_inputs : family.update_inputs,
-      fmt::arg("algorithm", to_string(stored_algorithm(algorithm))),
-      fmt::arg("layout_input", layout_input), fmt::arg("layout_test", family.layout_test),
-      fmt::arg("request", parts.request), fmt::arg("policy", kPolicy),
-      fmt::arg("maximum", maximum_for_owner(algorithm)), fmt::arg("capacity", burst_for_owner()),
-      fmt::arg("request_row", expand(request_row, fmt::arg("table", family.table))),
-      fmt::arg("overrides", check ? override_joins("{limit}", "{owner}")
-                                  : override_joins("excluded.limit_name", "excluded.owner")));
-  const LogParts& log = refund ? kLogRefund : kLogRecord;
-  const std::string level =
-      refund ? expand("{min}({} + {min}(refund, capacity) * period_ms, full_level)", kBucketRefill)
-             : std::string(kBucketRefill);
+      arg("algorithm", to_string(stored_algorithm(algorithm))),
+      arg("layout_input", layout_input), arg("layout_test", family.layout_test),
+      arg("request", parts.request), arg("policy", kPolicy),
+      arg("maximum", maximum_for_owner(algorithm)), arg("capacity", burst_for_owner()),
+      arg("request_row", fill(request_row, arg("table", family.table))),
+      arg("overrides", view_from ? override_joins("s.limit_name", "s.owner")
+                       : check   ? override_joins("{limit}", "{owner}")
+                                 : override_joins("excluded.limit_name", "excluded.owner")));
+  inputs = fill(inputs, arg("usage_key", view_from ? "s.limit_name AS usage_limit, s.owner AS usage_owner, " : ""));
+  if (view_from) {
+    // The usage view: the check's inputs over every row of the state table, at the
+    // database's clock, for a cost of 1.
+    inputs = fill(inputs, arg("from", fill(view_from, arg("table", family.table),
+                                           arg("algorithm", to_string(stored_algorithm(algorithm))),
+                                           arg("layout_test", family.layout_test),
+                                           arg("overrides", override_joins("s.limit_name", "s.owner")))),
+                  arg("request_cost", "1"), arg("request_now", "{database_now}"),
+                  arg("owner", "s.owner"));
+  } else if (check) {
+    inputs = fill(inputs, arg("from", fill(kCheckFrom, arg("table", family.table),
+                                           arg("algorithm", to_string(stored_algorithm(algorithm))),
+                                           arg("layout_test", family.layout_test),
+                                           arg("overrides", override_joins("{limit}", "{owner}")))));
+  }
   // What the window layers, which pass on only the columns later layers use, carry for the
   // policies: the owner's policy and the shadow flag, the refund, check's shadow count.
   const std::string carry = std::string(", now, policy, shadow, block_ms, s_blocked_until") +
-                            (refund ? ", refund" : "") + (check ? ", s_shadow_denied" : "");
-  const WindowExpressions none{};
-  const WindowExpressions& window = family.window ? *family.window : none;
-  return expand(
-      family.decision, fmt::arg("inputs", inputs), fmt::arg("recorded", with_block(parts.recorded)),
-      fmt::arg("denied", with_block(parts.denied)), fmt::arg("reason", with_block(kReason)),
-      fmt::arg("allowed", expand(kAllowed, fmt::arg("fits", family.fits))),
-      fmt::arg("remaining", window.remaining ? window.remaining : ""),
-      fmt::arg("retry",
-               window.retry ? expand(window.retry, fmt::arg("window_end", layout.window_end)) : ""),
-      fmt::arg("reset_at", window.reset_at
-                               ? expand(window.reset_at, fmt::arg("window_end", layout.window_end))
-                               : ""),
-      fmt::arg("window_key", layout.window_key), fmt::arg("row_key", layout.row_key),
-      fmt::arg("shown_used", window.shown_used ? expand(window.shown_used,
-                                                        fmt::arg("weighted_rest", kWeightedRest))
-                                               : ""),
-      fmt::arg("start", expand(kBucketStart, fmt::arg("level", "s_level"),
-                               fmt::arg("row_period", "s_period"), fmt::arg("period", "period_ms"),
-                               fmt::arg("capacity", "capacity"))),
-      fmt::arg("take", refund ? " - {min}(s_used, refund)" : ""), fmt::arg("level", level),
-      fmt::arg("carry", carry), fmt::arg("used", log.used), fmt::arg("total", log.total),
-      fmt::arg("newest", log.newest),
-      fmt::arg("bucket_taken", expand(kBucketTaken, fmt::arg("recorded", with_block(parts.recorded)))),
-      fmt::arg("bucket_retry", kBucketRetry), fmt::arg("bucket_reset_at", kBucketResetAt));
+                            (refund ? ", refund" : "") + (check ? ", s_shadow_denied" : "") +
+                            (view_from ? ", usage_limit, usage_owner" : "");
+  sql::Bindings bindings = arithmetic(family, with_block(parts.recorded), refund);
+  bindings.insert(bindings.end(),
+                  {{"inputs", inputs},
+                   {"denied", with_block(parts.denied)},
+                   {"reason", with_block(kReason)},
+                   {"allowed", fill(kAllowed, arg("fits", bindings_value(bindings, "fits")))},
+                   {"carry", carry}});
+  return sql::fill(family.decision, bindings);
 }
 
 // The SET list of a write (or a proposed row's columns): the family's state, then what every
@@ -850,46 +776,64 @@ struct Assignments {
 Assignments assignments_of(Operation operation, const Family& family, bool proposed) {
   const OperationParts parts = parts_of(operation);
   const MoreColumns more = more_columns(operation, family, proposed);
-  return {expand("{columns}, seen_ms, cost, maximum, period_ms,\n"
+  return {fill("{columns}, seen_ms, cost, maximum, period_ms,\n"
                  "   last_allowed, last_reason, last_remaining, last_retry_after_ms, "
                  "last_reset_at_ms, blocked_until_ms{more}",
-                 fmt::arg("columns", family.columns), fmt::arg("more", more.columns)),
-          expand("{values}, t, {cost_kept}, maximum, period_ms,\n"
+                 arg("columns", family.columns), arg("more", more.columns)),
+          fill("{values}, t, {cost_kept}, maximum, period_ms,\n"
                  "          {granted}, reason, {remaining}, {retry}, reset_at_ms,\n"
                  "          {blocked_until}{more_values}",
-                 fmt::arg("values", family.values),
-                 fmt::arg("cost_kept", proposed ? "{request_cost}" : "cost"),
-                 fmt::arg("granted", with_block(parts.granted)),
-                 fmt::arg("remaining", kAnswerRemaining), fmt::arg("retry", answer_retry(parts)),
-                 fmt::arg("blocked_until", with_block(parts.blocked_until)),
-                 fmt::arg("more_values", more.values))};
+                 arg("values", family.values),
+                 arg("cost_kept", proposed ? "{request_cost}" : "cost"),
+                 arg("granted", with_block(parts.granted)),
+                 arg("remaining", kAnswerRemaining), arg("retry", answer_retry(parts)),
+                 arg("blocked_until", with_block(parts.blocked_until)),
+                 arg("more_values", more.values))};
 }
 
 std::string build(Operation operation, Algorithm algorithm, const Dialect& dialect) {
   if (operation == Operation::reset) return build_reset();
   const Family family = family_of(algorithm);
   if (operation == Operation::check) {
-    return expand(
-        kCheck, fmt::arg("decision", decision_of(operation, algorithm, family, kUpdateRequestRow)),
-        fmt::arg("granted", with_block(parts_of(operation).granted)),
-        fmt::arg("remaining", kAnswerRemaining),
-        fmt::arg("retry", answer_retry(parts_of(operation))), fmt::arg("blocked", kBlocked));
+    return fill(
+        kCheck, arg("decision", decision_of(operation, algorithm, family, kUpdateRequestRow)),
+        arg("granted", with_block(parts_of(operation).granted)),
+        arg("remaining", kAnswerRemaining),
+        arg("retry", answer_retry(parts_of(operation))), arg("blocked", kBlocked),
+        arg("used", sql::ref("answer.used")), arg("usage_key", ""));
   }
   const Assignments update = assignments_of(operation, family, false);
   std::string proposed;
   if (dialect.proposes_decided_row) {
     const Assignments row = assignments_of(operation, family, true);
-    proposed = expand(
-        kProposedDecision, fmt::arg("set_columns", row.columns), fmt::arg("set_values", row.values),
-        fmt::arg("decision", decision_of(operation, algorithm, family, kProposedRequestRow)));
+    proposed = fill(
+        kProposedDecision, arg("set_columns", row.columns), arg("set_values", row.values),
+        arg("decision", decision_of(operation, algorithm, family, kProposedRequestRow)));
   } else {
-    proposed = expand(kProposedRequest);
+    proposed = fill(kProposedRequest);
   }
-  return expand(kWrite, fmt::arg("table", family.table), fmt::arg("proposed", proposed),
-                fmt::arg("set_columns", update.columns), fmt::arg("set_values", update.values),
-                fmt::arg("decision", decision_of(operation, algorithm, family, kUpdateRequestRow)));
+  return fill(kWrite, arg("table", family.table), arg("proposed", proposed),
+                arg("set_columns", update.columns), arg("set_values", update.values),
+                arg("decision", decision_of(operation, algorithm, family, kUpdateRequestRow)));
 }
 
+// The quota_usage view's rows of the limits of statements' kind `kind` (src/sql/usage_view.h):
+// the check's answer over every owner's row of them, at the database's clock.
+constexpr const char* kUsageRows = R"(SELECT usage_limit AS limit_name, usage_owner AS owner, used,
+         remaining, denied, reset_at_ms, shadow_denials AS shadow_denied, blocked_until_ms
+  FROM ({check}) AS usage_{kind})";
+
+std::string build_usage_rows(Algorithm kind) {
+  const Family family = family_of(kind);
+  const OperationParts parts = parts_of(Operation::check);
+  const std::string check = fill(
+      kCheck,
+      arg("decision", decision_of(Operation::check, kind, family, kUpdateRequestRow, kViewFrom)),
+      arg("granted", with_block(parts.granted)), arg("remaining", kAnswerRemaining),
+      arg("retry", answer_retry(parts)), arg("blocked", kBlocked), arg("used", sql::ref("answer.used")),
+      arg("usage_key", "usage_limit, usage_owner, "));
+  return fill(kUsageRows, arg("check", check), arg("kind", std::string(kind_name(kind))));
+}
 
 // ---------------------------------------------------------------------------------------
 // A plain limit's consume and record (issue 27): a limit without overrides, shadow mode, a
@@ -916,7 +860,7 @@ constexpr const char* kPlainGuard = R"(l.calendar IS NULL AND NOT l.shadow AND l
 
 // The request's time: the engine binds a valid :now (src/engine.cpp refuses any other), or
 // NULL for the database's clock; its cost is always bound and valid.
-constexpr const char* kPlainNow = "coalesce({now_ms}, {now})";
+constexpr const char* kPlainNow = "coalesce({now_ms}, {database_now})";
 
 constexpr const char* kPlainWrite = R"(UPDATE {table} SET
   ({columns}, seen_ms, cost, maximum, period_ms, blocked_until_ms, last_allowed) =
@@ -927,28 +871,25 @@ RETURNING last_allowed AS allowed,
   CASE WHEN last_allowed THEN 'ok' WHEN cost > {capacity} THEN 'cost_exceeds_capacity'
        ELSE 'rate_limited' END AS reason,
   {remaining} AS remaining,
-  CASE WHEN last_allowed THEN 0 WHEN cost > {capacity} THEN -1
-       ELSE {retry} + (seen_ms - {plain_now}) END AS retry_after_ms,
+  {answer_retry} AS retry_after_ms,
   {reset_at} AS reset_at_ms, denied, FALSE AS shadow_denied)";
 
 // fixed_window and sliding_window: the names of kWindowDecision's layers.
 constexpr const char* kPlainWindowDecision = R"(
-  SELECT *, {min}(used + CASE WHEN {recorded} THEN cost ELSE 0 END, 4611686018427387904)
-              AS used_after,
+  SELECT *, {used_after} AS used_after,
          denied_before + {int}({denied}) AS denied
   FROM (
     SELECT *, cost <= maximum AND {fits} AS allowed
     FROM (
       SELECT maximum, period_ms, cost, t, window_key, rest, denied_before,
-        CASE WHEN row_key = window_key THEN s_used ELSE 0 END AS used,
-        CASE row_key WHEN window_key THEN s_previous WHEN window_key - 1 THEN s_used
-                     ELSE 0 END AS previous_used
+        {used} AS used,
+        {previous_used} AS previous_used
       FROM (
-        SELECT *, {window_key} AS window_key, period_ms - t % period_ms AS rest,
+        SELECT *, {window_key} AS window_key, {rest} AS rest,
           {row_key} AS row_key
         FROM (
-          SELECT l.maximum AS maximum, l.period_ms AS period_ms, {cost} AS cost,
-            {max}({plain_now}, coalesce(quota_windows.seen_ms, 0)) AS t,
+          SELECT l.maximum AS maximum, l.period_ms AS period_ms, {cost_param} AS cost,
+            {clock} AS t,
             quota_windows.period_ms AS s_period, quota_windows.window_key AS s_window_key,
             quota_windows.seen_ms AS s_seen, quota_windows.used AS s_used,
             quota_windows.previous_used AS s_previous,
@@ -962,7 +903,7 @@ constexpr const char* kPlainWindowDecision = R"(
 
 // token_bucket: the names of kBucketDecision's layers.
 constexpr const char* kPlainBucketDecision = R"(
-  SELECT *, {bucket_taken} AS level_after,
+  SELECT *, {level_after} AS level_after,
          denied_before + {int}({denied}) AS denied
   FROM (
     SELECT *, cost <= capacity AND {fits} AS allowed
@@ -972,9 +913,9 @@ constexpr const char* kPlainBucketDecision = R"(
         SELECT *, CASE WHEN s_level IS NULL THEN full_level ELSE {start} END AS start
         FROM (
           SELECT l.maximum AS maximum, l.burst AS capacity, l.period_ms AS period_ms,
-            {cost} AS cost,
-            {max}({plain_now}, coalesce(quota_buckets.seen_ms, 0)) AS t,
-            l.burst * l.period_ms AS full_level,
+            {cost_param} AS cost,
+            {clock} AS t,
+            {full_level} AS full_level,
             CASE WHEN quota_buckets.seen_ms IS NOT NULL THEN quota_buckets.level END AS s_level,
             quota_buckets.period_ms AS s_period, quota_buckets.seen_ms AS s_seen,
             coalesce(quota_buckets.denied, 0) AS denied_before
@@ -985,78 +926,77 @@ constexpr const char* kPlainBucketDecision = R"(
     ) AS refilled {barrier}
   ) AS decided)";
 
-// A fragment of a decision's last layers read over the written row instead: `t` is its
-// seen_ms, the usage or level after the operation its used or level, the request's cost
-// its cost (the statement writes it), and the rest of the window and the full level are
-// computed from its columns.
-std::string on_new_row(std::string_view fragment, std::string_view capacity) {
-  const std::string full_level = fmt::format("({} * period_ms)", capacity);
-  const std::pair<const char*, std::string> names[] = {
-      {"used_after", "used"},
-      {"level_after", "level"},
-      {"t", "seen_ms"},
-      {"rest", "(period_ms - seen_ms % period_ms)"},
-      {"full_level", full_level},
-      {"capacity", std::string(capacity)},
-  };
-  std::string text(fragment);
-  for (const auto& [name, value] : names) {
-    text = std::regex_replace(text, std::regex(std::string("\\b") + name + "\\b"), value);
-  }
-  return text;
+// The answer's fragments read over the written row: `t` is its seen_ms, the usage or level
+// after the operation its used or level, the request's cost its cost (the statement writes
+// it), the capacity its own column (maximum, or a bucket's burst), and the rest of the window
+// and the full level are computed from its columns. The wait is measured from the caller's
+// time, as the general statement's (kFromCaller).
+sql::Bindings new_row(std::string_view capacity) {
+  const std::string full_level = fill("({capacity} * period_ms)", arg("capacity", capacity));
+  return {{"used_after", "used"},
+          {"level_after", "level"},
+          {"t", "seen_ms"},
+          {"rest", "(period_ms - seen_ms % period_ms)"},
+          {"full_level", full_level},
+          {"capacity", std::string(capacity)},
+          {"allowed", "last_allowed"}};
 }
 
 std::string build_plain(Operation operation, Algorithm algorithm) {
   // A plain limit has no policy, shadow mode or block: consume records what it allows and
   // counts what it denies; record records everything and counts nothing.
-  const char* recorded = operation == Operation::record ? "TRUE" : "allowed";
+  const char* records = operation == Operation::record ? "TRUE" : "allowed";
   const char* denied = operation == Operation::record ? "FALSE" : "NOT allowed";
   const std::string guard = kPlainGuard;
-  const auto plain_now = fmt::arg("plain_now", kPlainNow);
-  if (algorithm == Algorithm::token_bucket) {
-    const std::string decision = expand(
-        kPlainBucketDecision, fmt::arg("guard", guard), plain_now,
-        fmt::arg("bucket_taken", expand(kBucketTaken, fmt::arg("recorded", recorded))),
-        fmt::arg("denied", denied), fmt::arg("fits", "level >= cost * period_ms"),
-        fmt::arg("level", kBucketRefill),
-        fmt::arg("start", expand(kBucketStart, fmt::arg("level", "s_level"),
-                                 fmt::arg("row_period", "s_period"),
-                                 fmt::arg("period", "period_ms"), fmt::arg("capacity", "capacity"))));
-    return expand(kPlainWrite, plain_now, fmt::arg("table", "quota_buckets"),
-                  fmt::arg("columns", kBucketColumns), fmt::arg("values", kBucketValues),
-                  fmt::arg("decision", decision), fmt::arg("capacity", "burst"),
-                  fmt::arg("remaining", on_new_row("{max}(level_after / period_ms, 0)", "burst")),
-                  fmt::arg("retry", on_new_row(kBucketRetry, "burst")),
-                  fmt::arg("reset_at", on_new_row(kBucketResetAt, "burst")));
-  }
-  const WindowExpressions& window =
-      algorithm == Algorithm::fixed_window ? kFixedWindow : kSlidingWindow;
-  const WindowLayout& layout = kPeriodWindows;
-  const std::string decision =
-      expand(kPlainWindowDecision, fmt::arg("guard", guard), plain_now,
-             fmt::arg("algorithm", to_string(algorithm)), fmt::arg("recorded", recorded),
-             fmt::arg("denied", denied), fmt::arg("fits", window.allowed),
-             fmt::arg("window_key", layout.window_key), fmt::arg("row_key", layout.row_key));
-  const auto answer = [&](const char* fragment) {
-    return on_new_row(expand(fragment, fmt::arg("window_end", layout.window_end)), "maximum");
+  const auto plain_now = arg("plain_now", kPlainNow);
+  const std::string_view name = to_string(algorithm);
+  const bool bucket = algorithm == Algorithm::token_bucket;
+  const std::string_view capacity = bucket ? "burst" : "maximum";
+  const sql::Bindings row = new_row(capacity);
+  const std::string window_end = part(kPeriodWindows.fragments, "window_end");
+  const auto answer = [&](std::string_view fragment) {
+    sql::Bindings bindings = row;
+    bindings.push_back({"window_end", sql::fill(window_end, row)});
+    return part(name, fragment, bindings);
   };
-  return expand(kPlainWrite, plain_now, fmt::arg("table", "quota_windows"),
-                fmt::arg("columns", kWindowColumns), fmt::arg("values", kWindowValues),
-                fmt::arg("decision", decision), fmt::arg("capacity", "maximum"),
-                fmt::arg("remaining", "{max}(" + answer(window.remaining) + ", 0)"),
-                fmt::arg("retry", answer(window.retry)),
-                fmt::arg("reset_at", answer(window.reset_at)));
+  const std::string retry = answer("retry") + " + (seen_ms - " + kPlainNow + ")";
+  sql::Bindings retry_bindings = row;
+  retry_bindings.push_back({"retry", retry});
+  const std::string answer_retry = part("answer", "retry", retry_bindings);
+  const std::string remaining =
+      bucket ? answer("remaining") : "{max}(" + answer("remaining") + ", 0)";
+  const std::string clock = part(
+      "clock", "t",
+      {{"now", kPlainNow}, {"s_seen", fill("{table}.seen_ms", arg("table", bucket ? "quota_buckets" : "quota_windows"))}});
+  if (bucket) {
+    const std::string decision = fill(
+        kPlainBucketDecision, arg("guard", guard), plain_now, arg("clock", clock),
+        arg("full_level", part(name, "full_level", {{"capacity", "l.burst"}, {"period_ms", "l.period_ms"}})),
+        arg("level_after", part(name, "level_after", {{"records", records}})),
+        arg("denied", denied), arg("fits", part(name, "fits")),
+        arg("level", part(name, "refill")), arg("start", part(name, "start")));
+    return fill(kPlainWrite, plain_now, arg("table", "quota_buckets"),
+                arg("columns", kBucketColumns), arg("values", kBucketValues),
+                arg("decision", decision), arg("capacity", capacity),
+                arg("remaining", remaining), arg("answer_retry", answer_retry),
+                arg("reset_at", answer("reset_at")));
+  }
+  const WindowLayout& layout = kPeriodWindows;
+  const std::string decision = fill(
+      kPlainWindowDecision, arg("guard", guard), plain_now, arg("clock", clock),
+      arg("algorithm", name), arg("used_after", part("window", "used_after", {{"records", records}})),
+      arg("denied", denied), arg("fits", part(name, "fits")),
+      arg("window_key", part(layout.fragments, "window_key")),
+      arg("row_key", part(layout.fragments, "row_key")), arg("rest", sql::ref("window.rest")),
+      arg("used", part("window", "used", {{"take", ""}})),
+      arg("previous_used", sql::ref("window.previous_used")));
+  return fill(kPlainWrite, plain_now, arg("table", "quota_windows"),
+              arg("columns", kWindowColumns), arg("values", kWindowValues),
+              arg("decision", decision), arg("capacity", capacity), arg("remaining", remaining),
+              arg("answer_retry", answer_retry), arg("reset_at", answer("reset_at")));
 }
 
 }  // namespace
-
-std::string bucket_start(std::string_view level, std::string_view row_period,
-                         std::string_view period, std::string_view capacity,
-                         const Dialect& dialect) {
-  return finish(expand(kBucketStart, fmt::arg("level", level), fmt::arg("row_period", row_period),
-                       fmt::arg("period", period), fmt::arg("capacity", capacity)),
-                dialect);
-}
 
 namespace {
 
@@ -1137,6 +1077,8 @@ const std::string& statement(const Dialect& dialect, Operation operation, Algori
 }
 
 const char* state_table(Algorithm algorithm) { return family_of(algorithm).table; }
+
+std::string usage_rows(Algorithm kind) { return build_usage_rows(kind); }
 
 std::string_view kind_name(Algorithm kind) {
   if (kind == kCalendarWindow) return "calendar_window";

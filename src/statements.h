@@ -83,11 +83,8 @@ const char* state_table(Algorithm algorithm);
 // "check", "consume", "record", "reset" or "refund".
 const char* operation_name(Operation operation);
 
-// The SQL expression of a token bucket's stored `level` (written under `row_period`) as the
-// decision reads it under the limit's `period` and `capacity`: clamped, or re-scaled to
-// whole tokens. The arguments are SQL expressions (column names). gc uses it too.
-std::string bucket_start(std::string_view level, std::string_view row_period,
-                         std::string_view period, std::string_view capacity,
-                         const Dialect& dialect = kSqlite);
+// The quota_usage view's rows of the limits of statements' kind `kind`, unfinished (the
+// dialect's fragments left for sql::finish): src/sql/usage_view.cpp assembles the view.
+std::string usage_rows(Algorithm kind);
 
 }  // namespace quota::detail

@@ -2,8 +2,7 @@ UPDATE quota_windows SET
   (window_key, used, previous_used, denied, seen_ms, cost, maximum, period_ms, blocked_until_ms, last_allowed) =
   (SELECT window_key, used_after, previous_used, denied, t, cost, maximum, period_ms, CAST(NULL AS bigint), allowed
    FROM (
-  SELECT *, least(used + CASE WHEN TRUE THEN cost ELSE 0 END, 4611686018427387904)
-              AS used_after,
+  SELECT *, least(used + CASE WHEN TRUE THEN cost ELSE 0 END, 4611686018427387904) AS used_after,
          denied_before + int4(FALSE) AS denied
   FROM (
     SELECT *, cost <= maximum AND CASE WHEN used + cost <= maximum     THEN previous_used <= ((maximum - used - cost) * period_ms) / rest ELSE FALSE END AS allowed
@@ -11,7 +10,7 @@ UPDATE quota_windows SET
       SELECT maximum, period_ms, cost, t, window_key, rest, denied_before,
         CASE WHEN row_key = window_key THEN s_used ELSE 0 END AS used,
         CASE row_key WHEN window_key THEN s_previous WHEN window_key - 1 THEN s_used
-                     ELSE 0 END AS previous_used
+                       ELSE 0 END AS previous_used
       FROM (
         SELECT *, t / period_ms AS window_key, period_ms - t % period_ms AS rest,
           CASE WHEN s_period = period_ms THEN s_window_key ELSE s_seen / period_ms END AS row_key
@@ -37,6 +36,5 @@ RETURNING last_allowed AS allowed,
   CASE WHEN last_allowed THEN 'ok' WHEN cost > maximum THEN 'cost_exceeds_capacity'
        ELSE 'rate_limited' END AS reason,
   greatest(CASE WHEN used >= maximum THEN 0     WHEN previous_used > ((maximum - used) * period_ms) / (period_ms - seen_ms % period_ms) THEN 0     ELSE ((maximum - used) * period_ms - previous_used * (period_ms - seen_ms % period_ms)) / period_ms END, 0) AS remaining,
-  CASE WHEN last_allowed THEN 0 WHEN cost > maximum THEN -1
-       ELSE CASE WHEN used + cost <= maximum AND previous_used > 0          AND ((maximum - used - cost) * period_ms) / previous_used > 0     THEN (period_ms - seen_ms % period_ms) - ((maximum - used - cost) * period_ms) / previous_used     ELSE (period_ms - seen_ms % period_ms) + CASE WHEN used = 0 THEN 0                      ELSE greatest(0, period_ms - ((maximum - cost) * period_ms) / used)                 END END + (seen_ms - coalesce($4, CAST(floor(extract(epoch FROM statement_timestamp()) * 1000) AS bigint))) END AS retry_after_ms,
+  CASE WHEN last_allowed THEN 0 WHEN cost > maximum THEN -1 ELSE CASE WHEN used + cost <= maximum AND previous_used > 0          AND ((maximum - used - cost) * period_ms) / previous_used > 0     THEN (period_ms - seen_ms % period_ms) - ((maximum - used - cost) * period_ms) / previous_used     ELSE (period_ms - seen_ms % period_ms) + CASE WHEN used = 0 THEN 0                      ELSE greatest(0, period_ms - ((maximum - cost) * period_ms) / used)                 END END + (seen_ms - coalesce($4, CAST(floor(extract(epoch FROM statement_timestamp()) * 1000) AS bigint))) END AS retry_after_ms,
   CASE WHEN used > 0 THEN (window_key + 2) * period_ms     WHEN previous_used > 0 THEN (window_key + 1) * period_ms ELSE seen_ms END AS reset_at_ms, denied, FALSE AS shadow_denied

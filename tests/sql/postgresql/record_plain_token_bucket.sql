@@ -42,7 +42,6 @@ RETURNING last_allowed AS allowed,
   CASE WHEN last_allowed THEN 'ok' WHEN cost > burst THEN 'cost_exceeds_capacity'
        ELSE 'rate_limited' END AS reason,
   greatest(level / period_ms, 0) AS remaining,
-  CASE WHEN last_allowed THEN 0 WHEN cost > burst THEN -1
-       ELSE (cost * period_ms - level - 1) / maximum + 1 + (seen_ms - coalesce($4, CAST(floor(extract(epoch FROM statement_timestamp()) * 1000) AS bigint))) END AS retry_after_ms,
+  CASE WHEN last_allowed THEN 0 WHEN cost > burst THEN -1 ELSE (cost * period_ms - level - 1) / maximum + 1 + (seen_ms - coalesce($4, CAST(floor(extract(epoch FROM statement_timestamp()) * 1000) AS bigint))) END AS retry_after_ms,
   CASE WHEN level >= (burst * period_ms) THEN seen_ms
          ELSE seen_ms + ((burst * period_ms) - level - 1) / maximum + 1 END AS reset_at_ms, denied, FALSE AS shadow_denied

@@ -8,10 +8,7 @@ FROM (
     greatest(maximum - used_after, 0) AS remaining,
     CASE WHEN allowed AND NOT coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) THEN 'blocked' WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
     used_after AS shown_used,
-    CASE WHEN allowed THEN 0
-         WHEN cost > capacity THEN -1
-         ELSE coalesce(quota_log_covering_event(key_limit, key_owner, t - period_ms, live_base + excess), t) + period_ms - t
-    END AS retry_after_ms,
+    CASE WHEN allowed THEN 0 WHEN cost > capacity THEN -1 ELSE coalesce(quota_log_covering_event(key_limit, key_owner, t - period_ms, live_base + excess), t) + period_ms - t END AS retry_after_ms,
     CASE WHEN used_after = 0 THEN t
          WHEN recorded > 0 THEN t + period_ms
          ELSE coalesce(quota_log_newest_kept(key_limit, key_owner, live_base + used), s_newest_at) + period_ms END AS reset_at_ms,
@@ -62,10 +59,7 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
     greatest(maximum - used_after, 0) AS remaining,
     CASE WHEN allowed AND NOT coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) THEN 'blocked' WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
     used_after AS shown_used,
-    CASE WHEN allowed THEN 0
-         WHEN cost > capacity THEN -1
-         ELSE coalesce(quota_log_covering_event(key_limit, key_owner, t - period_ms, live_base + excess), t) + period_ms - t
-    END AS retry_after_ms,
+    CASE WHEN allowed THEN 0 WHEN cost > capacity THEN -1 ELSE coalesce(quota_log_covering_event(key_limit, key_owner, t - period_ms, live_base + excess), t) + period_ms - t END AS retry_after_ms,
     CASE WHEN used_after = 0 THEN t
          WHEN recorded > 0 THEN t + period_ms
          ELSE coalesce(quota_log_newest_kept(key_limit, key_owner, live_base + used), s_newest_at) + period_ms END AS reset_at_ms,

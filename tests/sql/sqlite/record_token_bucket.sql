@@ -10,8 +10,7 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
   SELECT *,
     max(level_after / period_ms, 0) AS remaining,
     CASE WHEN allowed AND NOT coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow AND policy IS DISTINCT FROM 'exempt', FALSE) THEN 'blocked' WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
-    CASE WHEN allowed THEN 0 WHEN cost > capacity THEN -1
-         ELSE (cost * period_ms - level_after - 1) / maximum + 1 END AS retry_after_ms,
+    CASE WHEN allowed THEN 0 WHEN cost > capacity THEN -1 ELSE (cost * period_ms - level_after - 1) / maximum + 1 END AS retry_after_ms,
     CASE WHEN level_after >= full_level THEN t
          ELSE t + (full_level - level_after - 1) / maximum + 1 END AS reset_at_ms,
     capacity - CASE WHEN level_after >= 0 THEN level_after / period_ms
