@@ -207,7 +207,7 @@ std::string statement(Dialect dialect, std::string_view operation, Algorithm alg
   }
   try {
     return detail::statement(dialect == Dialect::postgresql ? detail::kPostgresql : detail::kSqlite,
-                             named, detail::statement_algorithm(algorithm, calendar));
+                             named, detail::kind_of(algorithm, calendar));
   } catch (const std::logic_error&) {
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("this build has no statement for {} limits: use sliding_log or "

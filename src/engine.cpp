@@ -104,11 +104,11 @@ constexpr const char* kSelectLimits =
 
 // The owners of `limit` with a row of state: only the table of the limit's algorithm holds
 // its owners (a change of algorithm discards the others' rows).
-std::vector<std::string> owners_of(detail::Store& store, Algorithm algorithm,
+std::vector<std::string> owners_of(detail::Store& store, detail::StatementKind kind,
                                    std::string_view limit) {
   std::vector<std::string> names;
   for (const Row& row : store.query(fmt::format("SELECT owner FROM {} WHERE limit_name = ?1",
-                                                detail::state_table(algorithm)),
+                                                detail::state_table(kind)),
                                     {Value(std::string(limit))})) {
     names.push_back(text_of(row.at(0)));
   }
@@ -210,10 +210,10 @@ struct Engine::Impl {
   std::unique_ptr<detail::Store> store;
   Options options;
   std::mutex mutex;  // one operation at a time on the connection
-  // limit name -> its statements' kind (src/statements.h: the algorithm, or kCalendarWindow);
-  // std::less<> finds a string_view without building a string
-  std::map<std::string, Algorithm, std::less<>> algorithms;
-  // the limits of `algorithms` read as plain (no override, shadow mode, block or calendar):
+  // limit name -> its statements' kind (src/statements.h); std::less<> finds a string_view
+  // without building a string
+  std::map<std::string, detail::StatementKind, std::less<>> kinds;
+  // the limits of `kinds` read as plain (no override, shadow mode, block or calendar):
   // their consume and record run the plain statements first (src/statements.h)
   std::set<std::string, std::less<>> plain_limits;
   // limit name -> its hooks (set_hooks); empty for most engines, so no lookup costs much
@@ -436,7 +436,7 @@ struct Engine::Impl {
           } catch (const Error& error) {
             if (attempt > 0 || error.code() != ErrorCode::unknown_limit) throw;
             savepoint.roll_back();
-            forget_algorithm(pending.limit);
+            forget_kind(pending.limit);
           }
         }
       });
@@ -481,9 +481,8 @@ struct Engine::Impl {
     if (!status.pending.empty()) detail::apply_pending(*store, options.clock(), applied);
   }
 
-  void forget_algorithm(std::string_view name) {
-    if (const auto found = algorithms.find(name); found != algorithms.end())
-      algorithms.erase(found);
+  void forget_kind(std::string_view name) {
+    if (const auto found = kinds.find(name); found != kinds.end()) kinds.erase(found);
     if (const auto found = plain_limits.find(name); found != plain_limits.end())
       plain_limits.erase(found);
   }
@@ -492,20 +491,20 @@ struct Engine::Impl {
   // plain is read again at its next request.
   void forget_overridden(std::string_view limit) {
     if (limit == kEveryLimit) {
-      algorithms.clear();
+      kinds.clear();
       plain_limits.clear();
     } else {
-      forget_algorithm(limit);
+      forget_kind(limit);
     }
   }
 
-  // The limit's statements' kind (its algorithm, or kCalendarWindow: src/statements.h), from
-  // the cache or the database; nullopt when there is no limit.
-  std::optional<Algorithm> algorithm_of(std::string_view name, bool refresh) {
-    const auto found = algorithms.find(name);
-    if (found != algorithms.end()) {
+  // The limit's statements' kind (src/statements.h), from the cache or the database; nullopt
+  // when there is no limit.
+  std::optional<detail::StatementKind> statement_kind(std::string_view name, bool refresh) {
+    const auto found = kinds.find(name);
+    if (found != kinds.end()) {
       if (!refresh) return found->second;
-      forget_algorithm(name);
+      forget_kind(name);
     }
     const std::string key(name);
     // Plain: no shadow mode, block or calendar, and no override of the limit or of '*'.
@@ -516,12 +515,13 @@ struct Engine::Impl {
         "FROM quota_limits WHERE name = ?1",
         {Value(key)});
     if (rows.empty()) return std::nullopt;
-    auto algorithm = parse_algorithm(text_of(rows.front().at(0)));
-    if (!algorithm) return algorithm;
-    algorithm = detail::statement_algorithm(*algorithm, !detail::is_null(rows.front().at(1)));
-    algorithms.emplace(key, *algorithm);
+    const auto algorithm = parse_algorithm(text_of(rows.front().at(0)));
+    if (!algorithm) return std::nullopt;
+    const detail::StatementKind kind =
+        detail::kind_of(*algorithm, !detail::is_null(rows.front().at(1)));
+    kinds.emplace(key, kind);
     if (integer_of(rows.front().at(2)) == 1) plain_limits.insert(key);
-    return algorithm;
+    return kind;
   }
 
   // Runs `operation`'s one statement. The statement of each algorithm only matches limits
@@ -552,18 +552,18 @@ struct Engine::Impl {
   Result run_at(Operation operation, std::string_view limit, std::string_view owner,
                 std::int64_t cost, std::optional<std::int64_t> now) {
     for (int attempt = 0; attempt < 2; ++attempt) {
-      const auto algorithm = algorithm_of(limit, attempt > 0);
-      if (!algorithm) throw unknown_limit(limit);
+      const auto kind = statement_kind(limit, attempt > 0);
+      if (!kind) throw unknown_limit(limit);
       try {
         // A plain limit's statement first; it answers nothing for an owner without state,
         // whose first request the general statement makes, and fails with "unknown limit"
         // when the limit or the owner is no longer plain (read again below).
-        const auto plain = detail::plain_kind(operation, *algorithm);
+        const auto plain = detail::plain_kind(operation, *kind);
         if (plain && plain_limits.find(limit) != plain_limits.end()) {
           const std::optional<Row> row = store->run(operation, *plain, {limit, owner, cost, now});
           if (row) return read_result(*row);
         }
-        const std::optional<Row> row = store->run(operation, *algorithm, {limit, owner, cost, now});
+        const std::optional<Row> row = store->run(operation, *kind, {limit, owner, cost, now});
         if (row) return read_result(*row);
       } catch (const Error& error) {
         if (error.code() != ErrorCode::unknown_limit) throw;
@@ -574,11 +574,11 @@ struct Engine::Impl {
 
   // `owner`'s usage of `limit` at `now` and the check of `cost` then, by the limit's check
   // statement (which changes nothing); nullopt when the statement finds no such limit.
-  std::optional<std::pair<Usage, Result>> reading_at(Algorithm algorithm, std::string_view limit,
+  std::optional<std::pair<Usage, Result>> reading_at(detail::StatementKind kind,
+                                                     std::string_view limit,
                                                      std::string_view owner, std::int64_t cost,
                                                      std::int64_t now) {
-    const std::optional<Row> row =
-        store->run(Operation::check, algorithm, {limit, owner, cost, now});
+    const std::optional<Row> row = store->run(Operation::check, kind, {limit, owner, cost, now});
     if (!row) return std::nullopt;
     const Result result = read_result(*row);
     Usage usage{std::string(limit),     std::string(owner),    integer_of(row->at(7)),
@@ -594,9 +594,9 @@ struct Engine::Impl {
     return std::pair{std::move(usage), result};
   }
 
-  std::optional<Usage> usage_at(Algorithm algorithm, std::string_view limit, std::string_view owner,
-                                std::int64_t now) {
-    auto reading = reading_at(algorithm, limit, owner, 1, now);
+  std::optional<Usage> usage_at(detail::StatementKind kind, std::string_view limit,
+                                std::string_view owner, std::int64_t now) {
+    auto reading = reading_at(kind, limit, owner, 1, now);
     if (!reading) return std::nullopt;
     return std::move(reading->first);
   }
@@ -686,10 +686,10 @@ struct Engine::Impl {
     steps.reserve(requests.size());
     for (const std::size_t i : order) {
       const BatchRequest& request = requests[i];
-      const auto algorithm = algorithm_of(request.limit, false);
-      if (!algorithm) throw unknown_limit(request.limit);
+      const auto kind = statement_kind(request.limit, false);
+      if (!kind) throw unknown_limit(request.limit);
       if (operation != Operation::check && hooks_of(request.limit)) plain = false;
-      steps.push_back({operation, *algorithm, {request.limit, request.owner, request.cost, at}});
+      steps.push_back({operation, *kind, {request.limit, request.owner, request.cost, at}});
     }
     std::vector<Result> results(requests.size());
     if (plain) {
@@ -705,7 +705,7 @@ struct Engine::Impl {
       }
       // Looked up afresh by run_at below: PostgreSQL cannot run a statement again in the
       // transaction where it failed.
-      for (const BatchRequest& request : requests) forget_algorithm(request.limit);
+      for (const BatchRequest& request : requests) forget_kind(request.limit);
     }
     store->begin_exclusive(detail::Exclusive::requests);
     try {
@@ -837,16 +837,16 @@ class Engine::Impl::Reader final : public detail::WatchReader {
                                                          : text_of(value);
     });
   }
-  std::optional<Algorithm> algorithm(std::string_view limit) override {
-    return impl_.guarded([&] { return impl_.algorithm_of(limit, true); });
+  std::optional<detail::StatementKind> kind(std::string_view limit) override {
+    return impl_.guarded([&] { return impl_.statement_kind(limit, true); });
   }
-  std::vector<std::string> owners(Algorithm algorithm, std::string_view limit) override {
-    return impl_.guarded([&] { return owners_of(*impl_.store, algorithm, limit); });
+  std::vector<std::string> owners(detail::StatementKind kind, std::string_view limit) override {
+    return impl_.guarded([&] { return owners_of(*impl_.store, kind, limit); });
   }
-  std::optional<std::pair<Usage, Result>> read(Algorithm algorithm, std::string_view limit,
+  std::optional<std::pair<Usage, Result>> read(detail::StatementKind kind, std::string_view limit,
                                                std::string_view owner, std::int64_t cost,
                                                std::int64_t at) override {
-    return impl_.guarded([&] { return impl_.reading_at(algorithm, limit, owner, cost, at); });
+    return impl_.guarded([&] { return impl_.reading_at(kind, limit, owner, cost, at); });
   }
 
  private:
@@ -980,7 +980,7 @@ void Engine::define(const Limit& limit) {
   impl_->writing([&] {
     store_limit(*impl_->store, limit, true);
     // Read afresh at the next request, with whether the limit is plain.
-    impl_->forget_algorithm(limit.name);
+    impl_->forget_kind(limit.name);
   });
 }
 
@@ -996,8 +996,7 @@ Limit Engine::ensure(const Limit& limit) {
       const std::optional<Limit> stored = get_locked(*impl_->store, limit.name);
       savepoint.release();
       if (!stored) continue;
-      impl_->algorithms[stored->name] =
-          detail::statement_algorithm(stored->algorithm, stored->calendar.has_value());
+      impl_->kinds[stored->name] = detail::kind_of(stored->algorithm, stored->calendar.has_value());
       return *stored;
     }
   });
@@ -1019,7 +1018,7 @@ std::vector<Limit> Engine::list() {
 bool Engine::remove(std::string_view name) {
   validate_limit_name(name);
   return impl_->writing([&] {
-    impl_->forget_algorithm(name);
+    impl_->forget_kind(name);
     return impl_->store->execute("DELETE FROM quota_limits WHERE name = ?1",
                                  {Value(std::string(name))}) > 0;
   });
@@ -1291,16 +1290,16 @@ std::vector<Anchor> Engine::anchors(std::optional<std::string_view> limit) {
 std::vector<Usage> Engine::usage(std::string_view limit, std::size_t top, UsageOrder order) {
   validate_limit_name(limit);
   return impl_->guarded([&] {
-    const auto algorithm = impl_->algorithm_of(limit, true);
-    if (!algorithm) throw unknown_limit(limit);
+    const auto kind = impl_->statement_kind(limit, true);
+    if (!kind) throw unknown_limit(limit);
     // Every owner with state, answered by the same check statement as Engine::check, so the
     // figures are exactly the engine's at the engine's clock.
-    const std::vector<std::string> names = owners_of(*impl_->store, *algorithm, limit);
+    const std::vector<std::string> names = owners_of(*impl_->store, *kind, limit);
 
     const std::int64_t now = impl_->now();
     std::vector<Usage> rows;
     for (const std::string& owner : names) {
-      const std::optional<Usage> row = impl_->usage_at(*algorithm, limit, owner, now);
+      const std::optional<Usage> row = impl_->usage_at(*kind, limit, owner, now);
       if (row && (row->used > 0 || row->denied > 0 || row->shadow_denied > 0) &&
           (order != UsageOrder::blocked || row->blocked_until_ms)) {
         rows.push_back(*row);
@@ -1325,9 +1324,9 @@ Usage Engine::owner_usage(std::string_view limit, std::string_view owner) {
   validate_limit_name(limit);
   validate_owner(owner);
   return impl_->guarded([&] {
-    const auto algorithm = impl_->algorithm_of(limit, true);
-    if (!algorithm) throw unknown_limit(limit);
-    const std::optional<Usage> row = impl_->usage_at(*algorithm, limit, owner, impl_->now());
+    const auto kind = impl_->statement_kind(limit, true);
+    if (!kind) throw unknown_limit(limit);
+    const std::optional<Usage> row = impl_->usage_at(*kind, limit, owner, impl_->now());
     if (!row) throw unknown_limit(limit);
     return *row;
   });
@@ -1355,7 +1354,7 @@ std::vector<Usage> Engine::owner_usage(std::string_view owner) {
       const std::string limit = text_of(row.at(0));
       const auto algorithm = parse_algorithm(text_of(row.at(1)));
       if (!algorithm) continue;
-      const Algorithm kind = detail::statement_algorithm(*algorithm, !detail::is_null(row.at(2)));
+      const detail::StatementKind kind = detail::kind_of(*algorithm, !detail::is_null(row.at(2)));
       if (std::optional<Usage> usage = impl_->usage_at(kind, limit, owner, now)) {
         rows.push_back(std::move(*usage));
       }
@@ -1399,7 +1398,7 @@ std::shared_ptr<detail::Subscription> subscription_of(std::string_view limit,
 Watch Engine::watch(std::string_view limit, std::string_view owner, WatchCallback callback) {
   auto subscription = subscription_of(limit, owner, std::move(callback));
   impl_->guarded([&] {
-    if (!impl_->algorithm_of(limit, true)) throw unknown_limit(limit);
+    if (!impl_->statement_kind(limit, true)) throw unknown_limit(limit);
   });
   impl_->watch_hub().add(subscription);
   return Watch(std::move(subscription));
@@ -1408,7 +1407,7 @@ Watch Engine::watch(std::string_view limit, std::string_view owner, WatchCallbac
 Watch Engine::watch(std::string_view limit, WatchCallback callback) {
   auto subscription = subscription_of(limit, std::nullopt, std::move(callback));
   impl_->guarded([&] {
-    if (!impl_->algorithm_of(limit, true)) throw unknown_limit(limit);
+    if (!impl_->statement_kind(limit, true)) throw unknown_limit(limit);
   });
   impl_->watch_hub().add(subscription);
   return Watch(std::move(subscription));

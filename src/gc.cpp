@@ -162,7 +162,7 @@ constexpr const char* kDeadBucket = R"(
 // A rule with its {idle}, {max} and, for the buckets, {start} filled in for `dialect`.
 std::string rule_for(const char* rule, const Dialect& dialect) {
   return fmt::format(
-      fmt::runtime(rule), fmt::arg("idle", kIdle), fmt::arg("max", dialect.greatest),
+      fmt::runtime(rule), fmt::arg("idle", kIdle), fmt::arg("max", dialect.max),
       fmt::arg("start", bucket_start("s.level", "s.period_ms", "l.period_ms", "l.burst", dialect)));
 }
 

@@ -56,8 +56,9 @@ template <typename... Args>
 std::string expand(std::string_view text, Args&&... args) {
   return fmt::format(
       fmt::runtime(text), std::forward<Args>(args)..., fmt::arg("max", "{max}"),
-      fmt::arg("min", "{min}"), fmt::arg("barrier", "{barrier}"), fmt::arg("now", "{now}"),
-      fmt::arg("int", "{int}"), fmt::arg("limit", "{limit}"), fmt::arg("owner", "{owner}"),
+      fmt::arg("min", "{min}"), fmt::arg("barrier", "{barrier}"),
+      fmt::arg("database_now", "{database_now}"), fmt::arg("as_integer", "{as_integer}"),
+      fmt::arg("limit", "{limit}"), fmt::arg("owner", "{owner}"),
       fmt::arg("cost", "{cost}"), fmt::arg("now_ms", "{now_ms}"),
       fmt::arg("live_base", "{live_base}"), fmt::arg("covering_event", "{covering_event}"),
       fmt::arg("newest_kept", "{newest_kept}"), fmt::arg("request_cost", "{request_cost}"),
@@ -66,13 +67,13 @@ std::string expand(std::string_view text, Args&&... args) {
 
 std::string finish(std::string_view text, const Dialect& dialect) {
   return fmt::format(
-      fmt::runtime(text), fmt::arg("max", dialect.greatest), fmt::arg("min", dialect.least),
-      fmt::arg("barrier", dialect.barrier), fmt::arg("now", dialect.database_now),
-      fmt::arg("int", dialect.as_integer), fmt::arg("limit", dialect.limit),
+      fmt::runtime(text), fmt::arg("max", dialect.max), fmt::arg("min", dialect.min),
+      fmt::arg("barrier", dialect.barrier), fmt::arg("database_now", dialect.database_now),
+      fmt::arg("as_integer", dialect.as_integer), fmt::arg("limit", dialect.limit),
       fmt::arg("owner", dialect.owner), fmt::arg("cost", dialect.cost),
-      fmt::arg("now_ms", dialect.now), fmt::arg("live_base", dialect.log_live_base),
-      fmt::arg("covering_event", dialect.log_covering_event),
-      fmt::arg("newest_kept", dialect.log_newest_kept),
+      fmt::arg("now_ms", dialect.now_ms), fmt::arg("live_base", dialect.live_base),
+      fmt::arg("covering_event", dialect.covering_event),
+      fmt::arg("newest_kept", dialect.newest_kept),
       fmt::arg("request_cost", dialect.request_cost), fmt::arg("request_now", dialect.request_now));
 }
 
@@ -231,7 +232,7 @@ constexpr const char* kWindowDecision = R"(
   FROM (
     SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed{carry},
       {min}(used + CASE WHEN {recorded} THEN cost ELSE 0 END, 4611686018427387904) AS used_after,
-      denied_before + {int}({denied}) AS denied
+      denied_before + {as_integer}({denied}) AS denied
     FROM (
       SELECT maximum, capacity, period_ms, cost, t, window_key, rest, used, previous_used,
         denied_before{carry},
@@ -273,8 +274,8 @@ constexpr WindowExpressions kFixedWindow = {
 };
 
 // Where the window layers of kWindowDecision differ between windows of period_ms from the
-// epoch and calendar windows (kCalendarWindow): the inputs' extra column, the current
-// window's key, the owner row's, and the current window's end.
+// epoch and calendar windows (StatementKind::calendar_window): the inputs' extra column, the
+// current window's key, the owner row's, and the current window's end.
 struct WindowLayout {
   const char* input;       // the inputs' column(s) of the layout, each followed by ", "
   const char* window_key;  // the key of the window that holds t
@@ -493,7 +494,7 @@ constexpr const char* kBucketDecision = R"(
   FROM (
     SELECT *,
       {bucket_taken} AS level_after,
-      denied_before + {int}({denied}) AS denied
+      denied_before + {as_integer}({denied}) AS denied
     FROM (
       SELECT *,
         {allowed} AS allowed
@@ -577,7 +578,7 @@ constexpr const char* kLogDecision = R"(
     CASE WHEN recorded > 0 THEN t ELSE {newest} END AS newest_at_ms
   FROM (
     SELECT *, used + recorded AS used_after, used + recorded + cost - maximum AS excess,
-           denied_before + {int}({denied}) AS denied
+           denied_before + {as_integer}({denied}) AS denied
     FROM (
       SELECT *, CASE WHEN {recorded} THEN cost ELSE 0 END AS recorded
       FROM (
@@ -719,15 +720,15 @@ constexpr const char* kWindowValues = "window_key, used_after, previous_used, de
 constexpr const char* kBucketColumns = "level, denied, burst";
 constexpr const char* kBucketValues = "level_after, denied, capacity";
 
-Family family_of(Algorithm algorithm) {
-  if (algorithm == kCalendarWindow) {
+Family family_of(StatementKind kind) {
+  if (kind == StatementKind::calendar_window) {
     return {kWindowDecision,      kWindowCheckInputs,
             kWindowUpdateInputs,  "quota_windows",
             kWindowColumns,       kWindowValues,
             kFixedWindow.allowed, &kFixedWindow,
             &kCalendarWindows,    " AND l.calendar IS NOT NULL"};
   }
-  switch (algorithm) {
+  switch (stored_algorithm(kind)) {
     case Algorithm::sliding_log:
       return {kLogDecision, kLogCheckInputs, kLogUpdateInputs,        "quota_log_owners",
               kLogColumns,  kLogValues,      "used + cost <= maximum"};
@@ -770,8 +771,8 @@ struct MoreColumns {
 MoreColumns more_columns(Operation operation, const Family& family, bool proposed) {
   if (operation == Operation::consume) {
     return {", shadow_denied",
-            proposed ? std::string(", {int}(NOT allowed AND shadow)")
-                     : fmt::format(", {}.shadow_denied + {{int}}(NOT allowed AND shadow)",
+            proposed ? std::string(", {as_integer}(NOT allowed AND shadow)")
+                     : fmt::format(", {}.shadow_denied + {{as_integer}}(NOT allowed AND shadow)",
                                    family.table)};
   }
   if (operation == Operation::refund && family.decision == kLogDecision) {
@@ -782,7 +783,7 @@ MoreColumns more_columns(Operation operation, const Family& family, bool propose
 
 // The decision of `operation` over `family`'s inputs: the check's (the owner's row joined by
 // the parameters), or the update's, whose request comes from `request_row`.
-std::string decision_of(Operation operation, Algorithm algorithm, const Family& family,
+std::string decision_of(Operation operation, StatementKind kind, const Family& family,
                         const char* request_row) {
   const OperationParts parts = parts_of(operation);
   const bool check = operation == Operation::check;
@@ -798,10 +799,11 @@ std::string decision_of(Operation operation, Algorithm algorithm, const Family& 
                                     "quota_windows", "excluded.owner")));
   const std::string inputs = expand(
       check ? family.check_inputs : family.update_inputs,
-      fmt::arg("algorithm", to_string(stored_algorithm(algorithm))),
+      fmt::arg("algorithm", to_string(stored_algorithm(kind))),
       fmt::arg("layout_input", layout_input), fmt::arg("layout_test", family.layout_test),
       fmt::arg("request", parts.request), fmt::arg("policy", kPolicy),
-      fmt::arg("maximum", maximum_for_owner(algorithm)), fmt::arg("capacity", burst_for_owner()),
+      fmt::arg("maximum", maximum_for_owner(stored_algorithm(kind))),
+      fmt::arg("capacity", burst_for_owner()),
       fmt::arg("request_row", expand(request_row, fmt::arg("table", family.table))),
       fmt::arg("overrides", check ? override_joins("{limit}", "{owner}")
                                   : override_joins("excluded.limit_name", "excluded.owner")));
@@ -865,12 +867,12 @@ Assignments assignments_of(Operation operation, const Family& family, bool propo
                  fmt::arg("more_values", more.values))};
 }
 
-std::string build(Operation operation, Algorithm algorithm, const Dialect& dialect) {
+std::string build(Operation operation, StatementKind kind, const Dialect& dialect) {
   if (operation == Operation::reset) return build_reset();
-  const Family family = family_of(algorithm);
+  const Family family = family_of(kind);
   if (operation == Operation::check) {
     return expand(
-        kCheck, fmt::arg("decision", decision_of(operation, algorithm, family, kUpdateRequestRow)),
+        kCheck, fmt::arg("decision", decision_of(operation, kind, family, kUpdateRequestRow)),
         fmt::arg("granted", with_block(parts_of(operation).granted)),
         fmt::arg("remaining", kAnswerRemaining),
         fmt::arg("retry", answer_retry(parts_of(operation))), fmt::arg("blocked", kBlocked));
@@ -881,13 +883,13 @@ std::string build(Operation operation, Algorithm algorithm, const Dialect& diale
     const Assignments row = assignments_of(operation, family, true);
     proposed = expand(
         kProposedDecision, fmt::arg("set_columns", row.columns), fmt::arg("set_values", row.values),
-        fmt::arg("decision", decision_of(operation, algorithm, family, kProposedRequestRow)));
+        fmt::arg("decision", decision_of(operation, kind, family, kProposedRequestRow)));
   } else {
     proposed = expand(kProposedRequest);
   }
   return expand(kWrite, fmt::arg("table", family.table), fmt::arg("proposed", proposed),
                 fmt::arg("set_columns", update.columns), fmt::arg("set_values", update.values),
-                fmt::arg("decision", decision_of(operation, algorithm, family, kUpdateRequestRow)));
+                fmt::arg("decision", decision_of(operation, kind, family, kUpdateRequestRow)));
 }
 
 
@@ -916,7 +918,7 @@ constexpr const char* kPlainGuard = R"(l.calendar IS NULL AND NOT l.shadow AND l
 
 // The request's time: the engine binds a valid :now (src/engine.cpp refuses any other), or
 // NULL for the database's clock; its cost is always bound and valid.
-constexpr const char* kPlainNow = "coalesce({now_ms}, {now})";
+constexpr const char* kPlainNow = "coalesce({now_ms}, {database_now})";
 
 constexpr const char* kPlainWrite = R"(UPDATE {table} SET
   ({columns}, seen_ms, cost, maximum, period_ms, blocked_until_ms, last_allowed) =
@@ -935,7 +937,7 @@ RETURNING last_allowed AS allowed,
 constexpr const char* kPlainWindowDecision = R"(
   SELECT *, {min}(used + CASE WHEN {recorded} THEN cost ELSE 0 END, 4611686018427387904)
               AS used_after,
-         denied_before + {int}({denied}) AS denied
+         denied_before + {as_integer}({denied}) AS denied
   FROM (
     SELECT *, cost <= maximum AND {fits} AS allowed
     FROM (
@@ -963,7 +965,7 @@ constexpr const char* kPlainWindowDecision = R"(
 // token_bucket: the names of kBucketDecision's layers.
 constexpr const char* kPlainBucketDecision = R"(
   SELECT *, {bucket_taken} AS level_after,
-         denied_before + {int}({denied}) AS denied
+         denied_before + {as_integer}({denied}) AS denied
   FROM (
     SELECT *, cost <= capacity AND {fits} AS allowed
     FROM (
@@ -1066,10 +1068,11 @@ Statements build_all(const Dialect& dialect) {
   Statements built;
   for (Operation op : {Operation::check, Operation::consume, Operation::record, Operation::reset,
                        Operation::refund}) {
-    for (Algorithm algo : {Algorithm::sliding_log, Algorithm::fixed_window,
-                           Algorithm::sliding_window, Algorithm::token_bucket, kCalendarWindow}) {
-      built[static_cast<int>(op)][static_cast<int>(algo)] =
-          finish(build(op, algo, dialect), dialect);
+    for (StatementKind kind :
+         {StatementKind::sliding_log, StatementKind::fixed_window, StatementKind::sliding_window,
+          StatementKind::token_bucket, StatementKind::calendar_window}) {
+      built[static_cast<int>(op)][static_cast<int>(kind)] =
+          finish(build(op, kind, dialect), dialect);
     }
   }
   return built;
@@ -1080,48 +1083,66 @@ using PlainStatements = std::array<std::array<std::string, 3>, 3>;
 
 PlainStatements build_all_plain(const Dialect& dialect) {
   PlainStatements built;
-  for (Algorithm kind : {kPlainFixedWindow, kPlainSlidingWindow, kPlainTokenBucket}) {
-    const int index = static_cast<int>(kind) - static_cast<int>(kPlainFixedWindow);
-    built[index][0] = finish(build_plain(Operation::consume, general_kind(kind)), dialect);
-    built[index][1] = finish(build_plain(Operation::record, general_kind(kind)), dialect);
+  for (StatementKind kind : {StatementKind::plain_fixed_window, StatementKind::plain_sliding_window,
+                             StatementKind::plain_token_bucket}) {
+    const int index =
+        static_cast<int>(kind) - static_cast<int>(StatementKind::plain_fixed_window);
+    built[index][0] = finish(build_plain(Operation::consume, stored_algorithm(kind)), dialect);
+    built[index][1] = finish(build_plain(Operation::record, stored_algorithm(kind)), dialect);
   }
   return built;
 }
 
 }  // namespace
 
-std::optional<Algorithm> plain_kind(Operation operation, Algorithm kind) {
+std::optional<StatementKind> plain_kind(Operation operation, StatementKind kind) {
   if (operation != Operation::consume && operation != Operation::record) return std::nullopt;
   switch (kind) {
-    case Algorithm::fixed_window:
-      return kPlainFixedWindow;
-    case Algorithm::sliding_window:
-      return kPlainSlidingWindow;
-    case Algorithm::token_bucket:
-      return kPlainTokenBucket;
+    case StatementKind::fixed_window:
+      return StatementKind::plain_fixed_window;
+    case StatementKind::sliding_window:
+      return StatementKind::plain_sliding_window;
+    case StatementKind::token_bucket:
+      return StatementKind::plain_token_bucket;
     default:
       return std::nullopt;
   }
 }
 
-Algorithm general_kind(Algorithm kind) {
-  if (kind == kPlainFixedWindow) return Algorithm::fixed_window;
-  if (kind == kPlainSlidingWindow) return Algorithm::sliding_window;
-  if (kind == kPlainTokenBucket) return Algorithm::token_bucket;
-  return kind;
+StatementKind general_kind(StatementKind kind) {
+  return is_plain(kind) ? kind_of(stored_algorithm(kind)) : kind;
 }
 
-const std::string& statement(Operation operation, Algorithm algorithm) {
-  return statement(kSqlite, operation, algorithm);
+Algorithm stored_algorithm(StatementKind kind) {
+  switch (kind) {
+    case StatementKind::sliding_log:
+      return Algorithm::sliding_log;
+    case StatementKind::fixed_window:
+    case StatementKind::calendar_window:
+    case StatementKind::plain_fixed_window:
+      return Algorithm::fixed_window;
+    case StatementKind::sliding_window:
+    case StatementKind::plain_sliding_window:
+      return Algorithm::sliding_window;
+    case StatementKind::token_bucket:
+    case StatementKind::plain_token_bucket:
+      return Algorithm::token_bucket;
+  }
+  throw std::logic_error("unknown statement kind");
 }
 
-const std::string& statement(const Dialect& dialect, Operation operation, Algorithm algorithm) {
-  if (is_plain(algorithm)) {
+const std::string& statement(Operation operation, StatementKind kind) {
+  return statement(kSqlite, operation, kind);
+}
+
+const std::string& statement(const Dialect& dialect, Operation operation, StatementKind kind) {
+  if (is_plain(kind)) {
     static const PlainStatements plain_sqlite = build_all_plain(kSqlite);
     static const PlainStatements plain_postgresql = build_all_plain(kPostgresql);
     const PlainStatements& plain =
         dialect.name == kPostgresql.name ? plain_postgresql : plain_sqlite;
-    const int index = static_cast<int>(algorithm) - static_cast<int>(kPlainFixedWindow);
+    const int index =
+        static_cast<int>(kind) - static_cast<int>(StatementKind::plain_fixed_window);
     const std::string& text = operation == Operation::consume ? plain[index][0]
                               : operation == Operation::record ? plain[index][1]
                                                                : plain[index][2];
@@ -1131,19 +1152,26 @@ const std::string& statement(const Dialect& dialect, Operation operation, Algori
   static const Statements sqlite = build_all(kSqlite);
   static const Statements postgresql = build_all(kPostgresql);
   const Statements& table = dialect.name == kPostgresql.name ? postgresql : sqlite;
-  const std::string& text = table[static_cast<int>(operation)][static_cast<int>(algorithm)];
+  const std::string& text = table[static_cast<int>(operation)][static_cast<int>(kind)];
   if (text.empty()) throw std::logic_error("no statement for this algorithm");
   return text;
 }
 
-const char* state_table(Algorithm algorithm) { return family_of(algorithm).table; }
+const char* state_table(StatementKind kind) { return family_of(general_kind(kind)).table; }
 
-std::string_view kind_name(Algorithm kind) {
-  if (kind == kCalendarWindow) return "calendar_window";
-  if (kind == kPlainFixedWindow) return "plain_fixed_window";
-  if (kind == kPlainSlidingWindow) return "plain_sliding_window";
-  if (kind == kPlainTokenBucket) return "plain_token_bucket";
-  return to_string(kind);
+std::string_view kind_name(StatementKind kind) {
+  switch (kind) {
+    case StatementKind::calendar_window:
+      return "calendar_window";
+    case StatementKind::plain_fixed_window:
+      return "plain_fixed_window";
+    case StatementKind::plain_sliding_window:
+      return "plain_sliding_window";
+    case StatementKind::plain_token_bucket:
+      return "plain_token_bucket";
+    default:
+      return to_string(stored_algorithm(kind));
+  }
 }
 
 const char* operation_name(Operation operation) {

@@ -37,9 +37,9 @@ std::int64_t integer_of(const Value& value);  // 0 for NULL
 std::string text_of(const Value& value);      // "" for NULL
 bool is_null(const Value& value);
 
-// The one request of a request statement: :limit, :owner, :cost and :now (none: NULL, the
-// database's own clock).
-struct Request4 {
+// The request of a request statement, as it is bound: :limit, :owner, :cost and :now (none:
+// NULL, the database's own clock).
+struct StatementRequest {
   std::string_view limit;
   std::string_view owner;
   std::int64_t cost = 1;
@@ -70,8 +70,8 @@ inline constexpr const char* kReadOnlySession = "SET default_transaction_read_on
 // One request statement of a batch (Store::run_all).
 struct Step {
   Operation operation;
-  Algorithm algorithm;
-  Request4 request;
+  StatementKind kind;
+  StatementRequest request;
 };
 
 class Store {
@@ -83,12 +83,12 @@ class Store {
   // This backend's built-in migrations, by version (src/migrations.h runs them).
   virtual const std::vector<Migration>& migrations() const = 0;
 
-  // Runs the statement of (operation, algorithm) for `request` to its end and returns its
+  // Runs the statement of (operation, kind) for `request` to its end and returns its
   // first row, or nullopt when it returned none (check: no such limit). Throws Error; a
   // statement that the database refused because the limit does not exist (its message says
   // "unknown limit") is ErrorCode::unknown_limit.
-  virtual std::optional<Row> run(Operation operation, Algorithm algorithm,
-                                 const Request4& request) = 0;
+  virtual std::optional<Row> run(Operation operation, StatementKind kind,
+                                 const StatementRequest& request) = 0;
 
   // Runs every step's statement in order, in one transaction of its own (a savepoint of the
   // transaction already open), and returns each one's first row as run does; a failure of
