@@ -8,7 +8,6 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
-#include <filesystem>
 #include <map>
 #include <set>
 #include <mutex>
@@ -18,11 +17,9 @@
 #include "gc.h"
 #include "location.h"
 #include "migrations.h"
-#include "postgresql/postgresql_store.h"
-#include "quota/admin.h"
+#include "open_store.h"
 #include "quota/postgresql.h"
 #include "quota/sqlite.h"
-#include "sqlite/sqlite_store.h"
 #include "statements.h"
 #include "store.h"
 #include "watch.h"
@@ -406,22 +403,20 @@ struct Engine::Impl {
     std::stable_sort(batch.begin(), batch.end(), [](const Pending* a, const Pending* b) {
       return std::tie(a->limit, a->owner) < std::tie(b->limit, b->owner);
     });
-    const bool sqlite = store->dialect().name == detail::kSqlite.name;
+    const detail::Capabilities can = store->capabilities();
     try {
       store->begin_exclusive(detail::Exclusive::requests);
     } catch (...) {
       fail_all(batch.size(), std::current_exception());
       return batch.size();
     }
-    // SQLite undoes a failed statement alone (its statement journal) and keeps the
-    // transaction; PostgreSQL aborts the whole transaction, short of a savepoint.
-    const bool atomic_statements = sqlite;
     std::size_t ran = 0;
     for (; ran < batch.size(); ++ran) {
-      if (sqlite && ran > 0 && std::chrono::steady_clock::now() - started > kGroupTime) break;
+      if (can.single_writer && ran > 0 && std::chrono::steady_clock::now() - started > kGroupTime)
+        break;
       Pending& pending = *batch[ran];
       settle(pending, [&] {
-        if (atomic_statements) {
+        if (can.atomic_statements) {
           return run_with_hooks(pending.operation, pending.limit, pending.owner, pending.cost);
         }
         // A limit redefined with another algorithm by another connection: the statement
@@ -858,22 +853,17 @@ class Engine::Impl::Reader final : public detail::WatchReader {
 detail::WatchHub& Engine::Impl::watch_hub() {
   std::lock_guard lock(hub_mutex);
   if (hub) return *hub;
-  const std::string location = guarded([&] { return store->watch_location(); });
+  const std::optional<detail::Location> location =
+      guarded([&] { return store->watch_location(); });
   std::unique_ptr<detail::WatchReader> reader;
-  if (location.empty()) {
+  if (!location) {
     reader = std::make_unique<Reader>(*this);
   } else {
-    // A connection that only reads: no journal mode to set, no checkpoint to run.
-    std::unique_ptr<detail::Store> reading;
-    if (store->dialect().name == detail::kPostgresql.name) {
-      reading = detail::open_postgresql(location, {options.busy_timeout});
-    } else {
-      detail::SqliteSettings settings;
-      settings.busy_timeout = options.busy_timeout;
-      settings.restart_checkpoint = false;
-      reading = detail::open_sqlite(location, false, settings);
-    }
-    reader = std::make_unique<Reader>(std::make_unique<Impl>(std::move(reading), options));
+    detail::StoreSettings settings;
+    settings.purpose = detail::StoreSettings::Purpose::reader;
+    settings.busy_timeout = options.busy_timeout;
+    reader = std::make_unique<Reader>(
+        std::make_unique<Impl>(detail::open_store(*location, settings), options));
   }
   hub = std::make_unique<detail::WatchHub>(std::move(reader), options.watch_interval);
   hub_signal.store(hub.get(), std::memory_order_release);
@@ -898,48 +888,43 @@ struct detail::EngineAccess {
   }
 };
 
+namespace {
+
+// The settings of `options` that every store takes.
+detail::StoreSettings store_settings(const Options& options) {
+  detail::StoreSettings settings;
+  settings.busy_timeout = options.busy_timeout;
+  settings.restart_checkpoint = options.restart_checkpoint;
+  return settings;
+}
+
+}  // namespace
+
 Engine Engine::open(const std::string& path, Options options) {
   if (path.empty()) {
     throw Error(ErrorCode::invalid_argument,
                 "no database given: pass a file name or a postgresql:// URI");
   }
   const detail::Location location = detail::classify_location(path);
-  std::unique_ptr<detail::Store> store;
   if (location.kind == detail::Location::Kind::refused) {
     throw Error(ErrorCode::invalid_argument, location.problem);
   }
-  if (location.kind == detail::Location::Kind::postgresql) {
-    store = detail::open_postgresql(location.text, {options.busy_timeout});
-    if (options.read_only) store->execute(detail::kReadOnlySession, {});
-  } else {
-    const bool in_memory = path == ":memory:";
-    const bool create = options.create && !options.read_only;
-    if (!in_memory && !create && !std::filesystem::exists(path)) {
-      throw Error(ErrorCode::io, fmt::format("database '{}' does not exist: create it with {}",
-                                             path, admin::migrate_command(path)));
-    }
-    detail::SqliteSettings settings;
-    settings.busy_timeout = options.busy_timeout;
-    settings.synchronous_full = options.synchronous_full;
-    settings.restart_checkpoint = options.restart_checkpoint && !options.read_only;
-    settings.read_only = options.read_only && !in_memory;
-    settings.file = !in_memory;
-    store = detail::open_sqlite(path, create, settings);
-  }
-  return detail::EngineAccess::make(std::move(store), std::move(options), true);
+  detail::StoreSettings settings = store_settings(options);
+  settings.create = options.create;
+  settings.read_only = options.read_only;
+  settings.synchronous_full = options.synchronous_full;
+  return detail::EngineAccess::make(detail::open_store(location, settings), std::move(options),
+                                    true);
 }
 
 Engine sqlite::attach(SQLite::Database& database, Options options) {
-  detail::SqliteSettings settings;
-  settings.busy_timeout = options.busy_timeout;
-  settings.restart_checkpoint = options.restart_checkpoint;
-  return detail::EngineAccess::make(detail::sqlite_on_connection(database, settings),
+  return detail::EngineAccess::make(detail::attach_store(database, store_settings(options)),
                                     std::move(options));
 }
 
 Engine postgresql::attach(pg_conn* connection, Options options) {
-  return detail::EngineAccess::make(
-      detail::postgresql_on_connection(connection, {options.busy_timeout}), std::move(options));
+  return detail::EngineAccess::make(detail::attach_store(connection, store_settings(options)),
+                                    std::move(options));
 }
 
 namespace {

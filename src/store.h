@@ -5,7 +5,9 @@
 // src/statements.cpp and the few other statements the engine needs, in its database's
 // dialect, and turns that database's failures into quota::Error. Two stores exist:
 // src/sqlite/ (a file or the application's own connection) and src/postgresql/ (a server
-// reached through libpq).
+// reached through libpq); src/open_store.h opens the one a location names. The engine never
+// asks which one it has: where the databases behave differently, it asks the store's
+// capabilities().
 //
 // Statements other than the request statements are written once, with numbered parameters
 // `?1`, `?2`, ... (SQLite's spelling); a store whose dialect numbers them otherwise rewrites
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "quota/error.h"
+#include "location.h"
 #include "quota/limit.h"
 #include "sql/dialect.h"
 #include "statements.h"
@@ -74,11 +77,26 @@ struct Step {
   StatementRequest request;
 };
 
+// What a store's database does where databases differ, for the engine to ask instead of
+// comparing names.
+struct Capabilities {
+  // One writer at a time holds the whole database (SQLite's write lock): a transaction of
+  // requests shuts out every other writer while it runs, so group commit bounds a batch by
+  // time as well as by count. Otherwise (PostgreSQL's row locks) a batch excludes only the
+  // writers of its own rows.
+  bool single_writer = false;
+  // A failed statement undoes only itself and the transaction goes on (SQLite's statement
+  // journal). Otherwise (PostgreSQL) a failed statement aborts the whole transaction, and a
+  // request of a batch that may fail runs in a savepoint of its own.
+  bool atomic_statements = false;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
 
   virtual const Dialect& dialect() const = 0;
+  virtual Capabilities capabilities() const = 0;
 
   // This backend's built-in migrations, by version (src/migrations.h runs them).
   virtual const std::vector<Migration>& migrations() const = 0;
@@ -125,10 +143,14 @@ class Store {
   // Whether a transaction is open on the connection (the application's, or a savepoint's).
   virtual bool in_transaction() = 0;
 
-  // Where Engine::watch opens a connection of its own to the same database: the SQLite
-  // file's path, or a PostgreSQL connection string with the connection's own settings; empty
-  // when no other connection can reach the database (an in-memory one).
-  virtual std::string watch_location() = 0;
+  // Where Engine::watch opens a connection of its own to the same database (src/open_store.h):
+  // the SQLite file's path, or a PostgreSQL connection string with the connection's own
+  // settings; nullopt when no other connection can reach the database (an in-memory one).
+  virtual std::optional<Location> watch_location() = 0;
+
+  // The journal mode that `quotactl status` shows (SQLite's PRAGMA journal_mode: "wal",
+  // "delete", ...); nullopt for a database that has none (PostgreSQL).
+  virtual std::optional<std::string> journal_mode() = 0;
 
   // For the migrations (src/migrations.cpp) and gc (src/gc.cpp): whether a table exists; a
   // transaction that excludes `what` from other connections until commit or rollback

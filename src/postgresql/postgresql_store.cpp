@@ -328,6 +328,9 @@ class PostgresqlStore final : public Store {
   }
 
   const Dialect& dialect() const override { return kPostgresql; }
+  Capabilities capabilities() const override {
+    return {.single_writer = false, .atomic_statements = false};
+  }
   const std::vector<Migration>& migrations() const override {
     return built_in_postgresql_migrations();
   }
@@ -491,27 +494,13 @@ class PostgresqlStore final : public Store {
 
   bool in_transaction() override { return PQtransactionStatus(connection_) != PQTRANS_IDLE; }
 
-  std::string watch_location() override {
-    // The string the engine connected with, as given: its messages are masked as the first
-    // connection's were.
-    if (!conninfo_.empty()) return conninfo_;
-    // The application's connection: every setting it was made with, as key='value' pairs
-    // (which mask_password masks when a message names them).
-    std::string conninfo;
-    PQconninfoOption* options = PQconninfo(connection_);
-    if (!options) return conninfo;
-    for (PQconninfoOption* option = options; option->keyword; ++option) {
-      if (!option->val || !*option->val) continue;
-      std::string value;
-      for (const char* c = option->val; *c; ++c) {
-        if (*c == '\\' || *c == '\'') value += '\\';
-        value += *c;
-      }
-      conninfo += fmt::format("{}{}='{}'", conninfo.empty() ? "" : " ", option->keyword, value);
-    }
-    PQconninfoFree(options);
-    return conninfo;
+  std::optional<Location> watch_location() override {
+    const std::string conninfo = watch_conninfo();
+    if (conninfo.empty()) return std::nullopt;
+    return Location{Location::Kind::postgresql, conninfo, {}};
   }
+
+  std::optional<std::string> journal_mode() override { return std::nullopt; }
 
   bool has_table(std::string_view name) override {
     // The catalog read with the statement's snapshot, not to_regclass(): that looks the name
@@ -572,6 +561,29 @@ class PostgresqlStore final : public Store {
  private:
   static constexpr long long kMigrationLock = 1903520865;
   static constexpr std::size_t kPipelineChunk = 256;
+
+  // Where a second connection reaches this database; empty when none can be made.
+  std::string watch_conninfo() const {
+    // The string the engine connected with, as given: its messages are masked as the first
+    // connection's were.
+    if (!conninfo_.empty()) return conninfo_;
+    // The application's connection: every setting it was made with, as key='value' pairs
+    // (which mask_password masks when a message names them).
+    std::string conninfo;
+    PQconninfoOption* options = PQconninfo(connection_);
+    if (!options) return conninfo;
+    for (PQconninfoOption* option = options; option->keyword; ++option) {
+      if (!option->val || !*option->val) continue;
+      std::string value;
+      for (const char* c = option->val; *c; ++c) {
+        if (*c == '\\' || *c == '\'') value += '\\';
+        value += *c;
+      }
+      conninfo += fmt::format("{}{}='{}'", conninfo.empty() ? "" : " ", option->keyword, value);
+    }
+    PQconninfoFree(options);
+    return conninfo;
+  }
 
   // Releases the session's migration lock, if it holds one (never throws: a connection that
   // is lost has lost its locks with it).

@@ -182,6 +182,9 @@ class SqliteStore final : public Store {
   }
 
   const Dialect& dialect() const override { return kSqlite; }
+  Capabilities capabilities() const override {
+    return {.single_writer = true, .atomic_statements = true};
+  }
   const std::vector<Migration>& migrations() const override { return built_in_sqlite_migrations(); }
 
   std::optional<Row> run(Operation operation, StatementKind kind,
@@ -294,10 +297,15 @@ class SqliteStore final : public Store {
 
   bool in_transaction() override { return sqlite3_get_autocommit(db_.getHandle()) == 0; }
 
-  std::string watch_location() override {
+  std::optional<Location> watch_location() override {
     // "" for an in-memory or temporary database
     const char* file = sqlite3_db_filename(db_.getHandle(), "main");
-    return file ? file : "";
+    if (!file || !*file) return std::nullopt;
+    return Location{Location::Kind::sqlite_path, file, {}};
+  }
+
+  std::optional<std::string> journal_mode() override {
+    return text_of(query("PRAGMA journal_mode", {}).at(0).at(0));
   }
 
   bool has_table(std::string_view name) override {
