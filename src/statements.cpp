@@ -916,7 +916,7 @@ constexpr const char* kPlainGuard = R"(l.calendar IS NULL AND NOT l.shadow AND l
         AND NOT EXISTS (SELECT 1 FROM quota_overrides AS a
                         WHERE a.limit_name = '*' AND a.owner = {owner}))";
 
-// The request's time: the engine binds a valid :now (src/engine.cpp refuses any other), or
+// The request's time: the engine binds a valid :now (src/engine/ refuses any other), or
 // NULL for the database's clock; its cost is always bound and valid.
 constexpr const char* kPlainNow = "coalesce({now_ms}, {database_now})";
 

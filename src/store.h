@@ -1,6 +1,6 @@
 // The storage seam: what the engine asks of a database, and nothing more.
 //
-// The engine (src/engine.cpp) keeps everything that decides: validation, the lock, the
+// The engine (src/engine/) keeps everything that decides: validation, the lock, the
 // failure policy, hooks, consume_all. A Store only executes: it runs the statements of
 // src/statements.cpp and the few other statements the engine needs, in its database's
 // dialect, and turns that database's failures into quota::Error. Two stores exist:
@@ -126,7 +126,7 @@ class Store {
   // Best effort, for destructors: rolls back to and releases `name`, throwing nothing.
   virtual void abandon(std::string_view name) noexcept = 0;
 
-  // Opening, as the engine drives it (src/engine.cpp, Engine::Impl::start):
+  // Opening, as the engine drives it (src/engine/engine_impl.cpp, Engine::Impl::start):
   //   retry_while_busy(step): runs `step`, again while the database answers busy without
   //     waiting (SQLite, while a new file is being set up by several openers), until the busy
   //     timeout; a store that always waits runs it once.
