@@ -76,7 +76,15 @@ class OperationSavepoint {
 
 }  // namespace detail
 
-struct Engine::Impl {
+// Hidden: a nested class takes its enclosing class's visibility, and Engine is exported
+// (QUOTA_API), but nothing of Impl is part of the shared library's interface
+// (tests/embedding: package.exports).
+#if defined(__GNUC__)
+#define QUOTA_ENGINE_IMPL_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define QUOTA_ENGINE_IMPL_HIDDEN
+#endif
+struct QUOTA_ENGINE_IMPL_HIDDEN Engine::Impl {
   Impl(std::unique_ptr<detail::Store> engine_store, Options engine_options)
       : store(std::move(engine_store)), options(std::move(engine_options)) {
     if (!options.clock) options.clock = system_clock_ms;
