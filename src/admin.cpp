@@ -5,12 +5,11 @@
 #include <functional>
 #include <stdexcept>
 
+#include "connection_string.h"
 #include "location.h"
 #include "migrations.h"
-#include "postgresql/postgresql_store.h"
+#include "open_store.h"
 #include "shown.h"
-#include "sqlite/sqlite_files.h"
-#include "sqlite/sqlite_store.h"
 #include "statements.h"
 #include "store.h"
 
@@ -39,15 +38,7 @@ detail::Location classified(std::string_view location) {
 // back first (SQLite only).
 bool read_store(const std::string& location, std::chrono::milliseconds busy_timeout,
                 const std::function<void(Store&)>& read) {
-  const detail::Location where = classified(location);
-  if (where.kind == detail::Location::Kind::postgresql) {
-    const std::unique_ptr<Store> store = detail::open_postgresql(where.text, {busy_timeout});
-    // Whatever `read` runs, the server refuses to write on this connection.
-    store->execute(detail::kReadOnlySession, {});
-    read(*store);
-    return false;
-  }
-  return detail::read_sqlite_file(location, busy_timeout, read);
+  return detail::use_store(classified(location), detail::AdminUse::read, busy_timeout, read);
 }
 
 Migration public_migration(const detail::Migration& migration) {
@@ -123,10 +114,8 @@ std::string migrate_command(std::string_view location) {
 
 std::vector<Migration> migrations(std::string_view location) {
   std::vector<Migration> result;
-  for (const detail::Migration& migration : classified(location).kind ==
-                                                    detail::Location::Kind::postgresql
-                                                ? detail::built_in_postgresql_migrations()
-                                                : detail::built_in_sqlite_migrations()) {
+  for (const detail::Migration& migration :
+       detail::built_in_migrations(classified(location).kind)) {
     result.push_back(public_migration(migration));
   }
   return result;
@@ -150,9 +139,7 @@ Summary summarize(const std::string& location, std::chrono::milliseconds busy_ti
   Summary summary;
   const bool recovered = read_store(location, busy_timeout, [&](Store& store) {
     summary.schema = status_of(store);
-    if (store.dialect().name == detail::kSqlite.name) {
-      summary.journal_mode = detail::text_of(store.query("PRAGMA journal_mode", {}).at(0).at(0));
-    }
+    summary.journal_mode = store.journal_mode();
     const auto rows = [&](const char* table) -> std::int64_t {
       if (!store.has_table(table)) return 0;
       return detail::integer_of(
@@ -169,13 +156,8 @@ Summary summarize(const std::string& location, std::chrono::milliseconds busy_ti
 Migrated migrate(const std::string& location, std::int64_t now_ms,
                  std::chrono::milliseconds busy_timeout) {
   Migrated migrated;
-  const detail::Location where = classified(location);
-  if (where.kind == detail::Location::Kind::postgresql) {
-    migrate_store(*detail::open_postgresql(where.text, {busy_timeout}), now_ms, migrated);
-    return migrated;
-  }
-  detail::write_sqlite_file(location, busy_timeout,
-                            [&](Store& store) { migrate_store(store, now_ms, migrated); });
+  detail::use_store(classified(location), detail::AdminUse::migrate, busy_timeout,
+                    [&](Store& store) { migrate_store(store, now_ms, migrated); });
   return migrated;
 }
 
@@ -207,7 +189,7 @@ std::string statement(Dialect dialect, std::string_view operation, Algorithm alg
   }
   try {
     return detail::statement(dialect == Dialect::postgresql ? detail::kPostgresql : detail::kSqlite,
-                             named, detail::statement_algorithm(algorithm, calendar));
+                             named, detail::kind_of(algorithm, calendar));
   } catch (const std::logic_error&) {
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("this build has no statement for {} limits: use sliding_log or "

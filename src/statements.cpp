@@ -224,7 +224,7 @@ constexpr const char* kWindowDecision = R"(
   FROM (
     SELECT maximum, capacity, period_ms, cost, t, window_key, rest, previous_used, allowed{carry},
       {used_after} AS used_after,
-      denied_before + {int}({denied}) AS denied
+      denied_before + {as_integer}({denied}) AS denied
     FROM (
       SELECT maximum, capacity, period_ms, cost, t, window_key, rest, used, previous_used,
         denied_before{carry},
@@ -248,7 +248,7 @@ constexpr const char* kWindowDecision = R"(
   ) AS written)";
 
 // Where the window layers of kWindowDecision differ between windows of period_ms from the
-// epoch and calendar windows (kCalendarWindow): the inputs' extra column, and the prefix of
+// epoch and calendar windows (StatementKind::calendar_window): the inputs' extra column, and the prefix of
 // the layout's fragments (window_key, row_key, window_end, row_counts).
 struct WindowLayout {
   const char* input;      // the inputs' column(s) of the layout, each followed by ", "
@@ -411,7 +411,7 @@ constexpr const char* kBucketDecision = R"(
   FROM (
     SELECT *,
       {level_after} AS level_after,
-      denied_before + {int}({denied}) AS denied
+      denied_before + {as_integer}({denied}) AS denied
     FROM (
       SELECT *,
         {allowed} AS allowed
@@ -474,7 +474,7 @@ constexpr const char* kLogDecision = R"(
     {newest_after} AS newest_at_ms
   FROM (
     SELECT *, used + recorded AS used_after, used + recorded + cost - maximum AS excess,
-           denied_before + {int}({denied}) AS denied
+           denied_before + {as_integer}({denied}) AS denied
     FROM (
       SELECT *, {recorded} AS recorded
       FROM (
@@ -591,13 +591,13 @@ constexpr const char* kWindowValues = "window_key, used_after, previous_used, de
 constexpr const char* kBucketColumns = "level, denied, burst";
 constexpr const char* kBucketValues = "level_after, denied, capacity";
 
-Family family_of(Algorithm algorithm) {
-  if (algorithm == kCalendarWindow) {
+Family family_of(StatementKind kind) {
+  if (kind == StatementKind::calendar_window) {
     return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, "quota_windows",
             kWindowColumns,  kWindowValues,      "fixed_window",      &kCalendarWindows,
             " AND l.calendar IS NOT NULL"};
   }
-  switch (algorithm) {
+  switch (stored_algorithm(kind)) {
     case Algorithm::sliding_log:
       return {kLogDecision, kLogCheckInputs, kLogUpdateInputs, "quota_log_owners",
               kLogColumns,  kLogValues,      "sliding_log"};
@@ -637,8 +637,8 @@ struct MoreColumns {
 MoreColumns more_columns(Operation operation, const Family& family, bool proposed) {
   if (operation == Operation::consume) {
     return {", shadow_denied",
-            proposed ? std::string(", {int}(NOT allowed AND shadow)")
-                     : fill(", {table}.shadow_denied + {int}(NOT allowed AND shadow)",
+            proposed ? std::string(", {as_integer}(NOT allowed AND shadow)")
+                     : fill(", {table}.shadow_denied + {as_integer}(NOT allowed AND shadow)",
                             arg("table", family.table))};
   }
   if (operation == Operation::refund && family.decision == kLogDecision) {
@@ -709,7 +709,7 @@ sql::Bindings arithmetic(const Family& family, std::string_view records, bool re
 // The decision of `operation` over `family`'s inputs: the check's (the owner's row joined by
 // the parameters), the update's, whose request comes from `request_row`, or the usage view's
 // over every owner's row (`view`).
-std::string decision_of(Operation operation, Algorithm algorithm, const Family& family,
+std::string decision_of(Operation operation, StatementKind kind, const Family& family,
                         const char* request_row, const char* view_from = nullptr) {
   const OperationParts parts = parts_of(operation);
   const bool check = operation == Operation::check;
@@ -726,10 +726,10 @@ std::string decision_of(Operation operation, Algorithm algorithm, const Family& 
                                "quota_windows", "excluded.owner")));
   std::string inputs = fill(
       check ? family.check_inputs : family.update_inputs,
-      arg("algorithm", to_string(stored_algorithm(algorithm))),
+      arg("algorithm", to_string(stored_algorithm(kind))),
       arg("layout_input", layout_input), arg("layout_test", family.layout_test),
       arg("request", parts.request), arg("policy", kPolicy),
-      arg("maximum", maximum_for_owner(algorithm)), arg("capacity", burst_for_owner()),
+      arg("maximum", maximum_for_owner(stored_algorithm(kind))), arg("capacity", burst_for_owner()),
       arg("request_row", fill(request_row, arg("table", family.table))),
       arg("overrides", view_from ? override_joins("s.limit_name", "s.owner")
                        : check   ? override_joins("{limit}", "{owner}")
@@ -739,14 +739,14 @@ std::string decision_of(Operation operation, Algorithm algorithm, const Family& 
     // The usage view: the check's inputs over every row of the state table, at the
     // database's clock, for a cost of 1.
     inputs = fill(inputs, arg("from", fill(view_from, arg("table", family.table),
-                                           arg("algorithm", to_string(stored_algorithm(algorithm))),
+                                           arg("algorithm", to_string(stored_algorithm(kind))),
                                            arg("layout_test", family.layout_test),
                                            arg("overrides", override_joins("s.limit_name", "s.owner")))),
                   arg("request_cost", "1"), arg("request_now", "{database_now}"),
                   arg("owner", "s.owner"));
   } else if (check) {
     inputs = fill(inputs, arg("from", fill(kCheckFrom, arg("table", family.table),
-                                           arg("algorithm", to_string(stored_algorithm(algorithm))),
+                                           arg("algorithm", to_string(stored_algorithm(kind))),
                                            arg("layout_test", family.layout_test),
                                            arg("overrides", override_joins("{limit}", "{owner}")))));
   }
@@ -791,12 +791,12 @@ Assignments assignments_of(Operation operation, const Family& family, bool propo
                  arg("more_values", more.values))};
 }
 
-std::string build(Operation operation, Algorithm algorithm, const Dialect& dialect) {
+std::string build(Operation operation, StatementKind kind, const Dialect& dialect) {
   if (operation == Operation::reset) return build_reset();
-  const Family family = family_of(algorithm);
+  const Family family = family_of(kind);
   if (operation == Operation::check) {
     return fill(
-        kCheck, arg("decision", decision_of(operation, algorithm, family, kUpdateRequestRow)),
+        kCheck, arg("decision", decision_of(operation, kind, family, kUpdateRequestRow)),
         arg("granted", with_block(parts_of(operation).granted)),
         arg("remaining", kAnswerRemaining),
         arg("retry", answer_retry(parts_of(operation))), arg("blocked", kBlocked),
@@ -808,13 +808,13 @@ std::string build(Operation operation, Algorithm algorithm, const Dialect& diale
     const Assignments row = assignments_of(operation, family, true);
     proposed = fill(
         kProposedDecision, arg("set_columns", row.columns), arg("set_values", row.values),
-        arg("decision", decision_of(operation, algorithm, family, kProposedRequestRow)));
+        arg("decision", decision_of(operation, kind, family, kProposedRequestRow)));
   } else {
     proposed = fill(kProposedRequest);
   }
   return fill(kWrite, arg("table", family.table), arg("proposed", proposed),
                 arg("set_columns", update.columns), arg("set_values", update.values),
-                arg("decision", decision_of(operation, algorithm, family, kUpdateRequestRow)));
+                arg("decision", decision_of(operation, kind, family, kUpdateRequestRow)));
 }
 
 // The quota_usage view's rows of the limits of statements' kind `kind` (src/sql/usage_view.h):
@@ -823,7 +823,7 @@ constexpr const char* kUsageRows = R"(SELECT usage_limit AS limit_name, usage_ow
          remaining, denied, reset_at_ms, shadow_denials AS shadow_denied, blocked_until_ms
   FROM ({check}) AS usage_{kind})";
 
-std::string build_usage_rows(Algorithm kind) {
+std::string build_usage_rows(StatementKind kind) {
   const Family family = family_of(kind);
   const OperationParts parts = parts_of(Operation::check);
   const std::string check = fill(
@@ -877,7 +877,7 @@ RETURNING last_allowed AS allowed,
 // fixed_window and sliding_window: the names of kWindowDecision's layers.
 constexpr const char* kPlainWindowDecision = R"(
   SELECT *, {used_after} AS used_after,
-         denied_before + {int}({denied}) AS denied
+         denied_before + {as_integer}({denied}) AS denied
   FROM (
     SELECT *, cost <= maximum AND {fits} AS allowed
     FROM (
@@ -904,7 +904,7 @@ constexpr const char* kPlainWindowDecision = R"(
 // token_bucket: the names of kBucketDecision's layers.
 constexpr const char* kPlainBucketDecision = R"(
   SELECT *, {level_after} AS level_after,
-         denied_before + {int}({denied}) AS denied
+         denied_before + {as_integer}({denied}) AS denied
   FROM (
     SELECT *, cost <= capacity AND {fits} AS allowed
     FROM (
@@ -1006,10 +1006,11 @@ Statements build_all(const Dialect& dialect) {
   Statements built;
   for (Operation op : {Operation::check, Operation::consume, Operation::record, Operation::reset,
                        Operation::refund}) {
-    for (Algorithm algo : {Algorithm::sliding_log, Algorithm::fixed_window,
-                           Algorithm::sliding_window, Algorithm::token_bucket, kCalendarWindow}) {
-      built[static_cast<int>(op)][static_cast<int>(algo)] =
-          finish(build(op, algo, dialect), dialect);
+    for (StatementKind kind :
+         {StatementKind::sliding_log, StatementKind::fixed_window, StatementKind::sliding_window,
+          StatementKind::token_bucket, StatementKind::calendar_window}) {
+      built[static_cast<int>(op)][static_cast<int>(kind)] =
+          finish(build(op, kind, dialect), dialect);
     }
   }
   return built;
@@ -1020,48 +1021,66 @@ using PlainStatements = std::array<std::array<std::string, 3>, 3>;
 
 PlainStatements build_all_plain(const Dialect& dialect) {
   PlainStatements built;
-  for (Algorithm kind : {kPlainFixedWindow, kPlainSlidingWindow, kPlainTokenBucket}) {
-    const int index = static_cast<int>(kind) - static_cast<int>(kPlainFixedWindow);
-    built[index][0] = finish(build_plain(Operation::consume, general_kind(kind)), dialect);
-    built[index][1] = finish(build_plain(Operation::record, general_kind(kind)), dialect);
+  for (StatementKind kind : {StatementKind::plain_fixed_window, StatementKind::plain_sliding_window,
+                             StatementKind::plain_token_bucket}) {
+    const int index =
+        static_cast<int>(kind) - static_cast<int>(StatementKind::plain_fixed_window);
+    built[index][0] = finish(build_plain(Operation::consume, stored_algorithm(kind)), dialect);
+    built[index][1] = finish(build_plain(Operation::record, stored_algorithm(kind)), dialect);
   }
   return built;
 }
 
 }  // namespace
 
-std::optional<Algorithm> plain_kind(Operation operation, Algorithm kind) {
+std::optional<StatementKind> plain_kind(Operation operation, StatementKind kind) {
   if (operation != Operation::consume && operation != Operation::record) return std::nullopt;
   switch (kind) {
-    case Algorithm::fixed_window:
-      return kPlainFixedWindow;
-    case Algorithm::sliding_window:
-      return kPlainSlidingWindow;
-    case Algorithm::token_bucket:
-      return kPlainTokenBucket;
+    case StatementKind::fixed_window:
+      return StatementKind::plain_fixed_window;
+    case StatementKind::sliding_window:
+      return StatementKind::plain_sliding_window;
+    case StatementKind::token_bucket:
+      return StatementKind::plain_token_bucket;
     default:
       return std::nullopt;
   }
 }
 
-Algorithm general_kind(Algorithm kind) {
-  if (kind == kPlainFixedWindow) return Algorithm::fixed_window;
-  if (kind == kPlainSlidingWindow) return Algorithm::sliding_window;
-  if (kind == kPlainTokenBucket) return Algorithm::token_bucket;
-  return kind;
+StatementKind general_kind(StatementKind kind) {
+  return is_plain(kind) ? kind_of(stored_algorithm(kind)) : kind;
 }
 
-const std::string& statement(Operation operation, Algorithm algorithm) {
-  return statement(kSqlite, operation, algorithm);
+Algorithm stored_algorithm(StatementKind kind) {
+  switch (kind) {
+    case StatementKind::sliding_log:
+      return Algorithm::sliding_log;
+    case StatementKind::fixed_window:
+    case StatementKind::calendar_window:
+    case StatementKind::plain_fixed_window:
+      return Algorithm::fixed_window;
+    case StatementKind::sliding_window:
+    case StatementKind::plain_sliding_window:
+      return Algorithm::sliding_window;
+    case StatementKind::token_bucket:
+    case StatementKind::plain_token_bucket:
+      return Algorithm::token_bucket;
+  }
+  throw std::logic_error("unknown statement kind");
 }
 
-const std::string& statement(const Dialect& dialect, Operation operation, Algorithm algorithm) {
-  if (is_plain(algorithm)) {
+const std::string& statement(Operation operation, StatementKind kind) {
+  return statement(kSqlite, operation, kind);
+}
+
+const std::string& statement(const Dialect& dialect, Operation operation, StatementKind kind) {
+  if (is_plain(kind)) {
     static const PlainStatements plain_sqlite = build_all_plain(kSqlite);
     static const PlainStatements plain_postgresql = build_all_plain(kPostgresql);
     const PlainStatements& plain =
         dialect.name == kPostgresql.name ? plain_postgresql : plain_sqlite;
-    const int index = static_cast<int>(algorithm) - static_cast<int>(kPlainFixedWindow);
+    const int index =
+        static_cast<int>(kind) - static_cast<int>(StatementKind::plain_fixed_window);
     const std::string& text = operation == Operation::consume ? plain[index][0]
                               : operation == Operation::record ? plain[index][1]
                                                                : plain[index][2];
@@ -1071,21 +1090,28 @@ const std::string& statement(const Dialect& dialect, Operation operation, Algori
   static const Statements sqlite = build_all(kSqlite);
   static const Statements postgresql = build_all(kPostgresql);
   const Statements& table = dialect.name == kPostgresql.name ? postgresql : sqlite;
-  const std::string& text = table[static_cast<int>(operation)][static_cast<int>(algorithm)];
+  const std::string& text = table[static_cast<int>(operation)][static_cast<int>(kind)];
   if (text.empty()) throw std::logic_error("no statement for this algorithm");
   return text;
 }
 
-const char* state_table(Algorithm algorithm) { return family_of(algorithm).table; }
+const char* state_table(StatementKind kind) { return family_of(general_kind(kind)).table; }
 
-std::string usage_rows(Algorithm kind) { return build_usage_rows(kind); }
+std::string usage_rows(StatementKind kind) { return build_usage_rows(kind); }
 
-std::string_view kind_name(Algorithm kind) {
-  if (kind == kCalendarWindow) return "calendar_window";
-  if (kind == kPlainFixedWindow) return "plain_fixed_window";
-  if (kind == kPlainSlidingWindow) return "plain_sliding_window";
-  if (kind == kPlainTokenBucket) return "plain_token_bucket";
-  return to_string(kind);
+std::string_view kind_name(StatementKind kind) {
+  switch (kind) {
+    case StatementKind::calendar_window:
+      return "calendar_window";
+    case StatementKind::plain_fixed_window:
+      return "plain_fixed_window";
+    case StatementKind::plain_sliding_window:
+      return "plain_sliding_window";
+    case StatementKind::plain_token_bucket:
+      return "plain_token_bucket";
+    default:
+      return to_string(stored_algorithm(kind));
+  }
 }
 
 const char* operation_name(Operation operation) {

@@ -1,11 +1,13 @@
 // The storage seam: what the engine asks of a database, and nothing more.
 //
-// The engine (src/engine.cpp) keeps everything that decides: validation, the lock, the
+// The engine (src/engine/) keeps everything that decides: validation, the lock, the
 // failure policy, hooks, consume_all. A Store only executes: it runs the statements of
 // src/statements.cpp and the few other statements the engine needs, in its database's
 // dialect, and turns that database's failures into quota::Error. Two stores exist:
 // src/sqlite/ (a file or the application's own connection) and src/postgresql/ (a server
-// reached through libpq).
+// reached through libpq); src/open_store.h opens the one a location names. The engine never
+// asks which one it has: where the databases behave differently, it asks the store's
+// capabilities().
 //
 // Statements other than the request statements are written once, with numbered parameters
 // `?1`, `?2`, ... (SQLite's spelling); a store whose dialect numbers them otherwise rewrites
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "quota/error.h"
+#include "location.h"
 #include "quota/limit.h"
 #include "sql/dialect.h"
 #include "statements.h"
@@ -37,9 +40,9 @@ std::int64_t integer_of(const Value& value);  // 0 for NULL
 std::string text_of(const Value& value);      // "" for NULL
 bool is_null(const Value& value);
 
-// The one request of a request statement: :limit, :owner, :cost and :now (none: NULL, the
-// database's own clock).
-struct Request4 {
+// The request of a request statement, as it is bound: :limit, :owner, :cost and :now (none:
+// NULL, the database's own clock).
+struct StatementRequest {
   std::string_view limit;
   std::string_view owner;
   std::int64_t cost = 1;
@@ -70,8 +73,22 @@ inline constexpr const char* kReadOnlySession = "SET default_transaction_read_on
 // One request statement of a batch (Store::run_all).
 struct Step {
   Operation operation;
-  Algorithm algorithm;
-  Request4 request;
+  StatementKind kind;
+  StatementRequest request;
+};
+
+// What a store's database does where databases differ, for the engine to ask instead of
+// comparing names.
+struct Capabilities {
+  // One writer at a time holds the whole database (SQLite's write lock): a transaction of
+  // requests shuts out every other writer while it runs, so group commit bounds a batch by
+  // time as well as by count. Otherwise (PostgreSQL's row locks) a batch excludes only the
+  // writers of its own rows.
+  bool single_writer = false;
+  // A failed statement undoes only itself and the transaction goes on (SQLite's statement
+  // journal). Otherwise (PostgreSQL) a failed statement aborts the whole transaction, and a
+  // request of a batch that may fail runs in a savepoint of its own.
+  bool atomic_statements = false;
 };
 
 class Store {
@@ -79,16 +96,17 @@ class Store {
   virtual ~Store() = default;
 
   virtual const Dialect& dialect() const = 0;
+  virtual Capabilities capabilities() const = 0;
 
   // This backend's built-in migrations, by version (src/migrations.h runs them).
   virtual const std::vector<Migration>& migrations() const = 0;
 
-  // Runs the statement of (operation, algorithm) for `request` to its end and returns its
+  // Runs the statement of (operation, kind) for `request` to its end and returns its
   // first row, or nullopt when it returned none (check: no such limit). Throws Error; a
   // statement that the database refused because the limit does not exist (its message says
   // "unknown limit") is ErrorCode::unknown_limit.
-  virtual std::optional<Row> run(Operation operation, Algorithm algorithm,
-                                 const Request4& request) = 0;
+  virtual std::optional<Row> run(Operation operation, StatementKind kind,
+                                 const StatementRequest& request) = 0;
 
   // Runs every step's statement in order, in one transaction of its own (a savepoint of the
   // transaction already open), and returns each one's first row as run does; a failure of
@@ -108,7 +126,7 @@ class Store {
   // Best effort, for destructors: rolls back to and releases `name`, throwing nothing.
   virtual void abandon(std::string_view name) noexcept = 0;
 
-  // Opening, as the engine drives it (src/engine.cpp, Engine::Impl::start):
+  // Opening, as the engine drives it (src/engine/engine_impl.cpp, Engine::Impl::start):
   //   retry_while_busy(step): runs `step`, again while the database answers busy without
   //     waiting (SQLite, while a new file is being set up by several openers), until the busy
   //     timeout; a store that always waits runs it once.
@@ -125,10 +143,14 @@ class Store {
   // Whether a transaction is open on the connection (the application's, or a savepoint's).
   virtual bool in_transaction() = 0;
 
-  // Where Engine::watch opens a connection of its own to the same database: the SQLite
-  // file's path, or a PostgreSQL connection string with the connection's own settings; empty
-  // when no other connection can reach the database (an in-memory one).
-  virtual std::string watch_location() = 0;
+  // Where Engine::watch opens a connection of its own to the same database (src/open_store.h):
+  // the SQLite file's path, or a PostgreSQL connection string with the connection's own
+  // settings; nullopt when no other connection can reach the database (an in-memory one).
+  virtual std::optional<Location> watch_location() = 0;
+
+  // The journal mode that `quotactl status` shows (SQLite's PRAGMA journal_mode: "wal",
+  // "delete", ...); nullopt for a database that has none (PostgreSQL).
+  virtual std::optional<std::string> journal_mode() = 0;
 
   // For the migrations (src/migrations.cpp) and gc (src/gc.cpp): whether a table exists; a
   // transaction that excludes `what` from other connections until commit or rollback

@@ -61,28 +61,28 @@ class LookCache final : public WatchReader {
   explicit LookCache(WatchReader& reader) : reader_(reader) {}
   std::int64_t now() override { return reader_.now(); }
   std::string marker() override { return reader_.marker(); }
-  std::optional<Algorithm> algorithm(std::string_view limit) override {
-    auto found = algorithms_.find(limit);
-    if (found == algorithms_.end()) {
-      found = algorithms_.emplace(std::string(limit), reader_.algorithm(limit)).first;
+  std::optional<StatementKind> kind(std::string_view limit) override {
+    auto found = kinds_.find(limit);
+    if (found == kinds_.end()) {
+      found = kinds_.emplace(std::string(limit), reader_.kind(limit)).first;
     }
     return found->second;
   }
-  std::vector<std::string> owners(Algorithm algorithm, std::string_view limit) override {
+  std::vector<std::string> owners(StatementKind kind, std::string_view limit) override {
     auto found = owners_.find(limit);
     if (found == owners_.end()) {
-      found = owners_.emplace(std::string(limit), reader_.owners(algorithm, limit)).first;
+      found = owners_.emplace(std::string(limit), reader_.owners(kind, limit)).first;
     }
     return found->second;
   }
-  std::optional<std::pair<Usage, Result>> read(Algorithm algorithm, std::string_view limit,
+  std::optional<std::pair<Usage, Result>> read(StatementKind kind, std::string_view limit,
                                                std::string_view owner, std::int64_t cost,
                                                std::int64_t at) override {
     Key key{std::string(limit), std::string(owner), cost, at};
     auto found = readings_.find(key);
     if (found == readings_.end()) {
       found =
-          readings_.emplace(std::move(key), reader_.read(algorithm, limit, owner, cost, at)).first;
+          readings_.emplace(std::move(key), reader_.read(kind, limit, owner, cost, at)).first;
     }
     return found->second;
   }
@@ -90,7 +90,7 @@ class LookCache final : public WatchReader {
  private:
   using Key = std::tuple<std::string, std::string, std::int64_t, std::int64_t>;
   WatchReader& reader_;
-  std::map<std::string, std::optional<Algorithm>, std::less<>> algorithms_;
+  std::map<std::string, std::optional<StatementKind>, std::less<>> kinds_;
   std::map<std::string, std::vector<std::string>, std::less<>> owners_;
   std::map<Key, std::optional<std::pair<Usage, Result>>> readings_;
 };
@@ -313,14 +313,14 @@ void WatchHub::refresh_one(WatchReader& reader, Subscription& watch, std::int64_
                     watch.limit),
         watch.limit)));
   };
-  const std::optional<Algorithm> algorithm = reader.algorithm(watch.limit);
-  if (!algorithm) return removed();
+  const std::optional<StatementKind> kind = reader.kind(watch.limit);
+  if (!kind) return removed();
 
   std::set<std::string, std::less<>> owners;
   if (watch.owner) {
     owners.insert(*watch.owner);
   } else {
-    for (std::string& owner : reader.owners(*algorithm, watch.limit)) {
+    for (std::string& owner : reader.owners(*kind, watch.limit)) {
       owners.insert(std::move(owner));
     }
     for (const auto& [owner, usage] : watch.delivered) owners.insert(owner);
@@ -328,14 +328,14 @@ void WatchHub::refresh_one(WatchReader& reader, Subscription& watch, std::int64_
 
   for (const std::string& owner : owners) {
     const Probe probe = [&](std::int64_t cost, std::int64_t at) {
-      auto reading = reader.read(*algorithm, watch.limit, owner, cost, at);
+      auto reading = reader.read(*kind, watch.limit, owner, cost, at);
       if (!reading) {
         throw Error(ErrorCode::unknown_limit, fmt::format("limit '{}' is gone", watch.limit));
       }
       return *reading;
     };
     std::optional<std::pair<Usage, Result>> reading =
-        reader.read(*algorithm, watch.limit, owner, 1, now);
+        reader.read(*kind, watch.limit, owner, 1, now);
     if (!reading) return removed();
     const Usage& usage = reading->first;
     const bool empty = usage.used == 0 && usage.denied == 0 && usage.shadow_denied == 0;
@@ -356,7 +356,7 @@ void WatchHub::refresh_one(WatchReader& reader, Subscription& watch, std::int64_
     if (changed || next == watch.next.end() || next->second <= now) {
       std::optional<std::int64_t> at;
       try {
-        at = next_change(stored_algorithm(*algorithm), usage, now, probe);
+        at = next_change(stored_algorithm(*kind), usage, now, probe);
       } catch (const Error& error) {
         if (error.code() == ErrorCode::unknown_limit) return removed();
         throw;

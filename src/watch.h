@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "quota/engine.h"
+#include "statements.h"
 
 namespace quota::detail {
 
@@ -39,12 +40,13 @@ class WatchReader {
   // Changes whenever another connection may have committed a change; empty when no other
   // connection can (an in-memory database).
   virtual std::string marker() = 0;
-  // The limit's algorithm, read afresh; nullopt when there is no such limit.
-  virtual std::optional<Algorithm> algorithm(std::string_view limit) = 0;
+  // The limit's statements' kind (src/statements.h), read afresh; nullopt when there is no
+  // such limit.
+  virtual std::optional<StatementKind> kind(std::string_view limit) = 0;
   // The owners with state of `limit`.
-  virtual std::vector<std::string> owners(Algorithm algorithm, std::string_view limit) = 0;
+  virtual std::vector<std::string> owners(StatementKind kind, std::string_view limit) = 0;
   // `owner`'s usage at `at`, and the check of `cost` at `at`; nullopt when the limit is gone.
-  virtual std::optional<std::pair<Usage, Result>> read(Algorithm algorithm, std::string_view limit,
+  virtual std::optional<std::pair<Usage, Result>> read(StatementKind kind, std::string_view limit,
                                                        std::string_view owner, std::int64_t cost,
                                                        std::int64_t at) = 0;
 };

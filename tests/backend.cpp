@@ -166,12 +166,12 @@ void TestDatabase::migrate_before(int version) const {
   }
 }
 
-Result run_statement(sqlite3* db, detail::Operation operation, Algorithm algorithm,
+Result run_statement(sqlite3* db, detail::Operation operation, detail::StatementKind kind,
                      const std::string& limit, const std::string& owner, std::int64_t cost,
                      std::int64_t now) {
   Result result;
   sqlite3_stmt* statement = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, detail::statement(operation, algorithm).c_str(), -1, &statement,
+  REQUIRE(sqlite3_prepare_v2(db, detail::statement(operation, kind).c_str(), -1, &statement,
                              nullptr) == SQLITE_OK);
   auto bind = [&](const char* name, auto bind_one) {
     if (const int index = sqlite3_bind_parameter_index(statement, name)) bind_one(index);
@@ -232,10 +232,11 @@ void PlainClient::exec(const std::string& sql) {
 #endif
 }
 
-Result PlainClient::run(detail::Operation operation, Algorithm algorithm, const std::string& limit,
-                        const std::string& owner, std::int64_t cost, std::int64_t now) {
+Result PlainClient::run(detail::Operation operation, detail::StatementKind kind,
+                        const std::string& limit, const std::string& owner, std::int64_t cost,
+                        std::int64_t now) {
   if (sqlite_) {
-    return run_statement(sqlite_->handle(), operation, algorithm, limit, owner, cost, now);
+    return run_statement(sqlite_->handle(), operation, kind, limit, owner, cost, now);
   }
 #if !QUOTA_HAS_POSTGRESQL
   FAIL("this build of quota has no PostgreSQL backend (QUOTA_POSTGRESQL=OFF)");
@@ -247,7 +248,7 @@ Result PlainClient::run(detail::Operation operation, Algorithm algorithm, const 
   const char* values[] = {limit.c_str(), owner.c_str(), cost_text.c_str(), now_text.c_str()};
   const Oid types[] = {25, 25, 20, 20};  // text, text, bigint, bigint
   PGresult* answer = PQexecParams(
-      postgresql_, detail::statement(detail::kPostgresql, operation, algorithm).c_str(), 4, types,
+      postgresql_, detail::statement(detail::kPostgresql, operation, kind).c_str(), 4, types,
       values, nullptr, nullptr, 0);
   INFO(PQresultErrorMessage(answer));
   const bool one_row = PQresultStatus(answer) == PGRES_TUPLES_OK && PQntuples(answer) == 1;

@@ -76,11 +76,17 @@ const std::vector<detail::Migration>& built_in_migrations(Backend backend);
 // The URI of the test server's database ($QUOTA_TEST_POSTGRES); fails the test without it.
 std::string test_server_uri();
 
-// The statement of (operation, algorithm) run on a plain SQLite connection, as any SQLite
-// client would run it; fails the test when it returns no row or fails.
-Result run_statement(sqlite3* db, detail::Operation operation, Algorithm algorithm,
+// The statement of (operation, kind) run on a plain SQLite connection, as any SQLite client
+// would run it; fails the test when it returns no row or fails. An Algorithm stands for its
+// general statements (a limit without a calendar period).
+Result run_statement(sqlite3* db, detail::Operation operation, detail::StatementKind kind,
                      const std::string& limit, const std::string& owner, std::int64_t cost,
                      std::int64_t now);
+inline Result run_statement(sqlite3* db, detail::Operation operation, Algorithm algorithm,
+                            const std::string& limit, const std::string& owner,
+                            std::int64_t cost, std::int64_t now) {
+  return run_statement(db, operation, detail::kind_of(algorithm), limit, owner, cost, now);
+}
 
 // A plain SQL client of a TestDatabase, outside any engine, as an application in another
 // language would be: it runs the statements that `quotactl sql` prints (src/statements.cpp,
@@ -92,10 +98,14 @@ class PlainClient {
   PlainClient(const PlainClient&) = delete;
   PlainClient& operator=(const PlainClient&) = delete;
 
-  // The statement of (operation, algorithm) for the request; fails the test when it returns
-  // no row or fails.
-  Result run(detail::Operation operation, Algorithm algorithm, const std::string& limit,
+  // The statement of (operation, kind) for the request; fails the test when it returns no
+  // row or fails. An Algorithm stands for its general statements, as in run_statement.
+  Result run(detail::Operation operation, detail::StatementKind kind, const std::string& limit,
              const std::string& owner, std::int64_t cost, std::int64_t now);
+  Result run(detail::Operation operation, Algorithm algorithm, const std::string& limit,
+             const std::string& owner, std::int64_t cost, std::int64_t now) {
+    return run(operation, detail::kind_of(algorithm), limit, owner, cost, now);
+  }
   void exec(const std::string& sql);
 
  private:

@@ -250,7 +250,7 @@ constexpr unsigned kTextOid = 25;
 struct ClearResult {
   void operator()(PGresult* result) const { PQclear(result); }
 };
-using Result = std::unique_ptr<PGresult, ClearResult>;
+using PgResult = std::unique_ptr<PGresult, ClearResult>;
 
 struct FinishConnection {
   void operator()(PGconn* connection) const { PQfinish(connection); }
@@ -297,7 +297,7 @@ std::string without_newline(const char* message) {
 // The four parameters of a request statement in text form, as libpq takes them (:now NULL
 // when the request has none).
 struct Parameters {
-  explicit Parameters(const Request4& request)
+  explicit Parameters(const StatementRequest& request)
       : limit(request.limit),
         owner(request.owner),
         cost(std::to_string(request.cost)),
@@ -328,16 +328,19 @@ class PostgresqlStore final : public Store {
   }
 
   const Dialect& dialect() const override { return kPostgresql; }
+  Capabilities capabilities() const override {
+    return {.single_writer = false, .atomic_statements = false};
+  }
   const std::vector<Migration>& migrations() const override {
     return built_in_postgresql_migrations();
   }
 
-  std::optional<Row> run(Operation operation, Algorithm algorithm,
-                         const Request4& request) override {
+  std::optional<Row> run(Operation operation, StatementKind kind,
+                         const StatementRequest& request) override {
     reconnect_if_lost();
-    const std::string& name = prepared_request(operation, algorithm);
+    const std::string& name = prepared_request(operation, kind);
     const Parameters parameters(request);
-    Result result(PQexecPrepared(connection_, name.c_str(), 4, parameters.values.data(),
+    PgResult result(PQexecPrepared(connection_, name.c_str(), 4, parameters.values.data(),
                                  parameters.lengths.data(), parameters.formats.data(), 0));
     check(result.get());
     std::vector<Row> rows = rows_of(result.get());
@@ -355,7 +358,7 @@ class PostgresqlStore final : public Store {
     std::vector<const std::string*> names;
     names.reserve(steps.size());
     for (const Step& step : steps)
-      names.push_back(&prepared_request(step.operation, step.algorithm));
+      names.push_back(&prepared_request(step.operation, step.kind));
     const bool nested = in_transaction();
     if (PQenterPipelineMode(connection_) != 1) {
       throw translate("", without_newline(PQerrorMessage(connection_)));
@@ -366,7 +369,7 @@ class PostgresqlStore final : public Store {
     // Reads the result of one statement sent: the first failure is kept, and what the server
     // skipped after it (PGRES_PIPELINE_ABORTED) is passed over.
     const auto receive = [&](std::vector<std::optional<Row>>* into) {
-      Result result(PQgetResult(connection_));
+      PgResult result(PQgetResult(connection_));
       const ExecStatusType status = result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;
       if (status == PGRES_PIPELINE_ABORTED) {
         if (!failure) failure = translate("", "the batch was abandoned by the server");
@@ -429,7 +432,7 @@ class PostgresqlStore final : public Store {
     for (; received < queued; ++received) receive(&rows);
     if (ending_sent) receive(nullptr);
     // The sync's own result, then out of pipeline mode.
-    for (Result result(PQgetResult(connection_)); result; result.reset(PQgetResult(connection_))) {
+    for (PgResult result(PQgetResult(connection_)); result; result.reset(PQgetResult(connection_))) {
       if (PQresultStatus(result.get()) == PGRES_PIPELINE_SYNC) break;
     }
     PQexitPipelineMode(connection_);
@@ -444,13 +447,13 @@ class PostgresqlStore final : public Store {
 
   std::vector<Row> query(const std::string& sql, const std::vector<Value>& parameters) override {
     reconnect_if_lost();
-    Result result = exec_params(sql, parameters);
+    PgResult result = exec_params(sql, parameters);
     return rows_of(result.get());
   }
 
   std::int64_t execute(const std::string& sql, const std::vector<Value>& parameters) override {
     reconnect_if_lost();
-    Result result = exec_params(sql, parameters);
+    PgResult result = exec_params(sql, parameters);
     const char* changed = PQcmdTuples(result.get());
     return changed && *changed ? std::stoll(changed) : 0;
   }
@@ -491,27 +494,13 @@ class PostgresqlStore final : public Store {
 
   bool in_transaction() override { return PQtransactionStatus(connection_) != PQTRANS_IDLE; }
 
-  std::string watch_location() override {
-    // The string the engine connected with, as given: its messages are masked as the first
-    // connection's were.
-    if (!conninfo_.empty()) return conninfo_;
-    // The application's connection: every setting it was made with, as key='value' pairs
-    // (which mask_password masks when a message names them).
-    std::string conninfo;
-    PQconninfoOption* options = PQconninfo(connection_);
-    if (!options) return conninfo;
-    for (PQconninfoOption* option = options; option->keyword; ++option) {
-      if (!option->val || !*option->val) continue;
-      std::string value;
-      for (const char* c = option->val; *c; ++c) {
-        if (*c == '\\' || *c == '\'') value += '\\';
-        value += *c;
-      }
-      conninfo += fmt::format("{}{}='{}'", conninfo.empty() ? "" : " ", option->keyword, value);
-    }
-    PQconninfoFree(options);
-    return conninfo;
+  std::optional<Location> watch_location() override {
+    const std::string conninfo = watch_conninfo();
+    if (conninfo.empty()) return std::nullopt;
+    return Location{Location::Kind::postgresql, conninfo, {}};
   }
+
+  std::optional<std::string> journal_mode() override { return std::nullopt; }
 
   bool has_table(std::string_view name) override {
     // The catalog read with the statement's snapshot, not to_regclass(): that looks the name
@@ -572,6 +561,29 @@ class PostgresqlStore final : public Store {
  private:
   static constexpr long long kMigrationLock = 1903520865;
   static constexpr std::size_t kPipelineChunk = 256;
+
+  // Where a second connection reaches this database; empty when none can be made.
+  std::string watch_conninfo() const {
+    // The string the engine connected with, as given: its messages are masked as the first
+    // connection's were.
+    if (!conninfo_.empty()) return conninfo_;
+    // The application's connection: every setting it was made with, as key='value' pairs
+    // (which mask_password masks when a message names them).
+    std::string conninfo;
+    PQconninfoOption* options = PQconninfo(connection_);
+    if (!options) return conninfo;
+    for (PQconninfoOption* option = options; option->keyword; ++option) {
+      if (!option->val || !*option->val) continue;
+      std::string value;
+      for (const char* c = option->val; *c; ++c) {
+        if (*c == '\\' || *c == '\'') value += '\\';
+        value += *c;
+      }
+      conninfo += fmt::format("{}{}='{}'", conninfo.empty() ? "" : " ", option->keyword, value);
+    }
+    PQconninfoFree(options);
+    return conninfo;
+  }
 
   // Releases the session's migration lock, if it holds one (never throws: a connection that
   // is lost has lost its locks with it).
@@ -661,20 +673,20 @@ class PostgresqlStore final : public Store {
     configure();
   }
 
-  const std::string& prepared_request(Operation operation, Algorithm algorithm) {
-    const auto key = std::make_pair(static_cast<int>(operation), static_cast<int>(algorithm));
+  const std::string& prepared_request(Operation operation, StatementKind kind) {
+    const auto key = std::make_pair(static_cast<int>(operation), static_cast<int>(kind));
     auto found = prepared_.find(key);
     if (found != prepared_.end()) return found->second;
     const std::string name =
-        fmt::format("quota_{}_{}", operation_name(operation), kind_name(algorithm));
+        fmt::format("quota_{}_{}", operation_name(operation), kind_name(kind));
     const std::array<unsigned, 4> types = {kTextOid, kTextOid, kInt8Oid, kInt8Oid};
-    Result result(PQprepare(connection_, name.c_str(),
-                            statement(kPostgresql, operation, algorithm).c_str(), 4, types.data()));
+    PgResult result(PQprepare(connection_, name.c_str(),
+                            statement(kPostgresql, operation, kind).c_str(), 4, types.data()));
     check(result.get());
     return prepared_.emplace(key, name).first->second;
   }
 
-  Result exec_params(const std::string& sql, const std::vector<Value>& parameters) {
+  PgResult exec_params(const std::string& sql, const std::vector<Value>& parameters) {
     std::vector<std::string> texts(parameters.size());
     std::vector<const char*> values(parameters.size(), nullptr);
     std::vector<unsigned> types(parameters.size(), 0);
@@ -689,14 +701,14 @@ class PostgresqlStore final : public Store {
       }
     }
     const std::string text = numbered_parameters(sql);
-    Result result(PQexecParams(connection_, text.c_str(), static_cast<int>(parameters.size()),
+    PgResult result(PQexecParams(connection_, text.c_str(), static_cast<int>(parameters.size()),
                                types.data(), values.data(), nullptr, nullptr, 0));
     check(result.get());
     return result;
   }
 
   void simple(const std::string& sql) {
-    Result result(PQexec(connection_, sql.c_str()));
+    PgResult result(PQexec(connection_, sql.c_str()));
     check(result.get());
   }
 

@@ -8,23 +8,13 @@
 #include <utility>
 #include <vector>
 
+#include "connection_string.h"
 #include "migrations.h"
 #include "store.h"
 
 typedef struct pg_conn PGconn;
 
 namespace quota::detail {
-
-// The one way a PostgreSQL connection string (a URI or libpq's key=value form, as
-// classify_location gives it) is ever shown: libpq parses it (percent-encoding decoded, every
-// spelling of a key) and it is written anew in its own form, with each secret (password,
-// sslpassword) as "***". A string libpq cannot parse is shown as a phrase that quotes none of
-// it.
-std::string mask_password(std::string_view conninfo);
-
-// The same, with the secrets left out rather than masked, for a command that a message
-// suggests running; `had_password` is set when one was left out.
-std::string without_password(std::string_view conninfo, bool* had_password);
 
 // PostgreSQL's migrations (migrations/postgresql/*.sql), embedded at build time, by version.
 // Its first migration is version 6, the whole schema at once: the same version means the same

@@ -11,8 +11,10 @@
 //   {max}       max(a, b), the two-argument scalar     greatest(a, b)
 //   {min}       min(a, b)                              least(a, b)
 //   {barrier}   LIMIT -1 OFFSET 0                      OFFSET 0
-//   {now}       julianday('now') in ms                 statement_timestamp() in ms
-//   {int}       nothing: a truth value is 0 or 1       int4, a function-style cast of a boolean
+//   {database_now}
+//               julianday('now') in ms                 statement_timestamp() in ms
+//   {as_integer}
+//               nothing: a truth value is 0 or 1       int4, a function-style cast of a boolean
 //   {live_base} {covering_event} {newest_kept}
 //               the sliding log's reads of its         the same reads as VOLATILE functions
 //               events: subqueries of quota_log        of the schema (see below)
@@ -26,6 +28,10 @@
 //   {limit} {owner} {cost} {now_ms}
 //               :limit :owner :cost :now               $1 $2 $3 $4 (typed text, text,
 //                                                      bigint, bigint when prepared)
+//
+// Each fragment is the field of Dialect of the same name ({max} is Dialect::max, ...).
+// {database_now} is the database's clock; {now_ms} is the request's time, the :now
+// parameter, NULL when the caller leaves the time to the database.
 //
 // {barrier} stops the planner from merging a layer into the one above it (SQLite's
 // flattening copies each expression into every place that uses it; PostgreSQL's OFFSET 0 is
@@ -64,18 +70,18 @@ namespace quota::detail {
 
 struct Dialect {
   std::string_view name;  // "sqlite" or "postgresql"
-  std::string_view greatest;
-  std::string_view least;
+  std::string_view max;
+  std::string_view min;
   std::string_view barrier;
-  std::string_view database_now;
+  std::string_view database_now;  // the database's clock, in Unix ms
   std::string_view as_integer;
   std::string_view limit;
   std::string_view owner;
   std::string_view cost;
-  std::string_view now;
-  std::string_view log_live_base;       // the running total before the first live event
-  std::string_view log_covering_event;  // the first live event that covers `excess`
-  std::string_view log_newest_kept;     // a refund's newest event left
+  std::string_view now_ms;          // the :now parameter (NULL: the database's clock)
+  std::string_view live_base;       // the sliding log's running total before its first live event
+  std::string_view covering_event;  // the first live event that covers `excess`
+  std::string_view newest_kept;     // a refund's newest event left
   bool proposes_decided_row;            // the proposed row of a write (see above)
   std::string_view request_cost;        // :cost, checked (see above)
   std::string_view request_now;         // :now, checked, or the database's clock

@@ -274,18 +274,18 @@ std::string substitute(std::string_view text, Replace&& replace) {
 
 std::optional<std::string_view> dialect_value(std::string_view name, const Dialect& dialect) {
   const std::pair<std::string_view, std::string_view> values[] = {
-      {"max", dialect.greatest},
-      {"min", dialect.least},
+      {"max", dialect.max},
+      {"min", dialect.min},
       {"barrier", dialect.barrier},
       {"database_now", dialect.database_now},
-      {"int", dialect.as_integer},
+      {"as_integer", dialect.as_integer},
       {"limit", dialect.limit},
       {"owner", dialect.owner},
       {"cost_param", dialect.cost},
-      {"now_ms", dialect.now},
-      {"log_live_base", dialect.log_live_base},
-      {"covering_event", dialect.log_covering_event},
-      {"newest_kept", dialect.log_newest_kept},
+      {"now_ms", dialect.now_ms},
+      {"log_live_base", dialect.live_base},
+      {"covering_event", dialect.covering_event},
+      {"newest_kept", dialect.newest_kept},
       {"request_cost", dialect.request_cost},
       {"request_now", dialect.request_now},
   };

@@ -24,8 +24,9 @@ std::string usage_view(const Dialect& dialect) {
   const bool postgresql = dialect.name == kPostgresql.name;
   std::string parts;
   std::string rows;
-  for (Algorithm kind : {Algorithm::sliding_log, Algorithm::fixed_window, kCalendarWindow,
-                         Algorithm::sliding_window, Algorithm::token_bucket}) {
+  for (StatementKind kind : {StatementKind::sliding_log, StatementKind::fixed_window,
+                             StatementKind::calendar_window, StatementKind::sliding_window,
+                             StatementKind::token_bucket}) {
     const std::string name = "quota_usage_" + std::string(kind_name(kind));
     parts += std::string(postgresql ? "CREATE OR REPLACE VIEW " : "CREATE VIEW ") + name +
              " AS\n" + finish(usage_rows(kind), dialect) + ";\n\n";

@@ -182,12 +182,15 @@ class SqliteStore final : public Store {
   }
 
   const Dialect& dialect() const override { return kSqlite; }
+  Capabilities capabilities() const override {
+    return {.single_writer = true, .atomic_statements = true};
+  }
   const std::vector<Migration>& migrations() const override { return built_in_sqlite_migrations(); }
 
-  std::optional<Row> run(Operation operation, Algorithm algorithm,
-                         const Request4& request) override {
+  std::optional<Row> run(Operation operation, StatementKind kind,
+                         const StatementRequest& request) override {
     return guarded([&]() -> std::optional<Row> {
-      Prepared& prepared = statement(operation, algorithm);
+      Prepared& prepared = statement(operation, kind);
       sqlite3_stmt* raw = prepared.statement.get();
       // The bindings stay in place after the reset: every call binds all four parameters
       // before it steps, so the text they point to is never read again. Clearing them
@@ -226,7 +229,7 @@ class SqliteStore final : public Store {
     rows.reserve(steps.size());
     try {
       for (const Step& step : steps)
-        rows.push_back(run(step.operation, step.algorithm, step.request));
+        rows.push_back(run(step.operation, step.kind, step.request));
       commit();
     } catch (...) {
       rollback();
@@ -294,10 +297,15 @@ class SqliteStore final : public Store {
 
   bool in_transaction() override { return sqlite3_get_autocommit(db_.getHandle()) == 0; }
 
-  std::string watch_location() override {
+  std::optional<Location> watch_location() override {
     // "" for an in-memory or temporary database
     const char* file = sqlite3_db_filename(db_.getHandle(), "main");
-    return file ? file : "";
+    if (!file || !*file) return std::nullopt;
+    return Location{Location::Kind::sqlite_path, file, {}};
+  }
+
+  std::optional<std::string> journal_mode() override {
+    return text_of(query("PRAGMA journal_mode", {}).at(0).at(0));
   }
 
   bool has_table(std::string_view name) override {
@@ -371,10 +379,10 @@ class SqliteStore final : public Store {
     if (status != SQLITE_DONE) throw SQLite::Exception(db, sqlite3_reset(raw));
   }
 
-  Prepared& statement(Operation operation, Algorithm algorithm) {
-    auto& slot = prepared_[{operation, algorithm}];
+  Prepared& statement(Operation operation, StatementKind kind) {
+    auto& slot = prepared_[{operation, kind}];
     if (!slot) {
-      slot = std::make_unique<Prepared>(db_.getHandle(), detail::statement(operation, algorithm));
+      slot = std::make_unique<Prepared>(db_.getHandle(), detail::statement(operation, kind));
     }
     return *slot;
   }
@@ -383,7 +391,7 @@ class SqliteStore final : public Store {
   SQLite::Database& db_;
   SqliteSettings settings_;
   BusyHandler busy_;
-  std::map<std::pair<Operation, Algorithm>, std::unique_ptr<Prepared>> prepared_;
+  std::map<std::pair<Operation, StatementKind>, std::unique_ptr<Prepared>> prepared_;
   // While the opening is waited out: SQLite's failures are thrown as they are.
   bool raw_errors_ = false;
   // Whether the exclusive transaction in progress is a savepoint of an open transaction.

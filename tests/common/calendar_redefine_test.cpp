@@ -125,7 +125,8 @@ TEST_CASE("a calendar limit and a fixed_window one answer only their own stateme
   const std::string before = dump(path);
   sqlite3* db = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
-  const auto attempt = [&](detail::Operation operation, Algorithm kind, const char* limit) {
+  const auto attempt = [&](detail::Operation operation, detail::StatementKind kind,
+                           const char* limit) {
     sqlite3_stmt* statement = nullptr;
     REQUIRE(sqlite3_prepare_v2(db, detail::statement(operation, kind).c_str(), -1, &statement,
                                nullptr) == SQLITE_OK);
@@ -138,8 +139,8 @@ TEST_CASE("a calendar limit and a fixed_window one answer only their own stateme
     sqlite3_finalize(statement);
     return std::pair{status, message};
   };
-  for (const auto& [kind, limit] : {std::pair{Algorithm::fixed_window, "monthly"},
-                                    std::pair{detail::kCalendarWindow, "minutely"}}) {
+  for (const auto& [kind, limit] : {std::pair{detail::StatementKind::fixed_window, "monthly"},
+                                    std::pair{detail::StatementKind::calendar_window, "minutely"}}) {
     CAPTURE(limit);
     for (detail::Operation operation :
          {detail::Operation::consume, detail::Operation::record, detail::Operation::refund}) {
@@ -149,8 +150,9 @@ TEST_CASE("a calendar limit and a fixed_window one answer only their own stateme
     }
     CHECK(attempt(detail::Operation::check, kind, limit).first == SQLITE_DONE);
     // Each limit's own statement answers.
-    const Algorithm own =
-        kind == detail::kCalendarWindow ? Algorithm::fixed_window : detail::kCalendarWindow;
+    const detail::StatementKind own = kind == detail::StatementKind::calendar_window
+                                          ? detail::StatementKind::fixed_window
+                                          : detail::StatementKind::calendar_window;
     CHECK(attempt(detail::Operation::check, own, limit).first == SQLITE_ROW);
   }
   sqlite3_close(db);

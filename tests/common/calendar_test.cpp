@@ -731,7 +731,7 @@ TEST_CASE("calendar: the statements that SQL-only clients run give the engine's 
                                     Operation::reset, Operation::refund}) {
     CHECK(admin::statement(dialect, detail::operation_name(operation), Algorithm::fixed_window,
                            true) ==
-          detail::statement(spelling, operation, detail::kCalendarWindow));
+          detail::statement(spelling, operation, detail::StatementKind::calendar_window));
   }
 
   struct Case {
@@ -787,10 +787,10 @@ TEST_CASE("calendar: the statements that SQL-only clients run give the engine's 
           break;
       }
       const Result by_sql =
-          f.raw.run(operation, detail::kCalendarWindow, c.limit.name, "sql", cost, now);
+          f.raw.run(operation, detail::StatementKind::calendar_window, c.limit.name, "sql", cost, now);
       REQUIRE(by_sql == by_engine);
       // And the two owners' states agree as a check sees them.
-      REQUIRE(f.raw.run(Operation::check, detail::kCalendarWindow, c.limit.name, "engine", 1,
+      REQUIRE(f.raw.run(Operation::check, detail::StatementKind::calendar_window, c.limit.name, "engine", 1,
                         now) == f.engine.check(c.limit.name, "sql", 1));
     }
   }

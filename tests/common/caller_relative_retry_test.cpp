@@ -24,7 +24,7 @@ constexpr std::int64_t kBehind = 300;  // how far the late caller's clock is beh
 
 struct Case {
   Limit limit;
-  Algorithm kind;  // the statements' kind (src/statements.h)
+  detail::StatementKind kind;  // the statements' kind (src/statements.h)
 };
 
 std::vector<Case> every_kind() {
@@ -32,9 +32,9 @@ std::vector<Case> every_kind() {
   for (const Algorithm algorithm : kAllAlgorithms) {
     Limit limit = algorithm == Algorithm::token_bucket ? make_bucket("l", 2, 1000)
                                                        : make_limit("l", algorithm, 2, 1000);
-    cases.push_back({limit, algorithm});
+    cases.push_back({limit, detail::kind_of(algorithm)});
   }
-  cases.push_back({calendar_limit("l", 2, Calendar::day), detail::kCalendarWindow});
+  cases.push_back({calendar_limit("l", 2, Calendar::day), detail::StatementKind::calendar_window});
   return cases;
 }
 

@@ -719,11 +719,11 @@ TEST_CASE("a consume, check, record or reset is one statement (two for a plain l
     started.clear();
     run();
     std::vector<std::string> expected;
-    if (const auto plain = detail::plain_kind(operation, algorithm)) {
+    if (const auto plain = detail::plain_kind(operation, detail::kind_of(algorithm))) {
       expected.push_back(detail::statement(operation, *plain));
-      if (!has_state) expected.push_back(detail::statement(operation, algorithm));
+      if (!has_state) expected.push_back(detail::statement(operation, detail::kind_of(algorithm)));
     } else {
-      expected.push_back(detail::statement(operation, algorithm));
+      expected.push_back(detail::statement(operation, detail::kind_of(algorithm)));
     }
     CHECK(started == expected);
   };

@@ -147,7 +147,7 @@ TEST_CASE("owner_usage answers one owner's figures out of its own capacity", "[p
     REQUIRE(rows.size() == 1);
     CHECK(rows.front().capacity == 100);
     CHECK(rows.front().remaining == 96);
-    CHECK(f.raw.integer("SELECT count(*) FROM " + std::string(detail::state_table(algorithm)) +
+    CHECK(f.raw.integer("SELECT count(*) FROM " + std::string(detail::state_table(detail::kind_of(algorithm))) +
                         " WHERE owner = 'fresh'") == 0);
   }
 }

@@ -232,7 +232,7 @@ void check_and_strip_backend_fields(const TestDatabase& db, Answer& answer) {
          {detail::Operation::consume, detail::Operation::check, detail::Operation::record,
           detail::Operation::reset, detail::Operation::refund}) {
       if (document["operation"] == detail::operation_name(operation)) {
-        CHECK(document["sql"] == detail::statement(dialect, operation, *algorithm));
+        CHECK(document["sql"] == detail::statement(dialect, operation, detail::kind_of(*algorithm)));
       }
     }
     document.erase("dialect");

@@ -18,13 +18,14 @@ namespace quota::test {
 namespace {
 
 using detail::Operation;
+using detail::StatementKind;
 
 std::filesystem::path golden_path(const detail::Dialect& dialect, Operation operation,
-                                  Algorithm algorithm) {
+                                  StatementKind kind) {
   const std::string name = operation == Operation::reset
                                ? std::string("reset.sql")
                                : std::string(detail::operation_name(operation)) + "_" +
-                                     std::string(detail::kind_name(algorithm)) + ".sql";
+                                     std::string(detail::kind_name(kind)) + ".sql";
   return std::filesystem::path(QUOTA_SOURCE_DIR) / "tests" / "sql" / std::string(dialect.name) /
          name;
 }
@@ -42,12 +43,12 @@ TEST_CASE("every statement matches its golden file in tests/sql/", "[golden]") {
     for (Operation operation : {Operation::check, Operation::consume, Operation::record,
                                 Operation::refund, Operation::reset}) {
       // Every algorithm's, and the calendar windows' (src/statements.h).
-      for (Algorithm algorithm :
-           {Algorithm::sliding_log, Algorithm::fixed_window, Algorithm::sliding_window,
-            Algorithm::token_bucket, detail::kCalendarWindow}) {
-        if (operation == Operation::reset && algorithm != Algorithm::sliding_log) continue;
-        const std::filesystem::path path = golden_path(*dialect, operation, algorithm);
-        const std::string text = detail::statement(*dialect, operation, algorithm) + "\n";
+      for (StatementKind kind :
+           {StatementKind::sliding_log, StatementKind::fixed_window, StatementKind::sliding_window,
+            StatementKind::token_bucket, StatementKind::calendar_window}) {
+        if (operation == Operation::reset && kind != StatementKind::sliding_log) continue;
+        const std::filesystem::path path = golden_path(*dialect, operation, kind);
+        const std::string text = detail::statement(*dialect, operation, kind) + "\n";
         CAPTURE(path.string());
         if (update) {
           std::filesystem::create_directories(path.parent_path());
@@ -64,8 +65,8 @@ TEST_CASE("every plain limit's statement matches its golden file in tests/sql/",
   const bool update = std::getenv("QUOTA_UPDATE_GOLDEN") != nullptr;
   for (const detail::Dialect* dialect : {&detail::kSqlite, &detail::kPostgresql}) {
     for (Operation operation : {Operation::consume, Operation::record}) {
-      for (Algorithm kind :
-           {detail::kPlainFixedWindow, detail::kPlainSlidingWindow, detail::kPlainTokenBucket}) {
+      for (StatementKind kind :
+           {StatementKind::plain_fixed_window, StatementKind::plain_sliding_window, StatementKind::plain_token_bucket}) {
         CHECK(detail::plain_kind(operation, detail::general_kind(kind)) == kind);
         const std::filesystem::path path = golden_path(*dialect, operation, kind);
         const std::string text = detail::statement(*dialect, operation, kind) + "\n";
@@ -77,19 +78,19 @@ TEST_CASE("every plain limit's statement matches its golden file in tests/sql/",
     }
   }
   // The others have none: the engine runs the general statement.
-  CHECK_FALSE(detail::plain_kind(Operation::check, Algorithm::fixed_window));
-  CHECK_FALSE(detail::plain_kind(Operation::consume, Algorithm::sliding_log));
-  CHECK_FALSE(detail::plain_kind(Operation::consume, detail::kCalendarWindow));
+  CHECK_FALSE(detail::plain_kind(Operation::check, StatementKind::fixed_window));
+  CHECK_FALSE(detail::plain_kind(Operation::consume, StatementKind::sliding_log));
+  CHECK_FALSE(detail::plain_kind(Operation::consume, StatementKind::calendar_window));
 }
 
 TEST_CASE("the SQLite statements name their parameters, the PostgreSQL ones number them",
           "[golden]") {
-  for (Algorithm algorithm :
-       {Algorithm::sliding_log, Algorithm::fixed_window, Algorithm::sliding_window,
-        Algorithm::token_bucket, detail::kCalendarWindow}) {
-    const std::string& sqlite = detail::statement(detail::kSqlite, Operation::consume, algorithm);
+  for (StatementKind kind :
+       {StatementKind::sliding_log, StatementKind::fixed_window, StatementKind::sliding_window,
+        StatementKind::token_bucket, StatementKind::calendar_window}) {
+    const std::string& sqlite = detail::statement(detail::kSqlite, Operation::consume, kind);
     const std::string& postgresql =
-        detail::statement(detail::kPostgresql, Operation::consume, algorithm);
+        detail::statement(detail::kPostgresql, Operation::consume, kind);
     for (const char* name : {":limit", ":owner", ":cost", ":now"}) {
       CHECK(sqlite.find(name) != std::string::npos);
       CHECK(postgresql.find(name) == std::string::npos);

@@ -53,9 +53,9 @@ TEST_CASE("psql is told the wait from its own time when it is behind", "[retry][
       "PREPARE consume_window(text, text, bigint, bigint) AS {};\n"
       "PREPARE check_window(text, text, bigint, bigint) AS {};\n"
       "PREPARE consume_log(text, text, bigint, bigint) AS {};\n",
-      detail::statement(kPostgresql, Operation::consume, Algorithm::fixed_window),
-      detail::statement(kPostgresql, Operation::check, Algorithm::fixed_window),
-      detail::statement(kPostgresql, Operation::consume, Algorithm::sliding_log));
+      detail::statement(kPostgresql, Operation::consume, detail::kind_of(Algorithm::fixed_window)),
+      detail::statement(kPostgresql, Operation::check, detail::kind_of(Algorithm::fixed_window)),
+      detail::statement(kPostgresql, Operation::consume, detail::kind_of(Algorithm::sliding_log)));
   // send: two at T + 400 fill the window [T, T + 1000); from T + 100 the wait is 900.
   script += fmt::format(
       "EXECUTE consume_window('send', 'u', 1, {0});\n"

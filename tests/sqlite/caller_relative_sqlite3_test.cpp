@@ -57,11 +57,11 @@ TEST_CASE("the sqlite3 shell is told the wait from its own :now when it is behin
     return fmt::format(".parameter set :limit '{}'\n.parameter set :now {}\n", limit, now);
   };
   const std::string consume =
-      detail::statement(detail::Operation::consume, Algorithm::fixed_window) + ";\n";
+      detail::statement(detail::Operation::consume, detail::kind_of(Algorithm::fixed_window)) + ";\n";
   const std::string check =
-      detail::statement(detail::Operation::check, Algorithm::fixed_window) + ";\n";
+      detail::statement(detail::Operation::check, detail::kind_of(Algorithm::fixed_window)) + ";\n";
   const std::string log_consume =
-      detail::statement(detail::Operation::consume, Algorithm::sliding_log) + ";\n";
+      detail::statement(detail::Operation::consume, detail::kind_of(Algorithm::sliding_log)) + ";\n";
   std::string script = ".parameter init\n.parameter set :owner 'u'\n.parameter set :cost 1\n";
   // send: two at T + 400 fill the window [T, T + 1000); from T + 100 the wait is 900.
   script += request("send", T + 400) + consume + consume;

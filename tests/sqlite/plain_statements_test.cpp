@@ -1,4 +1,4 @@
-// A plain limit's statements (src/statements.h, kPlainFixedWindow ...): on the same requests
+// A plain limit's statements (src/statements.h, StatementKind::plain_fixed_window ...): on the same requests
 // they answer and write what the general statements (those `quotactl sql` prints) answer and
 // write; they refuse a limit or an owner that is no longer plain, changing nothing; and the
 // engine, which runs them first, notices a change made by another connection.
@@ -83,7 +83,7 @@ TEST_CASE("a plain limit's statements answer and write what the general statemen
       for (const std::string& path : {general_path, plain_path}) Engine::open(path).define(limit);
       RawDb general(general_path);
       RawDb plain(plain_path);
-      const auto kind = detail::plain_kind(Operation::consume, algorithm);
+      const auto kind = detail::plain_kind(Operation::consume, detail::kind_of(algorithm));
       REQUIRE(kind);
       std::int64_t now = T;
       int by_plain = 0;
@@ -104,7 +104,7 @@ TEST_CASE("a plain limit's statements answer and write what the general statemen
           plain.exec(change);
         }
         const Outcome expected =
-            run(general.handle(), detail::statement(operation, algorithm), "p", owner, cost, now);
+            run(general.handle(), detail::statement(operation, detail::kind_of(algorithm)), "p", owner, cost, now);
         REQUIRE(expected.error.empty());
         Outcome got = run(plain.handle(), detail::statement(operation, *kind), "p", owner, cost, now);
         REQUIRE(got.error.empty());
@@ -112,7 +112,7 @@ TEST_CASE("a plain limit's statements answer and write what the general statemen
           ++by_plain;
         } else {
           // An owner without state: the general statement makes its row.
-          got = run(plain.handle(), detail::statement(operation, algorithm), "p", owner, cost, now);
+          got = run(plain.handle(), detail::statement(operation, detail::kind_of(algorithm)), "p", owner, cost, now);
         }
         REQUIRE(got.row == expected.row);
         REQUIRE(state_of(plain, algorithm) == state_of(general, algorithm));
@@ -129,7 +129,7 @@ TEST_CASE("a plain statement answers nothing for an owner without state", "[plai
   f.engine.consume("p", "a");
   const std::string before = dump(f.path);
   const Outcome outcome = run(f.raw.handle(),
-                              detail::statement(Operation::consume, detail::kPlainFixedWindow),
+                              detail::statement(Operation::consume, detail::StatementKind::plain_fixed_window),
                               "p", "new", 1, T + 1);
   CHECK_FALSE(outcome.answered);
   CHECK(outcome.error.empty());
@@ -144,7 +144,7 @@ TEST_CASE("a plain statement refuses a limit or an owner that is no longer plain
   f.clock.set(T);
   f.engine.consume("p", "a");
   const std::string plain_consume =
-      detail::statement(Operation::consume, detail::kPlainFixedWindow);
+      detail::statement(Operation::consume, detail::StatementKind::plain_fixed_window);
   struct Change {
     const char* apply;
     const char* undo;
@@ -171,7 +171,7 @@ TEST_CASE("a plain statement refuses a limit or an owner that is no longer plain
   }
   // Of another algorithm: a sliding_window statement on this fixed_window limit.
   const Outcome other =
-      run(f.raw.handle(), detail::statement(Operation::consume, detail::kPlainSlidingWindow), "p",
+      run(f.raw.handle(), detail::statement(Operation::consume, detail::StatementKind::plain_sliding_window), "p",
           "a", 1, T + 1);
   CHECK(other.error.find("unknown limit") != std::string::npos);
 }

@@ -621,7 +621,7 @@ TEST_CASE("quotactl sql prints exactly the library's statement", "[quotactl]") {
     CHECK(human.status == 0);
     CHECK(human.out.find(".parameter set :limit") != std::string::npos);
     const std::string& expected =
-        quota::detail::statement(operation, quota::Algorithm::sliding_log);
+        quota::detail::statement(operation, quota::detail::kind_of(quota::Algorithm::sliding_log));
     CHECK(statement_of(human.out) == expected + ";\n");
     const json document = f.ok({"sql", name});
     CHECK(document == json{{"operation", name},
@@ -636,7 +636,7 @@ TEST_CASE("quotactl sql prints exactly the library's statement", "[quotactl]") {
   const json daily = f.ok({"sql", "consume", "daily"});
   CHECK(daily["algorithm"] == "fixed_window");
   CHECK(daily["sql"] ==
-        quota::detail::statement(Operation::consume, quota::Algorithm::fixed_window));
+        quota::detail::statement(Operation::consume, quota::detail::kind_of(quota::Algorithm::fixed_window)));
   CHECK(f.ctl({"sql", "consume", "nope"}).status == 2);
   CHECK(f.ctl({"sql", "undo"}).status == 2);
 }

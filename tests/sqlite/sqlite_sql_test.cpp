@@ -67,7 +67,7 @@ enum class Binding { integer, real };
 Answer run_sql(SqlClient& client, Operation operation, Algorithm algorithm,
                const std::string& limit, const std::string& owner, std::optional<double> cost,
                std::optional<double> now, Binding binding = Binding::integer) {
-  sqlite3_stmt* statement = client.prepare(detail::statement(operation, algorithm));
+  sqlite3_stmt* statement = client.prepare(detail::statement(operation, detail::kind_of(algorithm)));
   sqlite3_clear_bindings(statement);
   auto bind_text = [&](const char* name, const std::string& value) {
     const int index = sqlite3_bind_parameter_index(statement, name);
@@ -158,7 +158,7 @@ TEST_CASE("the statements: one each, check read-only, the others writing", "[sql
   for (const Algorithm algorithm : kAlgorithms) {
     for (const Operation operation :
          {Operation::check, Operation::consume, Operation::record, Operation::reset}) {
-      const std::string& sql = detail::statement(operation, algorithm);
+      const std::string& sql = detail::statement(operation, detail::kind_of(algorithm));
       CAPTURE(to_string(algorithm), detail::operation_name(operation), sql);
       sqlite3_stmt* statement = nullptr;
       const char* tail = nullptr;
