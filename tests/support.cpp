@@ -285,4 +285,16 @@ TerminalRun run_on_terminal(std::vector<std::string> words, std::vector<std::str
   return run;
 }
 
+std::string plain_override_sql(const Override& override) {
+  auto number = [](const std::optional<std::int64_t>& value) {
+    return value ? std::to_string(*value) : std::string("NULL");
+  };
+  return "INSERT INTO quota_overrides (limit_name, owner, policy, maximum, burst) VALUES ('" +
+         override.limit + "', '" + override.owner + "', '" +
+         std::string(to_string(override.policy)) + "', " + number(override.maximum) + ", " +
+         number(override.burst) +
+         ") ON CONFLICT (limit_name, owner) DO UPDATE SET policy = excluded.policy, "
+         "maximum = excluded.maximum, burst = excluded.burst";
+}
+
 }  // namespace quota::test

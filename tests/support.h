@@ -41,6 +41,9 @@ Limit make_limit(const std::string& name, Algorithm algorithm = Algorithm::slidi
 Limit make_bucket(const std::string& name, std::int64_t maximum, std::int64_t period_ms,
                   std::optional<std::int64_t> burst = std::nullopt);
 
+// An override written with plain SQL, as docs/sql.md shows (the same text on both backends).
+std::string plain_override_sql(const Override& override);
+
 // Options with the manual clock installed.
 Options options_with(const ManualClock& clock);
 
