@@ -132,6 +132,11 @@ std::string PrivateServer::uri(const std::string& user, const std::string& passw
 }
 
 void PrivateServer::exec(const std::string& sql) const {
+  const std::string error = try_exec(sql);
+  if (!error.empty()) FAIL("on the private server: " << sql << ": " << error);
+}
+
+std::string PrivateServer::try_exec(const std::string& sql) const {
   const std::string server =
       "postgresql://postgres@/" +
       std::string(sql.rfind("CREATE DATABASE", 0) == 0 ? "postgres" : "quota_test") +
@@ -149,7 +154,7 @@ void PrivateServer::exec(const std::string& sql) const {
     PQclear(result);
   }
   PQfinish(connection);
-  if (!error.empty()) FAIL("on the private server: " << sql << ": " << error);
+  return error;
 }
 
 void PrivateServer::restart() const {

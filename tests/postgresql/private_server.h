@@ -46,6 +46,9 @@ class PrivateServer {
 
   // Runs `sql` as the superuser postgres; fails the test when it fails.
   void exec(const std::string& sql) const;
+  // Runs `sql` as exec does, but a failure is an answer, not a failed test: returns the
+  // server's error message, empty when `sql` succeeded (for polling a condition).
+  std::string try_exec(const std::string& sql) const;
   // pg_ctl restart -m fast: every connection is ended, the server comes back on the same
   // socket. Returns when it accepts connections again.
   void restart() const;
