@@ -115,6 +115,53 @@ bool is_key_value_conninfo(std::string_view text) {
   return false;
 }
 
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// A URI component with its %HH escapes decoded, as SQLite decodes a URI's path and query.
+std::string percent_decoded(std::string_view text) {
+  std::string result;
+  for (std::size_t at = 0; at < text.size(); ++at) {
+    if (text[at] == '%' && at + 2 < text.size() && hex_value(text[at + 1]) >= 0 &&
+        hex_value(text[at + 2]) >= 0) {
+      result += static_cast<char>(hex_value(text[at + 1]) * 16 + hex_value(text[at + 2]));
+      at += 2;
+    } else {
+      result += text[at];
+    }
+  }
+  return result;
+}
+
+// Whether SQLite, which reads a path beginning "file:" as a URI, opens `path` in memory:
+// ":memory:" itself, a URI whose path is ":memory:", or one whose query says mode=memory.
+bool is_in_memory(std::string_view path) {
+  if (path == ":memory:") return true;
+  if (path.substr(0, 5) != "file:") return false;
+  std::string_view uri = path.substr(5);
+  uri = uri.substr(0, uri.find('#'));
+  const std::size_t question = uri.find('?');
+  if (percent_decoded(uri.substr(0, question)) == ":memory:") return true;
+  if (question == std::string_view::npos) return false;
+  std::string_view query = uri.substr(question + 1);
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    const std::size_t equals = pair.find('=');
+    if (equals != std::string_view::npos && percent_decoded(pair.substr(0, equals)) == "mode" &&
+        percent_decoded(pair.substr(equals + 1)) == "memory") {
+      return true;
+    }
+    if (amp == std::string_view::npos) break;
+    query = query.substr(amp + 1);
+  }
+  return false;
+}
+
 Location refused(const std::string& why) {
   Location location;
   location.kind = Location::Kind::refused;
@@ -173,6 +220,7 @@ Location classify_location(std::string_view location) {
   }
   Location result;
   result.text = std::string(location);
+  result.in_memory = is_in_memory(location);
   return result;
 }
 

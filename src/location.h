@@ -5,6 +5,7 @@
 // text only: it needs no database driver and opens nothing.
 //
 //   "app.db", "/var/lib/app/quota.db", ":memory:"      -> sqlite_path
+//   ":memory:", "file::memory:", "file:x?mode=memory"  -> sqlite_path, in_memory
 //   "postgresql://u@db/quota", "POSTGRES://u@db/quota" -> postgresql (the scheme in lower case)
 //   "host=db dbname=quota user=u"                     -> postgresql (libpq's key=value form)
 //   "postgresq://u:pw@db/quota", " postgresql://...",
@@ -26,6 +27,11 @@ struct Location {
   // refused: why, and what to write instead. It quotes nothing of the location that could
   // hold a credential (only a scheme's letters or a character's position).
   std::string problem;
+  // sqlite_path: SQLite opens no file for it but a database in memory that no other
+  // connection reaches (":memory:", or a "file:" URI whose path is ":memory:" or that says
+  // mode=memory; the SQLite store opens paths with URIs on). Engine::open runs no expiry
+  // thread for it and src/open_store.cpp neither checks for the file nor makes it read-only.
+  bool in_memory = false;
 };
 
 Location classify_location(std::string_view location);

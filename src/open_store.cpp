@@ -24,10 +24,11 @@ std::unique_ptr<Store> open_postgresql_store(const Location& location,
   return store;
 }
 
-// The engine's own connection to a SQLite file (or ":memory:").
-std::unique_ptr<Store> open_sqlite_for_engine(const std::string& path,
+// The engine's own connection to a SQLite file (or a database in memory).
+std::unique_ptr<Store> open_sqlite_for_engine(const Location& location,
                                               const StoreSettings& settings) {
-  const bool in_memory = path == ":memory:";
+  const std::string& path = location.text;
+  const bool in_memory = location.in_memory;
   const bool create = settings.create && !settings.read_only;
   if (!in_memory && !create && !std::filesystem::exists(path)) {
     throw Error(ErrorCode::io, fmt::format("database '{}' does not exist: create it with {}",
@@ -58,7 +59,7 @@ std::unique_ptr<Store> open_store(const Location& location, const StoreSettings&
   if (settings.purpose == StoreSettings::Purpose::reader) {
     return open_sqlite_reader(location.text, settings);
   }
-  return open_sqlite_for_engine(location.text, settings);
+  return open_sqlite_for_engine(location, settings);
 }
 
 std::unique_ptr<Store> attach_store(SQLite::Database& connection, const StoreSettings& settings) {

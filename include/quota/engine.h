@@ -123,7 +123,8 @@ struct Options {
   // since the application owns its transactions. Default: on (figures: docs/performance.md).
   bool group_commit = true;
   // Expiry without a scheduler: an Engine opened with Engine::open (on a file or a server;
-  // not on ":memory:", not read_only, not on the application's connection) deletes expired
+  // not on a database in memory (":memory:", "file::memory:", a "file:" URI with
+  // mode=memory), not read_only, not on the application's connection) deletes expired
   // state in the background every this long, the work of Engine::gc in the same bounded
   // batches, on a connection of its own on a thread of its own, so that state keyed by
   // client addresses stays bounded without a cron job. "Now" is Options::clock's. Several

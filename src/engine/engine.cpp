@@ -85,8 +85,9 @@ Engine Engine::open(const std::string& path, Options options) {
   settings.create = options.create;
   settings.read_only = options.read_only;
   settings.synchronous_full = options.synchronous_full;
+  // A database in memory is this connection's alone: another connection would find another.
   const bool expiring = options.expire_interval.count() > 0 && !options.read_only &&
-                        path != ":memory:";
+                        !location.in_memory;
   Engine engine = detail::EngineAccess::make(detail::open_store(location, settings), options, true);
   if (expiring) {
     Options own = options;

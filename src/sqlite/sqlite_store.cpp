@@ -451,8 +451,10 @@ std::unique_ptr<Store> open_sqlite(const std::string& path, bool create, SqliteS
   if (settings.file) refuse_directory(path);
   std::unique_ptr<SQLite::Database> database;
   try {
-    const int flags =
-        SQLite::OPEN_READWRITE | (create ? SQLite::OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX;
+    // URIs on, whatever SQLite's build says, so that a "file:" path means what
+    // classify_location (src/location.h) takes it for.
+    const int flags = SQLite::OPEN_READWRITE | (create ? SQLite::OPEN_CREATE : 0) |
+                      SQLite::OPEN_URI | SQLITE_OPEN_NOMUTEX;
     database = settings.read_only ? open_read_only(path)
                                   : std::make_unique<SQLite::Database>(path, flags);
   } catch (const SQLite::Exception& error) {
