@@ -130,7 +130,8 @@ struct Options {
   // client addresses stays bounded without a cron job. "Now" is Options::clock's. Several
   // engines and processes may do it at once on one database. Destroying the Engine stops it
   // promptly (within one batch). Engine::metrics() counts its passes and deletions; a pass
-  // that fails (busy, a server away) is counted and tried again at the next interval.
+  // that fails (busy, a server away) is counted and tried again at the next interval. Its
+  // connection takes these Options' clock and connection settings, never on_error.
   // 0 turns it off. Default: 1 minute.
   std::chrono::milliseconds expire_interval{60'000};
 };

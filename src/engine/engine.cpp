@@ -90,10 +90,14 @@ Engine Engine::open(const std::string& path, Options options) {
                         !location.in_memory;
   Engine engine = detail::EngineAccess::make(detail::open_store(location, settings), options, true);
   if (expiring) {
+    // The expiry's own engine: the caller's clock (its "now") and connection settings, and
+    // nothing the caller's code is called with (on_error, under fail_open) nor work beyond gc.
     Options own = options;
     own.expire_interval = std::chrono::milliseconds{0};
     own.group_commit = false;
     own.migrate = false;
+    own.failure_policy = FailurePolicy::fail_closed;
+    own.on_error = nullptr;
     detail::Counters& counters = engine.impl_->counters;
     engine.impl_->expiry = std::make_unique<detail::Expiry>(
         [path, own] { return Engine::open(path, own); }, options.expire_interval,
