@@ -13,6 +13,7 @@
 #include "backend.h"
 #include "cli.h"
 #include "support.h"
+#include "support/quotactl_run.h"
 
 namespace quota::test {
 namespace {
@@ -163,19 +164,6 @@ TEST_CASE("acquire_all: bad input is refused, saying what to do, and changes not
   CHECK(db.dump() == before);
 }
 
-struct Run {
-  int status;
-  std::string out;
-  std::string err;
-};
-
-Run quotactl_run(const std::vector<std::string>& args) {
-  std::ostringstream out;
-  std::ostringstream err;
-  const int status = quotactl::run(args, out, err, {});
-  return {status, out.str(), err.str()};
-}
-
 TEST_CASE("quotactl consume a,b --wait waits for the slowest limit",
           "[acquire][backends][quotactl]") {
   const Backend backend = each_backend();
@@ -187,8 +175,8 @@ TEST_CASE("quotactl consume a,b --wait waits for the slowest limit",
     engine.define(make_bucket("slow", 1, 400, 1));
     REQUIRE(engine.consume_all({"fast", "slow"}, "u").result.allowed);
   }
-  const Run waited =
-      quotactl_run({"--db", db.location(), "--json", "consume", "fast,slow", "u", "--wait", "5s"});
+  const QuotactlRun waited =
+      run_quotactl({"--db", db.location(), "--json", "consume", "fast,slow", "u", "--wait", "5s"});
   INFO(waited.err);
   CHECK(waited.status == 0);
   const nlohmann::json answer = nlohmann::json::parse(waited.out);
@@ -197,12 +185,12 @@ TEST_CASE("quotactl consume a,b --wait waits for the slowest limit",
 
   // Bad input, before anything runs: --wait with --now, a bad duration.
   const std::string before = db.dump();
-  const Run fixed = quotactl_run({"--db", db.location(), "--now", "1700000000000", "consume",
-                                  "fast,slow", "u", "--wait", "5s"});
+  const QuotactlRun fixed = run_quotactl({"--db", db.location(), "--now", "1700000000000",
+                                          "consume", "fast,slow", "u", "--wait", "5s"});
   CHECK(fixed.status == 2);
   CHECK(fixed.err.find("--now") != std::string::npos);
-  const Run bad =
-      quotactl_run({"--db", db.location(), "consume", "fast,slow", "u", "--wait", "soon"});
+  const QuotactlRun bad =
+      run_quotactl({"--db", db.location(), "consume", "fast,slow", "u", "--wait", "soon"});
   CHECK(bad.status == 2);
   CHECK(bad.err.find("--wait") != std::string::npos);
   CHECK(db.dump() == before);

@@ -13,6 +13,7 @@
 #include "model.h"
 #include "statements.h"
 #include "support.h"
+#include "support/quotactl_run.h"
 
 namespace quota::test {
 namespace {
@@ -142,13 +143,9 @@ TEST_CASE("quotactl counts the wait from its own --now, in the line and in usage
   REQUIRE(f.engine.consume("login", "u").allowed);
   REQUIRE(f.engine.consume("login", "u").reason == Reason::rate_limited);  // blocked for 1 h
   const auto quotactl = [&](std::vector<std::string> args) {
-    args.insert(args.begin(),
-                {"--db", f.database.location(), "--now", std::to_string(start - 60'000)});
-    std::ostringstream out;
-    std::ostringstream err;
-    const int status = quotactl::run(args, out, err, {});
-    INFO(err.str());
-    return std::pair{status, out.str()};
+    const QuotactlRun answer = run_quotactl_at(f.database.location(), start - 60'000, args);
+    INFO(answer.err);
+    return std::pair{answer.status, answer.out};
   };
   // A minute behind the owner's time: the block ends in 1 h 1 min by this clock.
   const auto [status, line] = quotactl({"consume", "login", "u"});

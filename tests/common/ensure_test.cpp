@@ -8,6 +8,7 @@
 #include "backend.h"
 #include "cli.h"
 #include "support.h"
+#include "support/quotactl_run.h"
 
 namespace quota::test {
 namespace {
@@ -58,11 +59,9 @@ TEST_CASE("ensure after quotactl limit set: the operator's numbers win", "[ensur
   EngineOn f(each_backend());
   CAPTURE(f.database.backend());
   f.engine.ensure(make_limit("send", Algorithm::sliding_log, 2, 60'000));
-  std::ostringstream out;
-  std::ostringstream err;
-  REQUIRE(quotactl::run(
-              {"--db", f.database.location(), "limit", "set", "send", "--max", "20", "--per", "1h"},
-              out, err, {}) == 0);
+  REQUIRE(run_quotactl(
+              {"--db", f.database.location(), "limit", "set", "send", "--max", "20", "--per", "1h"})
+              .status == 0);
   // The application restarts and declares its limits again.
   Engine restarted = Engine::open(f.database.location(), options_with(f.clock));
   const Limit stored = restarted.ensure(make_limit("send", Algorithm::sliding_log, 2, 60'000));

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "quota/policy.h"
 #include "support.h"
+#include "support/quotactl_run.h"
 
 namespace quota::test {
 namespace {
@@ -27,11 +28,10 @@ TEST_CASE("an exempt owner's usage shows what its answers say: nothing used",
   CHECK(usage.remaining == 2);
   CHECK(usage.capacity == 2);
   CHECK(f.engine.usage("send").empty());  // no owner uses anything
-  std::ostringstream out;
-  std::ostringstream err;
-  REQUIRE(quotactl::run({"--db", f.database.location(), "usage", "--owner", "u"}, out, err, {}) ==
-          0);
-  CHECK(out.str().find("0/2") != std::string::npos);
+  const QuotactlRun usage_table =
+      run_quotactl({"--db", f.database.location(), "usage", "--owner", "u"});
+  REQUIRE(usage_table.status == 0);
+  CHECK(usage_table.out.find("0/2") != std::string::npos);
 
   // Without the exemption, what it recorded counts again.
   f.engine.remove_override("send", "u");

@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "cli.h"
 #include "support.h"
+#include "support/quotactl_run.h"
 
 namespace quota::test {
 namespace {
@@ -312,27 +313,16 @@ namespace {
 using nlohmann::json;
 using quota::test::Backend;
 using quota::test::each_backend;
+using quota::test::QuotactlRun;
 using quota::test::TestDatabase;
-
-struct Run {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
 
 struct Database {
   explicit Database(Backend backend) : database(backend) {}
   TestDatabase database;
 
-  Run ctl(std::vector<std::string> args, std::int64_t now,
-          const quotactl::Context& context = {}) const {
-    args.insert(args.begin(), {"--db", database.location(), "--now", std::to_string(now)});
-    std::ostringstream out, err;
-    Run run;
-    run.status = quotactl::run(args, out, err, context);
-    run.out = out.str();
-    run.err = err.str();
-    return run;
+  QuotactlRun ctl(std::vector<std::string> args, std::int64_t now,
+                  const quotactl::Context& context = {}) const {
+    return quota::test::run_quotactl_at(database.location(), now, std::move(args), context);
   }
   // The rows of `prepare`: 3 owners of a fixed_window limit at kBase, one of them denied.
   void prepare() {
@@ -357,11 +347,11 @@ TEST_CASE("quotactl gc: JSON and human output, exit 0", "[gc][quotactl][backends
   CAPTURE(db.database.backend());
   db.prepare();
   SECTION("JSON: exactly {\"deleted\": N}") {
-    const Run nothing = db.ctl({"gc", "--json"}, quota::test::kBase);
+    const QuotactlRun nothing = db.ctl({"gc", "--json"}, quota::test::kBase);
     CHECK(nothing.status == 0);
     CHECK(nothing.err.empty());
     CHECK(json::parse(nothing.out) == json{{"deleted", 0}});
-    const Run some = db.ctl({"gc", "--json"}, kNextDay);
+    const QuotactlRun some = db.ctl({"gc", "--json"}, kNextDay);
     CHECK(some.status == 0);
     CHECK(json::parse(some.out) == json{{"deleted", 2}});  // c has a denial: it stays
     CHECK(db.database.integer("SELECT count(*) FROM quota_windows") == 1);
@@ -369,7 +359,7 @@ TEST_CASE("quotactl gc: JSON and human output, exit 0", "[gc][quotactl][backends
   SECTION("human: one line with the count") {
     CHECK(db.ctl({"gc"}, quota::test::kBase).out ==
           "nothing to delete (3 rows of state examined)\n");
-    const Run some = db.ctl({"gc"}, kNextDay);
+    const QuotactlRun some = db.ctl({"gc"}, kNextDay);
     CHECK(some.status == 0);
     CHECK(some.out == "deleted 2 rows of state that no longer affected any answer (3 examined)\n");
     CHECK(db.ctl({"reset", "daily", "c"}, kNextDay).status == 0);
@@ -390,7 +380,7 @@ TEST_CASE("quotactl gc: a progress bar on a terminal only, never with --json",
 
   SECTION("on a terminal, with more than one batch: redrawn in place, then erased") {
     for (const auto& context : {terminal, no_color}) {
-      const Run run = db.ctl({"gc", "--batch", "1"}, kNextDay, context);
+      const QuotactlRun run = db.ctl({"gc", "--batch", "1"}, kNextDay, context);
       CHECK(run.status == 0);
       CHECK(run.out.find("\rgc [##########....................]  33%  1 deleted") !=
             std::string::npos);
@@ -405,7 +395,7 @@ TEST_CASE("quotactl gc: a progress bar on a terminal only, never with --json",
   SECTION("one batch, --json or not a terminal: no bar") {
     CHECK(db.ctl({"gc"}, kNextDay, terminal).out.find('\r') == std::string::npos);
     db.prepare();
-    const Run json_run = db.ctl({"gc", "--batch", "1", "--json"}, kNextDay, terminal);
+    const QuotactlRun json_run = db.ctl({"gc", "--batch", "1", "--json"}, kNextDay, terminal);
     CHECK(json_run.out == "{\"deleted\":2}\n");
     db.prepare();
     CHECK(db.ctl({"gc", "--batch", "1"}, kNextDay).out.find('\r') == std::string::npos);
@@ -426,7 +416,7 @@ TEST_CASE("quotactl gc: bad arguments are exit 2 and change nothing", "[gc][quot
                                                {"gc", "--batch"},
                                                {"gc", "--bogus"}}) {
     INFO(args.back());
-    const Run run = db.ctl(args, kNextDay);
+    const QuotactlRun run = db.ctl(args, kNextDay);
     CHECK(run.status == 2);
     CHECK(run.out.empty());
     CHECK(run.err.rfind("quotactl: error: ", 0) == 0);
@@ -439,14 +429,14 @@ TEST_CASE("quotactl gc: a missing or unmigrated SQLite file is exit 3 and left a
           "[gc][quotactl][sqlite]") {
   Database db(Backend::sqlite);
   const std::string& path = db.database.location();
-  const Run missing = db.ctl({"gc"}, kNextDay);
+  const QuotactlRun missing = db.ctl({"gc"}, kNextDay);
   CHECK(missing.status == 3);
   CHECK(missing.err.find("quotactl migrate") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(path));
 
   quota::test::RawDb(path).exec("CREATE TABLE accounts (id INTEGER PRIMARY KEY)");
   const std::string bytes = quota::test::read_file(path);
-  const Run unmigrated = db.ctl({"gc", "--json"}, kNextDay);
+  const QuotactlRun unmigrated = db.ctl({"gc", "--json"}, kNextDay);
   CHECK(unmigrated.status == 3);
   CHECK(nlohmann::json::parse(unmigrated.out)["error"]["code"] == "not_migrated");
   CHECK(unmigrated.err.find("quotactl migrate") != std::string::npos);

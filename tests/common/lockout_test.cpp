@@ -17,6 +17,7 @@
 #include "migrations.h"
 #include "quota/policy.h"
 #include "statements.h"
+#include "support/quotactl_run.h"
 
 namespace quota::test {
 namespace {
@@ -204,19 +205,9 @@ TEST_CASE("a block outside 1 ms to 366 days is refused and changes nothing", "[l
   CHECK(f.database.dump() == before);
 }
 
-// quotactl on a TestDatabase: exit status, stdout, stderr.
-struct Run {
-  int status;
-  std::string out;
-  std::string err;
-};
-
-Run quotactl_on(const TestDatabase& db, std::vector<std::string> args) {
+QuotactlRun quotactl_on(const TestDatabase& db, std::vector<std::string> args) {
   args.insert(args.begin(), {"--db", db.location()});
-  std::ostringstream out;
-  std::ostringstream err;
-  const int status = quotactl::run(args, out, err);
-  return {status, out.str(), err.str()};
+  return run_quotactl(args);
 }
 
 TEST_CASE("quotactl refuses bad --block, --wait and usage options with exit 2, changing nothing",
@@ -244,7 +235,7 @@ TEST_CASE("quotactl refuses bad --block, --wait and usage options with exit 2, c
   };
   for (const auto& args : refused) {
     CAPTURE(args);
-    const Run run = quotactl_on(db, args);
+    const QuotactlRun run = quotactl_on(db, args);
     CHECK(run.status == 2);
     CHECK(run.err.rfind("quotactl: error: ", 0) == 0);
   }
@@ -258,7 +249,7 @@ TEST_CASE("quotactl: --block, usage --by blocked and usage --owner across limits
   TestDatabase db(backend);
   const auto at = [&](std::int64_t ms, std::vector<std::string> args) {
     args.insert(args.begin(), {"--now", std::to_string(T + ms), "--json"});
-    const Run run = quotactl_on(db, args);
+    const QuotactlRun run = quotactl_on(db, args);
     INFO(run.err);
     REQUIRE((run.status == 0 || run.status == 1));
     return std::make_pair(run.status, nlohmann::json::parse(run.out));
@@ -298,7 +289,8 @@ TEST_CASE("quotactl: --block, usage --by blocked and usage --owner across limits
   CHECK(alice[1]["blocked_until_ms"] == T + 3 + 3'600'000);
 
   // The readable table names each limit and how long the block lasts.
-  const Run table = quotactl_on(db, {"--now", std::to_string(T + 6), "usage", "--owner", "alice"});
+  const QuotactlRun table =
+      quotactl_on(db, {"--now", std::to_string(T + 6), "usage", "--owner", "alice"});
   CHECK(table.status == 0);
   CHECK_THAT(table.out, Catch::Contains("LIMIT") && Catch::Contains("BLOCKED FOR") &&
                             Catch::Contains("login") && Catch::Contains("api"));

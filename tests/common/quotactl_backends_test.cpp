@@ -14,6 +14,7 @@
 #include "postgresql/postgresql_store.h"
 #include "quota/policy.h"
 #include "statements.h"
+#include "support/quotactl_run.h"
 
 namespace quota::test {
 namespace {
@@ -168,13 +169,12 @@ std::vector<Answer> run_script(const TestDatabase& db,
     std::vector<std::string> args = {"--db", db.location(), "--now",
                                      std::to_string(kStart + command.at_ms), "--json"};
     args.insert(args.end(), command.args.begin(), command.args.end());
-    std::ostringstream out;
-    std::ostringstream err;
+    const QuotactlRun run = run_quotactl(args);
     Answer answer;
     answer.args = command.args;
-    answer.status = quotactl::run(args, out, err);
-    if (!out.str().empty()) answer.document = json::parse(out.str());
-    answer.error = err.str();
+    answer.status = run.status;
+    if (!run.out.empty()) answer.document = json::parse(run.out);
+    answer.error = run.err;
     answers.push_back(std::move(answer));
   }
   return answers;
@@ -318,13 +318,11 @@ TEST_CASE("quotactl takes the database from $QUOTA_DB on every backend", "[quota
   quotactl::Context context;
   context.quota_db = db.location();
   const auto run = [&](std::vector<std::string> args) {
-    std::ostringstream out;
-    std::ostringstream err;
     args.insert(args.begin(), {"--now", std::to_string(kStart), "--json"});
-    const int status = quotactl::run(args, out, err, context);
-    INFO(err.str());
-    REQUIRE(status == 0);
-    return json::parse(out.str());
+    const QuotactlRun answer = run_quotactl(args, context);
+    INFO(answer.err);
+    REQUIRE(answer.status == 0);
+    return answer.document();
   };
   CHECK(run({"migrate"})["schema_version"] == detail::latest_version(built_in_migrations(backend)));
   run({"limit", "set", "send", "--max", "2", "--per", "1m"});

@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "cli.h"
 #include "support.h"
+#include "support/quotactl_run.h"
 
 extern char** environ;
 
@@ -121,9 +122,8 @@ TEST_CASE("quotactl watch refuses bad input with exit 2", "[quotactl][watch]") {
   }
   const auto run = [&](std::vector<std::string> args) {
     args.insert(args.begin(), {"--db", database.location()});
-    std::ostringstream out, err;
-    const int status = quotactl::run(args, out, err);
-    return std::pair{status, err.str()};
+    const QuotactlRun answer = run_quotactl(args);
+    return std::pair{answer.status, answer.err};
   };
   const auto [unknown, unknown_error] = run({"watch", "nope", "--for", "1s"});
   CHECK(unknown == 2);

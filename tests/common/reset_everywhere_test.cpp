@@ -11,26 +11,15 @@
 #include "cli.h"
 #include "quota/quota.h"
 #include "support.h"
+#include "support/quotactl_run.h"
 
 namespace quota::test {
 namespace {
 
 constexpr std::int64_t kHour = 3'600'000;
 
-struct CtlRun {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-CtlRun quotactl_on(const TestDatabase& database, std::vector<std::string> args) {
-  args.insert(args.begin(), {"--db", database.location(), "--now", "1700000000000"});
-  std::ostringstream out, err;
-  CtlRun outcome;
-  outcome.status = quotactl::run(args, out, err);
-  outcome.out = out.str();
-  outcome.err = err.str();
-  return outcome;
+QuotactlRun quotactl_on(const TestDatabase& database, std::vector<std::string> args) {
+  return run_quotactl_at(database.location(), 1'700'000'000'000, std::move(args));
 }
 
 // Three limits of different algorithms, u1 and u2 using each and u1 denied on `send`.
@@ -94,13 +83,13 @@ TEST_CASE("quotactl reset '*' OWNER forgets the owner everywhere, text and JSON"
   use_every_limit(on.engine);
 
   SECTION("text: one line naming each limit") {
-    const CtlRun outcome = quotactl_on(on.database, {"reset", "*", "u1"});
+    const QuotactlRun outcome = quotactl_on(on.database, {"reset", "*", "u1"});
     INFO(outcome.err);
     CHECK(outcome.status == 0);
     CHECK(outcome.out == "reset u1 on 3 limits: api, login, send\n");
   }
   SECTION("JSON: the owner and the limits reset") {
-    const CtlRun outcome = quotactl_on(on.database, {"reset", "*", "u1", "--json"});
+    const QuotactlRun outcome = quotactl_on(on.database, {"reset", "*", "u1", "--json"});
     INFO(outcome.err);
     CHECK(outcome.status == 0);
     CHECK(nlohmann::json::parse(outcome.out) ==
@@ -110,7 +99,7 @@ TEST_CASE("quotactl reset '*' OWNER forgets the owner everywhere, text and JSON"
   require_kept(on.engine, "u2");
 
   const std::string before = on.database.dump();
-  const CtlRun bad = quotactl_on(on.database, {"reset", "*", ""});
+  const QuotactlRun bad = quotactl_on(on.database, {"reset", "*", ""});
   CHECK(bad.status == 2);
   CHECK(bad.out.empty());
   CHECK_THAT(bad.err, Catch::StartsWith("quotactl: error: ") && Catch::Contains("owner"));

@@ -18,6 +18,7 @@
 #include "quota/engine.h"
 #include "quota/quota.h"
 #include "support.h"
+#include "support/quotactl_run.h"
 
 namespace quota::test {
 namespace {
@@ -145,23 +146,6 @@ void require_no_password(const std::string& text, const Spelling& spelling) {
   if (!spelling.pgpassword.empty()) CHECK(text.find(spelling.pgpassword) == std::string::npos);
 }
 
-struct Outcome {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-Outcome quotactl_run(const std::vector<std::string>& args,
-                     const quotactl::Context& context = {}) {
-  std::ostringstream out;
-  std::ostringstream err;
-  Outcome outcome;
-  outcome.status = quotactl::run(args, out, err, context);
-  outcome.out = out.str();
-  outcome.err = err.str();
-  return outcome;
-}
-
 // Every command that connects.
 const std::vector<std::vector<std::string>> kCommands = {
     {"status"},
@@ -197,7 +181,7 @@ TEST_CASE("no spelling of a password is ever printed: quotactl, Engine and the C
         args.insert(args.begin(), {"--db", spelling.location});
         if (json) args.push_back("--json");
         INFO("quotactl " << args[2] << (json ? " --json" : ""));
-        const Outcome outcome = quotactl_run(args);
+        const QuotactlRun outcome = run_quotactl(args);
         INFO(outcome.out << outcome.err);
         require_no_password(outcome.out, spelling);
         require_no_password(outcome.err, spelling);
@@ -219,7 +203,7 @@ TEST_CASE("no spelling of a password is ever printed: quotactl, Engine and the C
     // The same location in $QUOTA_DB.
     quotactl::Context context;
     context.quota_db = spelling.location;
-    const Outcome from_environment = quotactl_run({"status", "--json"}, context);
+    const QuotactlRun from_environment = run_quotactl({"status", "--json"}, context);
     require_no_password(from_environment.out + from_environment.err, spelling);
     if (spelling.connects && !second_refused) {
       CHECK(failed == "");
@@ -267,7 +251,7 @@ TEST_CASE("an error that suggests quotactl migrate pastes into a shell, without 
   secured.server.exec("CREATE SCHEMA empty_schema AUTHORIZATION quota_pw");
   const std::string uri =
       secured.uri("quota_pw:" + kRight, "&options=-csearch_path%3Dempty_schema");
-  const Outcome outcome = quotactl_run({"--db", uri, "consume", "send", "u1"});
+  const QuotactlRun outcome = run_quotactl({"--db", uri, "consume", "send", "u1"});
   INFO(outcome.out << outcome.err);
   CHECK(outcome.status == 3);
   require_no_password(outcome.out + outcome.err, {});

@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "postgresql/postgresql_store.h"
 #include "statements.h"
+#include "support/quotactl_run.h"
 
 namespace quota::test {
 namespace {
@@ -25,21 +26,9 @@ using nlohmann::json;
 
 constexpr std::int64_t kStart = 1'700'000'000'000;
 
-struct Outcome {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-Outcome quotactl_run(std::vector<std::string> args, const quotactl::Context& context = {}) {
-  std::ostringstream out;
-  std::ostringstream err;
+QuotactlRun quotactl_run(std::vector<std::string> args, const quotactl::Context& context = {}) {
   args.insert(args.begin(), {"--now", std::to_string(kStart)});
-  Outcome outcome;
-  outcome.status = quotactl::run(args, out, err, context);
-  outcome.out = out.str();
-  outcome.err = err.str();
-  return outcome;
+  return run_quotactl(args, context);
 }
 
 // `uri` with the password "secret" both in its user-info part and as a parameter. The test
@@ -97,7 +86,7 @@ TEST_CASE("quotactl never prints the password of a PostgreSQL URI", "[slow][quot
       for (std::vector<std::string> args : commands) {
         if (!from_environment) args.insert(args.begin(), {"--db", uri});
         if (json_output) args.push_back("--json");
-        const Outcome outcome = quotactl_run(args, context);
+        const QuotactlRun outcome = quotactl_run(args, context);
         INFO(json(args).dump() << " -> " << outcome.status << "\n" << outcome.out << outcome.err);
         CHECK(outcome.status >= 0);
         CHECK(outcome.out.find("secret") == std::string::npos);
@@ -116,7 +105,7 @@ TEST_CASE("quotactl never prints the password of a PostgreSQL URI", "[slow][quot
       // The status names the server, masked, so the operator still sees which one it is.
       std::vector<std::string> status = {"status", "--json"};
       if (!from_environment) status.insert(status.begin(), {"--db", uri});
-      const Outcome shown = quotactl_run(status, context);
+      const QuotactlRun shown = quotactl_run(status, context);
       REQUIRE(shown.status == 0);
       const json document = json::parse(shown.out);
       CHECK(document["path"].get<std::string>().rfind("postgresql://postgres:***@", 0) == 0);
@@ -139,7 +128,7 @@ TEST_CASE("quotactl reports a PostgreSQL server that is not there (exit 3), mask
     for (std::vector<std::string> args : commands) {
       args.insert(args.begin(), {"--db", uri});
       if (json_output) args.push_back("--json");
-      const Outcome outcome = quotactl_run(args);
+      const QuotactlRun outcome = quotactl_run(args);
       INFO(json(args).dump() << "\n" << outcome.out << outcome.err);
       CHECK(outcome.status == 3);
       // With --json the error is also the one document on stdout, as masked as the line.
@@ -155,7 +144,7 @@ TEST_CASE("quotactl reports a PostgreSQL server that is not there (exit 3), mask
     }
   }
   // A URI that libpq cannot parse: bad input (exit 2), named by its fault, none of it shown.
-  const Outcome malformed =
+  const QuotactlRun malformed =
       quotactl_run({"--db", "postgresql://quota:secret@/quota?password=secret&bogus=1", "status"});
   CHECK(malformed.status == 2);
   CHECK(malformed.err.rfind("quotactl: error: the PostgreSQL connection string cannot be read "
@@ -164,7 +153,7 @@ TEST_CASE("quotactl reports a PostgreSQL server that is not there (exit 3), mask
                             0) == 0);
   CHECK(malformed.err.find("secret") == std::string::npos);
   // The bare `sql OPERATION` needs no database: it prints the statement of the URI's dialect.
-  const Outcome bare = quotactl_run({"--db", uri, "sql", "consume", "--json"});
+  const QuotactlRun bare = quotactl_run({"--db", uri, "sql", "consume", "--json"});
   REQUIRE(bare.status == 0);
   CHECK(json::parse(bare.out)["dialect"] == "postgresql");
 }
@@ -218,7 +207,7 @@ TEST_CASE("quotactl migrate run by several processes at once applies each migrat
       every.push_back(migration.version);
     }
     CHECK(applied == every);
-    const Outcome status = quotactl_run({"--db", db.location(), "--json", "status"});
+    const QuotactlRun status = quotactl_run({"--db", db.location(), "--json", "status"});
     REQUIRE(status.status == 0);
     CHECK(json::parse(status.out)["pending"] == json::array());
   }
@@ -325,7 +314,7 @@ TEST_CASE("quotactl sql's PostgreSQL statements, run through psql, answer as the
   // psql's, for owner "psql", from exactly what `quotactl sql OPERATION l` prints.
   std::string script;
   for (const char* operation : {"consume", "check", "record", "refund", "reset"}) {
-    const Outcome printed = quotactl_run({"--db", db.location(), "sql", operation, "l"});
+    const QuotactlRun printed = quotactl_run({"--db", db.location(), "sql", operation, "l"});
     INFO(printed.err);
     REQUIRE(printed.status == 0);
     CHECK(printed.out.find(fmt::format("PREPARE quota_{}(text, text, bigint, bigint) AS\n",
@@ -356,35 +345,25 @@ TEST_CASE("quotactl sql's PostgreSQL statements, run through psql, answer as the
 namespace quota::test {
 namespace {
 
-Outcome quotactl_without_now(const std::vector<std::string>& args) {
-  std::ostringstream out;
-  std::ostringstream err;
-  Outcome outcome;
-  outcome.status = quotactl::run(args, out, err, {});
-  outcome.out = out.str();
-  outcome.err = err.str();
-  return outcome;
-}
-
 TEST_CASE("quotactl --server-clock takes the time from the server, and refuses --now with it",
           "[postgresql][quotactl][clock]") {
   TestDatabase database(Backend::postgresql);
   const std::string& uri = database.location();
-  REQUIRE(quotactl_without_now({"--db", uri, "migrate"}).status == 0);
-  REQUIRE(quotactl_without_now({"--db", uri, "limit", "set", "w", "--max", "3", "--per", "1m",
-                                "--algo", "fixed_window"})
+  REQUIRE(run_quotactl({"--db", uri, "migrate"}).status == 0);
+  REQUIRE(run_quotactl({"--db", uri, "limit", "set", "w", "--max", "3", "--per", "1m", "--algo",
+                        "fixed_window"})
               .status == 0);
   const std::int64_t before = system_clock_ms();
-  const Outcome consumed =
-      quotactl_without_now({"--db", uri, "--server-clock", "--json", "consume", "w", "u"});
+  const QuotactlRun consumed =
+      run_quotactl({"--db", uri, "--server-clock", "--json", "consume", "w", "u"});
   REQUIRE(consumed.status == 0);
   // The server's clock is this machine's: the window ends within a minute of now.
   const std::int64_t reset_at = json::parse(consumed.out).at("reset_at_ms").get<std::int64_t>();
   CHECK(reset_at > before);
   CHECK(reset_at <= system_clock_ms() + 60'000);
 
-  const Outcome both =
-      quotactl_without_now({"--db", uri, "--server-clock", "--now", "5", "consume", "w", "u"});
+  const QuotactlRun both =
+      run_quotactl({"--db", uri, "--server-clock", "--now", "5", "consume", "w", "u"});
   CHECK(both.status == 2);
   CHECK(both.err.find("--now and --server-clock") != std::string::npos);
   CHECK(database.integer("SELECT used FROM quota_windows WHERE owner = 'u'") == 1);

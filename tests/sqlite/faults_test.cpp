@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "support.h"
+#include "support/quotactl_run.h"
 
 namespace quota::test {
 namespace {
@@ -47,24 +48,10 @@ std::string error_of_consume(const std::string& path, Options options = {}) {
   }
 }
 
-struct Run {
-  int status = -1;
-  std::string out, err;
-};
-
-Run quotactl_run(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  Run run;
-  run.status = quotactl::run(args, out, err);
-  run.out = out.str();
-  run.err = err.str();
-  return run;
-}
-
 // "status|stderr" of `quotactl --db PATH ARGS...`.
 std::string quotactl_outcome(const std::string& path, std::vector<std::string> args) {
   args.insert(args.begin(), {"--db", path, "--now", std::to_string(T)});
-  const Run run = quotactl_run(args);
+  const QuotactlRun run = run_quotactl(args);
   return std::to_string(run.status) + "|" + run.err;
 }
 
@@ -323,7 +310,7 @@ TEST_CASE("quotactl --busy-timeout takes a DURATION, checked before the database
     CHECK_THAT(outcome, !Catch::Contains("period"));  // a timeout is not a limit's period
   }
   CHECK_FALSE(std::filesystem::exists(path));
-  const Run help = quotactl_run({"--help"});
+  const QuotactlRun help = run_quotactl({"--help"});
   CHECK_THAT(help.out, Catch::Contains("--busy-timeout DURATION"));
 }
 

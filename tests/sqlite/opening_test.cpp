@@ -23,6 +23,7 @@
 #include "sqlite/busy.h"
 #include "sqlite/sqlite_store.h"
 #include "support.h"
+#include "support/quotactl_run.h"
 
 namespace quota::test {
 namespace {
@@ -32,20 +33,9 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::int64_t T = 1'700'000'000'000;
 
-struct Run {
-  int status = -1;
-  std::string out, err;
-};
-
 // `quotactl --db PATH --now T ARGS...`, run in this process.
-Run quotactl_run(const std::string& path, std::vector<std::string> args) {
-  args.insert(args.begin(), {"--db", path, "--now", std::to_string(T)});
-  std::ostringstream out, err;
-  Run run;
-  run.status = quotactl::run(args, out, err);
-  run.out = out.str();
-  run.err = err.str();
-  return run;
+QuotactlRun quotactl_run(const std::string& path, std::vector<std::string> args) {
+  return run_quotactl_at(path, T, std::move(args));
 }
 
 // Forks children that each wait for a go, then run the quotactl binary with `args` and its
@@ -183,7 +173,7 @@ TEST_CASE("a transaction a killed process left unfinished is rolled back by the 
 
   SECTION("quotactl status rolls it back and says so") {
     const std::string before = leave_unfinished_transaction(path);
-    const Run run = quotactl_run(path, {"status", "--json"});
+    const QuotactlRun run = quotactl_run(path, {"status", "--json"});
     INFO(run.err);
     REQUIRE(run.status == 0);
     const json status = json::parse(run.out);
@@ -195,7 +185,7 @@ TEST_CASE("a transaction a killed process left unfinished is rolled back by the 
     // Nothing left to recover the next time.
     CHECK(json::parse(quotactl_run(path, {"status", "--json"}).out)["recovered_journal"] == false);
     leave_unfinished_transaction(path);
-    const Run human = quotactl_run(path, {"status"});
+    const QuotactlRun human = quotactl_run(path, {"status"});
     CHECK(human.status == 0);
     CHECK_THAT(human.out, Catch::Contains("recovered       rolled back"));
   }
@@ -208,7 +198,7 @@ TEST_CASE("a transaction a killed process left unfinished is rolled back by the 
                                                  {"gc"}}) {
       INFO(args[0]);
       const std::string before = leave_unfinished_transaction(path);
-      const Run run = quotactl_run(path, args);
+      const QuotactlRun run = quotactl_run(path, args);
       CHECK(run.err == "");
       CHECK(run.status == 0);
       if (args[0] != "consume") CHECK(dump(path) == before);
@@ -250,7 +240,7 @@ TEST_CASE(
     for (const char* command : {"status", "consume"}) {
       std::vector<std::string> args{command};
       if (args[0] == "consume") args.insert(args.end(), {"send", "u1"});
-      const Run run = quotactl_run(path, args);
+      const QuotactlRun run = quotactl_run(path, args);
       text += std::to_string(run.status) + "|" + run.err;
     }
     return text;
@@ -312,7 +302,7 @@ TEST_CASE("quotactl migrate killed at random moments on a new file: the next com
     const int status = child.statuses()[0];
     REQUIRE((status == 0 || status == 128 + SIGKILL));
 
-    const Run run = quotactl_run(path, {"status", "--json"});
+    const QuotactlRun run = quotactl_run(path, {"status", "--json"});
     INFO(run.err);
     if (std::filesystem::exists(path)) {
       ++created;
@@ -322,7 +312,7 @@ TEST_CASE("quotactl migrate killed at random moments on a new file: the next com
       REQUIRE(run.status == 3);  // killed before the file was made: "does not exist"
       REQUIRE_THAT(run.err, Catch::Contains("does not exist"));
     }
-    const Run migrate = quotactl_run(path, {"migrate"});
+    const QuotactlRun migrate = quotactl_run(path, {"migrate"});
     INFO(migrate.err);
     REQUIRE(migrate.status == 0);
     REQUIRE(migrated_problem(path) == "");
@@ -385,7 +375,7 @@ TEST_CASE("opening a file locked past the busy timeout says so only once the tim
   {
     LockHolder holder(path, "CREATE TABLE held (x)");
     auto started = Clock::now();
-    const Run run = quotactl_run(path, {"migrate", "--busy-timeout", "300ms"});
+    const QuotactlRun run = quotactl_run(path, {"migrate", "--busy-timeout", "300ms"});
     auto waited = Clock::now() - started;
     CHECK(run.status == 3);
     CHECK_THAT(run.err, Catch::Contains("locked by another connection past the busy timeout"));

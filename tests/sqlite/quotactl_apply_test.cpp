@@ -10,27 +10,18 @@
 
 #include "cli.h"
 #include "support.h"
+#include "support/quotactl_run.h"
 
 namespace {
 
 using quota::test::dump;
+using quota::test::QuotactlRun;
 using quota::test::RawDb;
+using quota::test::run_quotactl_at;
 using quota::test::TempDir;
 
-struct Outcome {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-Outcome quotactl_in(const std::string& db, std::vector<std::string> args) {
-  args.insert(args.begin(), {"--db", db, "--now", "1700000000000"});
-  std::ostringstream out, err;
-  Outcome outcome;
-  outcome.status = quotactl::run(args, out, err);
-  outcome.out = out.str();
-  outcome.err = err.str();
-  return outcome;
+QuotactlRun quotactl_in(const std::string& db, std::vector<std::string> args) {
+  return run_quotactl_at(db, 1'700'000'000'000, std::move(args));
 }
 
 constexpr const char* kFile = R"([[limit]]
@@ -68,7 +59,7 @@ TEST_CASE("quotactl apply prints its plan, applies it, and --prune removes what 
           "[quotactl][apply]") {
   Fixture f;
   const std::string before = dump(f.db);
-  Outcome dry = quotactl_in(f.db, {"apply", f.file, "--dry-run"});
+  QuotactlRun dry = quotactl_in(f.db, {"apply", f.file, "--dry-run"});
   CHECK(dry.status == 0);
   CHECK(dry.out ==
         "+ create limit send: 10 per 1m (sliding_log)\n"
@@ -77,12 +68,12 @@ TEST_CASE("quotactl apply prints its plan, applies it, and --prune removes what 
         "dry run: 3 changes, nothing changed\n");
   CHECK(dump(f.db) == before);
 
-  Outcome check = quotactl_in(f.db, {"apply", f.file, "--check"});
+  QuotactlRun check = quotactl_in(f.db, {"apply", f.file, "--check"});
   CHECK(check.status == 1);
   CHECK_THAT(check.out, Catch::Contains("drift: 3 changes"));
   CHECK(dump(f.db) == before);
 
-  Outcome applied = quotactl_in(f.db, {"apply", f.file});
+  QuotactlRun applied = quotactl_in(f.db, {"apply", f.file});
   CHECK(applied.status == 0);
   CHECK_THAT(applied.out, Catch::EndsWith("applied 3 changes\n"));
   CHECK(quotactl_in(f.db, {"apply", f.file, "--check"}).status == 0);
@@ -91,7 +82,7 @@ TEST_CASE("quotactl apply prints its plan, applies it, and --prune removes what 
   // A change to the file shows as "~ change"; --prune's removal as "- remove".
   std::ofstream(f.file) << std::string(kFile).replace(std::string(kFile).find("max = 10"), 8,
                                                         "max = 12");
-  Outcome prune = quotactl_in(f.db, {"apply", f.file, "--prune", "--check"});
+  QuotactlRun prune = quotactl_in(f.db, {"apply", f.file, "--prune", "--check"});
   CHECK(prune.status == 1);
   CHECK(prune.out ==
         "~ change limit send: 10 per 1m (sliding_log) -> 12 per 1m (sliding_log)\n"
@@ -100,14 +91,14 @@ TEST_CASE("quotactl apply prints its plan, applies it, and --prune removes what 
             f.file + " (run quotactl apply " + f.file + " --prune)\n");
   CHECK(quotactl_in(f.db, {"apply", f.file, "--prune"}).status == 0);
   CHECK(quotactl_in(f.db, {"limit", "get", "old"}).status == 2);
-  Outcome clean = quotactl_in(f.db, {"apply", f.file, "--prune", "--check"});
+  QuotactlRun clean = quotactl_in(f.db, {"apply", f.file, "--prune", "--check"});
   CHECK(clean.status == 0);
   CHECK(clean.out == "no drift: the database matches " + f.file + "\n");
 }
 
 TEST_CASE("quotactl apply --json prints one document of changes", "[quotactl][apply][json]") {
   Fixture f;
-  Outcome outcome = quotactl_in(f.db, {"--json", "apply", f.file, "--prune", "--check"});
+  QuotactlRun outcome = quotactl_in(f.db, {"--json", "apply", f.file, "--prune", "--check"});
   CHECK(outcome.status == 1);
   const nlohmann::json document = nlohmann::json::parse(outcome.out);
   CHECK(document["applied"] == false);
@@ -132,7 +123,7 @@ TEST_CASE("quotactl apply refuses a bad file whole, at its line and column, chan
   const std::string before = dump(f.db);
   // A good limit first: nothing of the file is applied all the same.
   std::ofstream(f.file) << std::string(kFile) + "\n[[limit]]\nname = \"bad\"\nmax = -1\nper = \"1m\"\n";
-  Outcome outcome = quotactl_in(f.db, {"apply", f.file});
+  QuotactlRun outcome = quotactl_in(f.db, {"apply", f.file});
   CHECK(outcome.status == 2);
   CHECK(outcome.err == "quotactl: error: " + f.file +
                            ":20:7: 'max' is -1: give a whole number from 1 to 1000000000000\n");
@@ -155,7 +146,7 @@ TEST_CASE("quotactl apply is one transaction: a change the database refuses undo
         "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END");
   }
   const std::string before = dump(f.db);
-  Outcome outcome = quotactl_in(f.db, {"apply", f.file, "--prune"});
+  QuotactlRun outcome = quotactl_in(f.db, {"apply", f.file, "--prune"});
   CHECK(outcome.status != 0);
   CHECK_THAT(outcome.err, Catch::Contains("refused by the test"));
   CHECK(dump(f.db) == before);

@@ -9,18 +9,19 @@
 #include "cli.h"
 #include "quota/error.h"
 #include "support.h"
+#include "support/quotactl_run.h"
 
 namespace {
 
+using quota::test::QuotactlRun;
+using quota::test::run_quotactl;
 using quota::test::TempDir;
 
 TEST_CASE("quotactl quotes at most a bounded prefix of a bad value", "[quotactl][names]") {
   TempDir dir;
   const std::string db = dir.file("quota.db");
-  std::ostringstream ignored;
-  REQUIRE(quotactl::run({"--db", db, "migrate"}, ignored, ignored) == 0);
-  REQUIRE(quotactl::run({"--db", db, "limit", "set", "L", "--max", "2", "--per", "1m"}, ignored,
-                        ignored) == 0);
+  REQUIRE(run_quotactl({"--db", db, "migrate"}).status == 0);
+  REQUIRE(run_quotactl({"--db", db, "limit", "set", "L", "--max", "2", "--per", "1m"}).status == 0);
   const std::string digits(10'000, '9');
   const std::string letters(10'000, 'q');
   const std::vector<std::vector<std::string>> commands = {
@@ -41,12 +42,11 @@ TEST_CASE("quotactl quotes at most a bounded prefix of a bad value", "[quotactl]
   for (const std::vector<std::string>& command : commands) {
     std::vector<std::string> args = {"--db", db};
     args.insert(args.end(), command.begin(), command.end());
-    std::ostringstream out, err;
-    const int status = quotactl::run(args, out, err);
-    CAPTURE(command.front(), command.size(), err.str().substr(0, 300));
-    CHECK(status == 2);
-    CHECK(err.str().size() < 600);
-    CHECK(err.str().find("bytes)") != std::string::npos);
+    const QuotactlRun run = run_quotactl(args);
+    CAPTURE(command.front(), command.size(), run.err.substr(0, 300));
+    CHECK(run.status == 2);
+    CHECK(run.err.size() < 600);
+    CHECK(run.err.find("bytes)") != std::string::npos);
   }
 }
 

@@ -11,13 +11,16 @@
 #include "cli.h"
 #include "quota/error.h"
 #include "support.h"
+#include "support/quotactl_run.h"
 #include "text.h"
 
 namespace {
 
 using nlohmann::json;
 using quota::test::dump;
+using quota::test::QuotactlRun;
 using quota::test::read_file;
+using quota::test::run_quotactl;
 using quota::test::TempDir;
 using std::chrono::minutes;
 
@@ -28,27 +31,6 @@ constexpr std::int64_t kDecember1 = 1'796'050'800'000;
 // 2026-03-17T09:30:00+09:00 (a Tuesday).
 constexpr std::int64_t kMarch17 = 1'773'707'400'000;
 
-struct Outcome {
-  int status = -1;
-  std::string out;
-  std::string err;
-
-  json document() const { return json::parse(out); }
-  bool one_error_line() const {
-    return err.rfind("quotactl: error: ", 0) == 0 && err.find('\n') == err.size() - 1;
-  }
-};
-
-Outcome run_quotactl(const std::vector<std::string>& args) {
-  std::ostringstream out;
-  std::ostringstream err;
-  Outcome outcome;
-  outcome.status = quotactl::run(args, out, err);
-  outcome.out = out.str();
-  outcome.err = err.str();
-  return outcome;
-}
-
 // A scratch database file and quotactl runs against it at a clock the test sets.
 struct Fixture {
   TempDir dir;
@@ -57,13 +39,13 @@ struct Fixture {
 
   Fixture() { ok({"migrate"}); }
 
-  Outcome ctl(std::vector<std::string> args) const {
+  QuotactlRun ctl(std::vector<std::string> args) const {
     args.insert(args.begin(), {"--db", db, "--now", std::to_string(now)});
     return run_quotactl(args);
   }
   json ok(std::vector<std::string> args) const {
     args.push_back("--json");
-    const Outcome outcome = ctl(args);
+    const QuotactlRun outcome = ctl(args);
     INFO(outcome.err);
     REQUIRE(outcome.status == 0);
     REQUIRE(outcome.err.empty());
@@ -71,7 +53,7 @@ struct Fixture {
   }
   // The one line a command prints (exit `status`).
   std::string line(const std::vector<std::string>& args, int status = 0) const {
-    const Outcome outcome = ctl(args);
+    const QuotactlRun outcome = ctl(args);
     INFO(outcome.err);
     CHECK(outcome.status == status);
     CHECK(outcome.err.empty());
@@ -385,7 +367,7 @@ TEST_CASE("quotactl limit set refuses bad calendar input with exit 2 before open
     for (const bool json_output : {false, true}) {
       std::vector<std::string> args = c.args;
       if (json_output) args.push_back("--json");
-      const Outcome outcome = f.ctl(args);
+      const QuotactlRun outcome = f.ctl(args);
       CHECK(outcome.status == 2);
       CHECK(outcome.one_error_line());
       CHECK_THAT(outcome.err, Catch::Contains(c.message));
@@ -396,7 +378,7 @@ TEST_CASE("quotactl limit set refuses bad calendar input with exit 2 before open
     // Checked before the database is opened: a missing file gives the same answer.
     std::vector<std::string> elsewhere = c.args;
     elsewhere.insert(elsewhere.begin(), {"--db", missing});
-    const Outcome outcome = run_quotactl(elsewhere);
+    const QuotactlRun outcome = run_quotactl(elsewhere);
     CHECK(outcome.status == 2);
     CHECK_THAT(outcome.err, Catch::Contains(c.message));
   }
@@ -518,7 +500,7 @@ TEST_CASE("quotactl override set --anchor: an owner's own window start", "[quota
   CHECK(
       f.ok({"override", "rm", "*", "u4"}) ==
       json{{"removed", {{"limit", "*"}, {"owner", "u4"}, {"override", false}, {"anchor", true}}}});
-  const Outcome none = f.ctl({"override", "rm", "plan", "u2"});
+  const QuotactlRun none = f.ctl({"override", "rm", "plan", "u2"});
   CHECK(none.status == 2);
   CHECK(none.one_error_line());
   CHECK(none.err ==
@@ -545,7 +527,7 @@ TEST_CASE("quotactl override set --anchor on a limit without a calendar is exit 
     std::string shown;
     for (const std::string& arg : args) shown += arg + " ";
     INFO("quotactl " << shown);
-    const Outcome outcome = f.ctl(args);
+    const QuotactlRun outcome = f.ctl(args);
     CHECK(outcome.status == 2);
     CHECK(outcome.one_error_line());
     CHECK(outcome.out.empty());

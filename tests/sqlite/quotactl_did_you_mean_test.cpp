@@ -9,28 +9,20 @@
 
 #include "cli.h"
 #include "support.h"
+#include "support/quotactl_run.h"
 
 namespace {
 
 using quota::test::dump;
+using quota::test::QuotactlRun;
+using quota::test::run_quotactl;
 using quota::test::TempDir;
 
-struct Outcome {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-Outcome quotactl_in(const std::string& db, std::vector<std::string> args) {
+QuotactlRun quotactl_in(const std::string& db, std::vector<std::string> args) {
   // watch follows the clock as it goes, so it takes no --now.
   if (args.front() != "watch") args.insert(args.begin(), {"--now", "1700000000000"});
   args.insert(args.begin(), {"--db", db});
-  std::ostringstream out, err;
-  Outcome outcome;
-  outcome.status = quotactl::run(args, out, err);
-  outcome.out = out.str();
-  outcome.err = err.str();
-  return outcome;
+  return run_quotactl(args);
 }
 
 }  // namespace
@@ -69,7 +61,7 @@ TEST_CASE("quotactl: an unknown limit close to a stored one is answered 'did you
       std::string shown;
       for (const std::string& arg : line) shown += arg + " ";
       INFO("quotactl " << shown);
-      const Outcome outcome = quotactl_in(db, line);
+      const QuotactlRun outcome = quotactl_in(db, line);
       CHECK(outcome.status == 2);
       CHECK(outcome.err == "quotactl: error: unknown limit '" + typed + "': did you mean '" +
                                meant +
@@ -80,7 +72,7 @@ TEST_CASE("quotactl: an unknown limit close to a stored one is answered 'did you
       if (arg == "NAME") arg = "payments";
       if (arg == "login,NAME") arg = "login,payments";
     }
-    const Outcome far = quotactl_in(db, line);
+    const QuotactlRun far = quotactl_in(db, line);
     CHECK(far.status == 2);
     CHECK(far.err ==
           "quotactl: error: unknown limit 'payments': `quotactl limit list` shows the limits "

@@ -12,6 +12,7 @@
 #include "quota/error.h"
 #include "quota/limit.h"
 #include "support.h"
+#include "support/quotactl_run.h"
 #include "text.h"
 
 using std::chrono::milliseconds;
@@ -70,12 +71,12 @@ TEST_CASE("quotactl durations: weeks, min, and several units from the largest do
   quota::test::TempDir dir;
   const std::string db = dir.file("quota.db");
   const auto quotactl_json = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), {"--db", db, "--now", "1700000000000", "--json"});
-    std::ostringstream out, err;
-    const int status = quotactl::run(args, out, err);
-    INFO(err.str());
-    REQUIRE(status == 0);
-    return nlohmann::json::parse(out.str());
+    args.insert(args.begin(), "--json");
+    const quota::test::QuotactlRun answer =
+        quota::test::run_quotactl_at(db, 1'700'000'000'000, std::move(args));
+    INFO(answer.err);
+    REQUIRE(answer.status == 0);
+    return answer.document();
   };
   quotactl_json({"migrate"});
   quotactl_json({"limit", "set", "report", "--max", "5", "--per", "1h30m", "--block", "1w"});

@@ -13,30 +13,22 @@
 
 #include "cli.h"
 #include "support.h"
+#include "support/quotactl_run.h"
 
 namespace {
 
 using nlohmann::json;
 using quota::test::dump;
+using quota::test::QuotactlRun;
+using quota::test::run_quotactl;
 using quota::test::TempDir;
 
-struct Outcome {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-Outcome quotactl_in(const std::string& db, std::vector<std::string> args) {
+QuotactlRun quotactl_in(const std::string& db, std::vector<std::string> args) {
   args.insert(args.begin(), {"--now", "1700000000000"});
   if (std::find(args.begin(), args.end(), "--db") == args.end()) {
     args.insert(args.begin(), {"--db", db});
   }
-  std::ostringstream out, err;
-  Outcome outcome;
-  outcome.status = quotactl::run(args, out, err);
-  outcome.out = out.str();
-  outcome.err = err.str();
-  return outcome;
+  return run_quotactl(args);
 }
 
 struct Case {
@@ -119,7 +111,7 @@ TEST_CASE("quotactl --json: every failure is also one JSON document on stdout",
       std::string shown;
       for (const std::string& arg : args) shown += arg + " ";
       INFO("quotactl " << shown);
-      const Outcome outcome = quotactl_in(db, args);
+      const QuotactlRun outcome = quotactl_in(db, args);
       INFO(outcome.err);
       CHECK(outcome.status == c.status);
       REQUIRE(outcome.err.rfind("quotactl: error: ", 0) == 0);
@@ -131,7 +123,7 @@ TEST_CASE("quotactl --json: every failure is also one JSON document on stdout",
       const std::string line = outcome.err.substr(17, outcome.err.size() - 18);
       CHECK(document["error"]["message"] == line);
       // Without --json, stdout stays empty.
-      const Outcome plain = quotactl_in(db, c.args);
+      const QuotactlRun plain = quotactl_in(db, c.args);
       CHECK(plain.status == c.status);
       CHECK(plain.out.empty());
       CHECK(plain.err == outcome.err);
@@ -144,7 +136,7 @@ TEST_CASE("quotactl --json: every failure is also one JSON document on stdout",
 TEST_CASE("quotactl --json: a message that is not valid UTF-8 still makes one document",
           "[quotactl][json]") {
   TempDir dir;
-  const Outcome outcome =
+  const QuotactlRun outcome =
       quotactl_in(dir.file("quota.db"), {"consume", "send", "bad\xff owner", "--json"});
   CHECK(outcome.status == 2);
   const json document = json::parse(outcome.out);

@@ -20,14 +20,17 @@
 #include "sqlite/sqlite_store.h"
 #include "statements.h"
 #include "support.h"
+#include "support/quotactl_run.h"
 #include "text.h"
 
 namespace {
 
 using nlohmann::json;
 using quota::test::dump;
+using quota::test::QuotactlRun;
 using quota::test::RawDb;
 using quota::test::read_file;
+using quota::test::run_quotactl;
 using quota::test::TempDir;
 
 constexpr std::int64_t kStart = 1'700'000'000'000;  // 2023-11-14T22:13:20.000Z
@@ -41,43 +44,20 @@ json every_version() {
   return versions;
 }
 
-struct Outcome {
-  int status = -1;
-  std::string out;
-  std::string err;
-
-  // stdout as exactly one JSON document (parse throws on anything more or less).
-  json document() const { return json::parse(out); }
-  // stderr is exactly one error line.
-  bool one_error_line() const {
-    return err.rfind("quotactl: error: ", 0) == 0 && err.find('\n') == err.size() - 1;
-  }
-};
-
-Outcome run_quotactl(const std::vector<std::string>& args, const quotactl::Context& context = {}) {
-  std::ostringstream out;
-  std::ostringstream err;
-  Outcome outcome;
-  outcome.status = quotactl::run(args, out, err, context);
-  outcome.out = out.str();
-  outcome.err = err.str();
-  return outcome;
-}
-
 // A scratch database file and quotactl runs against it at a clock the test sets.
 struct Fixture {
   TempDir dir;
   std::string db = dir.file("quota.db");
   std::int64_t now = kStart;
 
-  Outcome ctl(std::vector<std::string> args, const quotactl::Context& context = {}) const {
+  QuotactlRun ctl(std::vector<std::string> args, const quotactl::Context& context = {}) const {
     args.insert(args.begin(), {"--db", db, "--now", std::to_string(now)});
     return run_quotactl(args, context);
   }
   // Runs a command that must succeed with --json, and returns its document.
   json ok(std::vector<std::string> args) const {
     args.push_back("--json");
-    const Outcome outcome = ctl(args);
+    const QuotactlRun outcome = ctl(args);
     INFO(outcome.err);
     REQUIRE(outcome.status == 0);
     REQUIRE(outcome.err.empty());
@@ -134,7 +114,7 @@ TEST_CASE("quotactl migrate creates the file, applies every migration once", "[q
   CHECK(db.integer("SELECT applied_at_ms FROM quota_migrations") == kStart);
   CHECK(db.rows("PRAGMA journal_mode")[0][0] == "wal");
 
-  const Outcome human = run_quotactl({"--db", f.dir.file("other.db"), "migrate"});
+  const QuotactlRun human = run_quotactl({"--db", f.dir.file("other.db"), "migrate"});
   CHECK(human.status == 0);
   CHECK(human.out.find("applied 0001_initial") != std::string::npos);
 }
@@ -154,7 +134,7 @@ TEST_CASE("quotactl migrate --dry-run prints the pending SQL and creates nothing
   CHECK(plan["schema_version"] == 0);
   CHECK_FALSE(std::filesystem::exists(f.db));
 
-  const Outcome human = f.ctl({"migrate", "--dry-run"});
+  const QuotactlRun human = f.ctl({"migrate", "--dry-run"});
   CHECK(human.status == 0);
   CHECK(human.out.find(quota::detail::built_in_sqlite_migrations().front().sql) !=
         std::string::npos);
@@ -175,7 +155,7 @@ TEST_CASE("quotactl migrate --dry-run prints the pending SQL and creates nothing
 TEST_CASE("quotactl status reports any SQLite database without writing", "[quotactl]") {
   Fixture f;
   SECTION("a missing file is exit 3 naming quotactl migrate, and is not created") {
-    const Outcome outcome = f.ctl({"status"});
+    const QuotactlRun outcome = f.ctl({"status"});
     CHECK(outcome.status == 3);
     CHECK(outcome.one_error_line());
     CHECK(outcome.err.find("quotactl migrate") != std::string::npos);
@@ -194,7 +174,7 @@ TEST_CASE("quotactl status reports any SQLite database without writing", "[quota
     CHECK(status["limits"] == 0);
     CHECK(status["state_rows"] == 0);
     CHECK(read_file(f.db) == before);
-    const Outcome human = f.ctl({"status"});
+    const QuotactlRun human = f.ctl({"status"});
     CHECK(human.status == 0);
     CHECK(human.out.find("0001_initial") != std::string::npos);
     CHECK(human.out.find("quotactl migrate") != std::string::npos);
@@ -251,7 +231,7 @@ TEST_CASE("quotactl refuses a schema newer than the build or an edited migration
                                                {"migrate", "--dry-run"},
                                                {"sql", "consume", "send"}}) {
     INFO(args[0]);
-    const Outcome outcome = f.ctl(args);
+    const QuotactlRun outcome = f.ctl(args);
     CHECK(outcome.status == 3);
     CHECK(outcome.one_error_line());
   }
@@ -262,7 +242,7 @@ TEST_CASE("quotactl status on an edited migration reports it and exits 3", "[quo
   Fixture f;
   f.ok({"migrate"});
   RawDb(f.db).exec("UPDATE quota_migrations SET checksum = 'edited'");
-  const Outcome outcome = f.ctl({"status", "--json"});
+  const QuotactlRun outcome = f.ctl({"status", "--json"});
   CHECK(outcome.status == 3);
   CHECK(outcome.one_error_line());
   CHECK(outcome.err.find("checksum") != std::string::npos);
@@ -293,7 +273,7 @@ TEST_CASE("quotactl limit set/get/list/rm", "[quotactl]") {
     const std::string before = dump(f.db);
     CHECK(f.ok({"limit", "set", "send", "--max", "10", "--per", "1m"}) == created);
     CHECK(dump(f.db) == before);
-    const Outcome human = f.ctl({"limit", "set", "send", "--max", "10", "--per", "60s"});
+    const QuotactlRun human = f.ctl({"limit", "set", "send", "--max", "10", "--per", "60s"});
     CHECK(human.out == "limit send unchanged: 10 per 1m (sliding_log)\n");
   }
   SECTION("the algorithm defaults to the existing limit's") {
@@ -314,7 +294,7 @@ TEST_CASE("quotactl limit set/get/list/rm", "[quotactl]") {
     CHECK(all[0]["period_ms"] == 86'400'000);
     CHECK(all[1] == created);
 
-    const Outcome table = f.ctl({"limit", "list"});
+    const QuotactlRun table = f.ctl({"limit", "list"});
     CHECK(table.out.find("fixed_window") != std::string::npos);
     CHECK(table.out.find("1d") != std::string::npos);
 
@@ -325,7 +305,7 @@ TEST_CASE("quotactl limit set/get/list/rm", "[quotactl]") {
   }
   SECTION("an unknown NAME is exit 2") {
     for (const char* command : {"get", "rm"}) {
-      const Outcome outcome = f.ctl({"limit", command, "nope"});
+      const QuotactlRun outcome = f.ctl({"limit", command, "nope"});
       CHECK(outcome.status == 2);
       CHECK(outcome.one_error_line());
       CHECK(outcome.err.find("unknown limit 'nope'") != std::string::npos);
@@ -337,8 +317,8 @@ TEST_CASE("quotactl limit set/get/list/rm", "[quotactl]") {
     CHECK(bucket["algorithm"] == "token_bucket");
     CHECK(bucket["burst"] == 3);
     CHECK(f.ok({"limit", "get", "tb"}) == bucket);
-    const Outcome outcome = f.ctl({"limit", "set", "sw", "--max", "1000000000000", "--per", "1d",
-                                   "--algo", "sliding_window"});
+    const QuotactlRun outcome = f.ctl({"limit", "set", "sw", "--max", "1000000000000", "--per",
+                                       "1d", "--algo", "sliding_window"});
     CHECK(outcome.status == 2);
     CHECK(outcome.one_error_line());
     CHECK(outcome.err.find("at most 2^62") != std::string::npos);
@@ -393,7 +373,7 @@ TEST_CASE("quotactl limit set: numbers too large for 64 bits are refused in the 
   for (const std::vector<std::string>& args : refused) {
     const std::string& per = *(std::find(args.begin(), args.end(), "--per") + 1);
     CAPTURE(args);
-    const Outcome outcome = f.ctl(args);
+    const QuotactlRun outcome = f.ctl(args);
     CHECK(outcome.status == 2);
     CHECK(outcome.one_error_line());
     CHECK(outcome.err.find("--per " + per + " is too large") != std::string::npos);
@@ -427,7 +407,7 @@ TEST_CASE("quotactl consume, check, record and reset answer per docs/concepts.md
   f.ok({"migrate"});
   f.ok({"limit", "set", "send", "--max", "2", "--per", "1m"});
 
-  const Outcome first = f.ctl({"consume", "send", "u1", "--json"});
+  const QuotactlRun first = f.ctl({"consume", "send", "u1", "--json"});
   CHECK(first.status == 0);
   const json allowed = first.document();
   CHECK(allowed == json{{"limit", "send"},
@@ -445,13 +425,13 @@ TEST_CASE("quotactl consume, check, record and reset answer per docs/concepts.md
 
   f.now = kStart + 2'000;
   const std::string before_check = dump(f.db);
-  const Outcome check = f.ctl({"check", "send", "u1", "--json"});
+  const QuotactlRun check = f.ctl({"check", "send", "u1", "--json"});
   CHECK(check.status == 1);
   CHECK(check.document()["allowed"] == false);
   CHECK(check.document()["retry_after_ms"] == 58'000);
   CHECK(dump(f.db) == before_check);
 
-  const Outcome denied = f.ctl({"consume", "send", "u1", "--json"});
+  const QuotactlRun denied = f.ctl({"consume", "send", "u1", "--json"});
   CHECK(denied.status == 1);
   const json answer = denied.document();
   CHECK(answer["limit"] == "send");
@@ -470,13 +450,13 @@ TEST_CASE("quotactl consume, check, record and reset answer per docs/concepts.md
     CHECK(f.ctl({"check", "send", "u1"}).status == 0);
   }
   SECTION("a cost above the capacity can never succeed") {
-    const Outcome outcome = f.ctl({"consume", "send", "u2", "--cost", "3", "--json"});
+    const QuotactlRun outcome = f.ctl({"consume", "send", "u2", "--cost", "3", "--json"});
     CHECK(outcome.status == 1);
     CHECK(outcome.document()["reason"] == "cost_exceeds_capacity");
     CHECK(outcome.document()["retry_after_ms"] == -1);
   }
   SECTION("record records beyond the limit and exits 1 when over it") {
-    const Outcome outcome = f.ctl({"record", "send", "u1", "--cost", "2", "--json"});
+    const QuotactlRun outcome = f.ctl({"record", "send", "u1", "--cost", "2", "--json"});
     CHECK(outcome.status == 1);
     CHECK(outcome.document()["allowed"] == false);
     CHECK(outcome.document()["remaining"] == 0);
@@ -557,7 +537,7 @@ TEST_CASE("quotactl usage lists owners most used first", "[quotactl]") {
   CHECK(one[0]["remaining"] == 2);
   CHECK(f.ok({"usage", "send", "--owner", "nobody"}) == json::array());
 
-  const Outcome table = f.ctl({"usage", "send"});
+  const QuotactlRun table = f.ctl({"usage", "send"});
   CHECK(table.status == 0);
   CHECK(table.out.find("heavy   ####################   4/4       1  1m") != std::string::npos);
   CHECK(table.out.find("middle  ##########..........   2/4       0  1m") != std::string::npos);
@@ -617,7 +597,7 @@ TEST_CASE("quotactl sql prints exactly the library's statement", "[quotactl]") {
        {std::pair{"consume", Operation::consume}, std::pair{"check", Operation::check},
         std::pair{"record", Operation::record}, std::pair{"reset", Operation::reset}}) {
     INFO(name);
-    const Outcome human = f.ctl({"sql", name});  // no NAME: no database needed
+    const QuotactlRun human = f.ctl({"sql", name});  // no NAME: no database needed
     CHECK(human.status == 0);
     CHECK(human.out.find(".parameter set :limit") != std::string::npos);
     const std::string& expected =
@@ -672,7 +652,7 @@ TEST_CASE("quotactl sql statements give the answers quotactl consume gives", "[q
     if (std::string(step.operation) != "reset") {
       args.insert(args.end(), {"--cost", std::to_string(step.cost)});
     }
-    const Outcome by_cli = cli.ctl(args);
+    const QuotactlRun by_cli = cli.ctl(args);
     REQUIRE(by_cli.status <= 1);
     const std::string statement =
         statement_of(sql_only.ctl({"sql", step.operation, step.limit}).out);
@@ -713,7 +693,7 @@ TEST_CASE("quotactl sql's shell instructions work in the sqlite3 shell", "[quota
 // --- help and version ---------------------------------------------------------------------
 
 TEST_CASE("quotactl --help, help COMMAND and --version", "[quotactl]") {
-  const Outcome help = run_quotactl({"--help"});
+  const QuotactlRun help = run_quotactl({"--help"});
   CHECK(help.status == 0);
   for (const char* command : {"migrate", "status", "limit", "consume", "check", "record", "reset",
                               "usage", "gc", "sql"}) {
@@ -721,28 +701,28 @@ TEST_CASE("quotactl --help, help COMMAND and --version", "[quotactl]") {
   }
   CHECK(run_quotactl({"help"}).out == help.out);
 
-  const Outcome consume = run_quotactl({"help", "consume"});
+  const QuotactlRun consume = run_quotactl({"help", "consume"});
   CHECK(consume.status == 0);
   CHECK(consume.out.find("--cost") != std::string::npos);
   CHECK(run_quotactl({"consume", "--help"}).out == consume.out);
   CHECK(run_quotactl({"help", "limit", "set"}).out.find("--per DURATION") != std::string::npos);
 
-  const Outcome unknown = run_quotactl({"help", "nope"});
+  const QuotactlRun unknown = run_quotactl({"help", "nope"});
   CHECK(unknown.status == 2);
   CHECK(unknown.one_error_line());
 
-  const Outcome version = run_quotactl({"--version"});
+  const QuotactlRun version = run_quotactl({"--version"});
   CHECK(version.status == 0);
   CHECK(version.out == std::string("quotactl ") + quota::kVersion + "\n");
 
   // With --json, exactly one JSON document holding the same text (docs/quotactl.md).
-  const Outcome json_version = run_quotactl({"--version", "--json"});
+  const QuotactlRun json_version = run_quotactl({"--version", "--json"});
   CHECK(json_version.status == 0);
   CHECK(json::parse(json_version.out) == json{{"version", quota::kVersion}});
-  const Outcome json_help = run_quotactl({"--json", "help", "limit", "set"});
+  const QuotactlRun json_help = run_quotactl({"--json", "help", "limit", "set"});
   CHECK(json_help.status == 0);
   CHECK(json::parse(json_help.out)["help"] == run_quotactl({"help", "limit", "set"}).out);
-  const Outcome json_flag = run_quotactl({"consume", "--help", "--json"});
+  const QuotactlRun json_flag = run_quotactl({"consume", "--help", "--json"});
   CHECK(json_flag.status == 0);
   CHECK(json::parse(json_flag.out)["help"] == consume.out);
 }
@@ -757,7 +737,7 @@ TEST_CASE("quotactl help COMMAND explains every command, as COMMAND --help does"
       space = std::min(command.find(' ', start), command.size());
       words.push_back(command.substr(start, space - start));
     }
-    const Outcome help = run_quotactl(words);
+    const QuotactlRun help = run_quotactl(words);
     CHECK(help.status == 0);
     CHECK(help.err.empty());
     CHECK(help.out.find("Usage: quotactl " + command + " [OPTIONS]") != std::string::npos);
@@ -774,14 +754,15 @@ TEST_CASE("quotactl global options stand before or after the command", "[quotact
   Fixture f;
   f.prepare();
   const std::string at = std::to_string(kStart + 5);
-  const Outcome after = run_quotactl({"check", "send", "u1", "--db", f.db, "--json", "--now", at});
+  const QuotactlRun after =
+      run_quotactl({"check", "send", "u1", "--db", f.db, "--json", "--now", at});
   CHECK(after.status == 0);
   CHECK(after.document()["remaining"] == 2);
-  const Outcome nested = run_quotactl({"limit", "get", "send", "--json", "--db", f.db});
+  const QuotactlRun nested = run_quotactl({"limit", "get", "send", "--json", "--db", f.db});
   CHECK(nested.document()["maximum"] == 3);
 
   SECTION("--db defaults to $QUOTA_DB") {
-    const Outcome outcome = run_quotactl({"limit", "list", "--json"}, {f.db, false, false});
+    const QuotactlRun outcome = run_quotactl({"limit", "list", "--json"}, {f.db, false, false});
     CHECK(outcome.status == 0);
     CHECK(outcome.document().size() == 2);
   }
@@ -885,7 +866,7 @@ TEST_CASE("quotactl refuses invalid input with exit 2 and changes nothing", "[qu
     std::string shown;
     for (const std::string& arg : c.args) shown += (arg.size() > 70 ? "<long>" : arg) + " ";
     INFO("quotactl " << shown);
-    const Outcome outcome = f.ctl(c.args);
+    const QuotactlRun outcome = f.ctl(c.args);
     CHECK(outcome.status == 2);
     CHECK(outcome.one_error_line());
     CHECK(outcome.out.empty());
@@ -895,7 +876,7 @@ TEST_CASE("quotactl refuses invalid input with exit 2 and changes nothing", "[qu
       std::vector<std::string> args = c.args;
       args.insert(args.end(), {"--db", path});
       if (c.args == std::vector<std::string>{"status", "--db", ""}) continue;
-      const Outcome elsewhere = run_quotactl(args);
+      const QuotactlRun elsewhere = run_quotactl(args);
       CHECK(elsewhere.status == 2);
       CHECK(elsewhere.one_error_line());
     }
@@ -925,7 +906,7 @@ TEST_CASE("quotactl refuses unusable files with exit 3 and leaves them as they w
   SECTION("a missing file is not created") {
     for (const auto& args : commands) {
       INFO(args[0]);
-      const Outcome outcome = f.ctl(args);
+      const QuotactlRun outcome = f.ctl(args);
       CHECK(outcome.status == 3);
       CHECK(outcome.one_error_line());
       CHECK(outcome.err.find("quotactl migrate") != std::string::npos);
@@ -939,7 +920,7 @@ TEST_CASE("quotactl refuses unusable files with exit 3 and leaves them as they w
     all.insert(all.end(), {{"migrate"}, {"migrate", "--dry-run"}, {"status"}});
     for (const auto& args : all) {
       INFO(args[0]);
-      const Outcome outcome = f.ctl(args);
+      const QuotactlRun outcome = f.ctl(args);
       CHECK(outcome.status == 3);
       CHECK(outcome.one_error_line());
       CHECK(outcome.err.find("not a SQLite database") != std::string::npos);
@@ -952,7 +933,7 @@ TEST_CASE("quotactl refuses unusable files with exit 3 and leaves them as they w
     all.insert(all.end(), {{"migrate"}, {"status"}});
     for (const auto& args : all) {
       INFO(args[0]);
-      const Outcome outcome = f.ctl(args);
+      const QuotactlRun outcome = f.ctl(args);
       CHECK(outcome.status == 3);
       CHECK(outcome.one_error_line());
       CHECK(outcome.err.find("directory") != std::string::npos);
@@ -964,7 +945,7 @@ TEST_CASE("quotactl refuses unusable files with exit 3 and leaves them as they w
     const std::string bytes = read_file(f.db);
     for (const auto& args : commands) {
       INFO(args[0]);
-      const Outcome outcome = f.ctl(args);
+      const QuotactlRun outcome = f.ctl(args);
       CHECK(outcome.status == 3);
       CHECK(outcome.one_error_line());
       CHECK(outcome.err.find("quotactl migrate") != std::string::npos);
@@ -981,7 +962,7 @@ TEST_CASE("quotactl refuses unusable files with exit 3 and leaves them as they w
     f.prepare();
     RawDb(f.db).exec("DELETE FROM quota_migrations");
     const std::string before = dump(f.db);
-    const Outcome outcome = f.ctl({"consume", "send", "u1"});
+    const QuotactlRun outcome = f.ctl({"consume", "send", "u1"});
     CHECK(outcome.status == 3);
     CHECK(outcome.err.find("quotactl migrate") != std::string::npos);
     CHECK(dump(f.db) == before);
@@ -1157,14 +1138,14 @@ TEST_CASE("quotactl override set, list and rm", "[quotactl][policy]") {
   for (int i = 0; i < 6; ++i) CHECK(f.ok({"consume", "send", "vip"})["allowed"] == true);
   CHECK(f.ctl({"consume", "send", "vip"}).status == 1);
   for (int i = 0; i < 5; ++i) CHECK(f.ok({"consume", "send", "root"})["remaining"] == 3);
-  const Outcome spammer = f.ctl({"consume", "daily", "spammer", "--json"});
+  const QuotactlRun spammer = f.ctl({"consume", "daily", "spammer", "--json"});
   CHECK(spammer.status == 1);
   CHECK(spammer.document()["reason"] == "owner_denied");
   CHECK(spammer.document()["retry_after_ms"] == -1);
-  const Outcome line = f.ctl({"consume", "daily", "spammer"});
+  const QuotactlRun line = f.ctl({"consume", "daily", "spammer"});
   CHECK(line.out.find("(owner_denied), never allowed") != std::string::npos);
 
-  const Outcome table = f.ctl({"override", "list"});
+  const QuotactlRun table = f.ctl({"override", "list"});
   CHECK(table.out.find("send   vip      maximum 6") != std::string::npos);
 
   // The readable line counts out of the owner's own capacity, not the limit's 3.
@@ -1209,7 +1190,7 @@ TEST_CASE("quotactl override refuses bad input with exit 2 and changes nothing",
     std::string shown;
     for (const std::string& arg : args) shown += arg + " ";
     INFO("quotactl " << shown);
-    const Outcome outcome = f.ctl(args);
+    const QuotactlRun outcome = f.ctl(args);
     CHECK(outcome.status == 2);
     CHECK(outcome.one_error_line());
     CHECK(outcome.out.empty());
@@ -1227,13 +1208,13 @@ TEST_CASE("quotactl consume a,b consumes every limit or none", "[quotactl][polic
   CHECK(first["limits"] == json::array({"minute", "hour"}));
   CHECK(first["remaining"] == 1);
   f.ok({"consume", "minute,hour", "u1"});
-  const Outcome denied = f.ctl({"consume", "hour,minute", "u1", "--json"});
+  const QuotactlRun denied = f.ctl({"consume", "hour,minute", "u1", "--json"});
   CHECK(denied.status == 1);
   CHECK(denied.document()["limit"] == "minute");
   CHECK(denied.document()["denied"] == 1);
   // Nothing was recorded on hour: 3 of 5 left.
   CHECK(f.ok({"check", "hour", "u1"})["remaining"] == 3);
-  const Outcome line = f.ctl({"consume", "hour,minute", "u1"});
+  const QuotactlRun line = f.ctl({"consume", "hour,minute", "u1"});
   CHECK(line.out.find("[decided by minute of 2 limits]") != std::string::npos);
 }
 
@@ -1258,7 +1239,7 @@ TEST_CASE("quotactl refund, shadow mode and usage --by denied", "[quotactl][poli
   // Shadow mode: exit 0 and shadow_denied; kept by a plain `limit set`; --enforce ends it.
   CHECK(f.ok({"limit", "set", "send", "--max", "3", "--per", "1m", "--shadow"})["shadow"] == true);
   f.ok({"consume", "send", "u3", "--cost", "3"});
-  const Outcome shadow = f.ctl({"consume", "send", "u3", "--json"});
+  const QuotactlRun shadow = f.ctl({"consume", "send", "u3", "--json"});
   CHECK(shadow.status == 0);
   CHECK(shadow.document()["allowed"] == true);
   CHECK(shadow.document()["shadow_denied"] == true);
@@ -1325,7 +1306,7 @@ TEST_CASE("quotactl: every command naming an unknown limit answers exit 2 and on
       std::string shown;
       for (const std::string& arg : line) shown += arg + " ";
       INFO("quotactl " << shown);
-      const Outcome outcome = f.ctl(line);
+      const QuotactlRun outcome = f.ctl(line);
       CHECK(outcome.status == 2);
       CHECK(outcome.err == message);
       CHECK((json_output ? json::parse(outcome.out)["error"]["code"] == "unknown_limit"
@@ -1341,7 +1322,7 @@ TEST_CASE("quotactl: every command naming an unknown limit answers exit 2 and on
   f.ok({"override", "rm", "*", "root"});
   // A known limit (or '*') without the override still says there is no override.
   for (const std::string limit : {"send", "*"}) {
-    const Outcome none = f.ctl({"override", "rm", limit, "nobody"});
+    const QuotactlRun none = f.ctl({"override", "rm", limit, "nobody"});
     CHECK(none.status == 2);
     CHECK(none.one_error_line());
     CHECK(none.err.find("no override for owner 'nobody'") != std::string::npos);
@@ -1368,7 +1349,7 @@ TEST_CASE("quotactl usage counts each owner out of its own capacity", "[quotactl
   CHECK(rows[1]["capacity"] == 20);
   CHECK(rows[1]["remaining"] == 19);
 
-  const Outcome table = f.ctl({"usage", "log"});
+  const QuotactlRun table = f.ctl({"usage", "log"});
   CHECK(table.status == 0);
   INFO(table.out);
   // 1 of 20 fills 1 of the bar's 20 characters; 1 of 6 fills 4 (rounded up).
@@ -1386,7 +1367,7 @@ TEST_CASE("quotactl usage counts each owner out of its own capacity", "[quotactl
   CHECK(buckets[0]["owner"] == "vip");
   CHECK(buckets[0]["capacity"] == 100);
   CHECK(buckets[1]["capacity"] == 10);
-  const Outcome bucket_table = f.ctl({"usage", "tb"});
+  const QuotactlRun bucket_table = f.ctl({"usage", "tb"});
   CHECK(bucket_table.out.find("##########..........  50/100") != std::string::npos);
   CHECK(bucket_table.out.find("##########..........    5/10") != std::string::npos);
 }
@@ -1418,7 +1399,7 @@ TEST_CASE("quotactl usage --by shadow_denied ranks whom shadow mode would have s
   CHECK(owners(f.ok({"usage", "send", "--by", "shadow_denied", "--top", "1"})) ==
         std::vector<std::string>{"y"});
 
-  const Outcome table = f.ctl({"usage", "send", "--by", "shadow_denied"});
+  const QuotactlRun table = f.ctl({"usage", "send", "--by", "shadow_denied"});
   CHECK(table.status == 0);
   CHECK(table.out.find("SHADOW DENIED") != std::string::npos);
   CHECK(table.out.find("y ") < table.out.find("x "));
@@ -1482,7 +1463,7 @@ TEST_CASE("quotactl suggests the command, option or value a typo most likely mea
     std::string shown;
     for (const std::string& arg : c.args) shown += arg + " ";
     INFO("quotactl " << shown);
-    const Outcome outcome = f.ctl(c.args);
+    const QuotactlRun outcome = f.ctl(c.args);
     INFO(outcome.err);
     CHECK(outcome.status == 2);
     CHECK(outcome.one_error_line());
