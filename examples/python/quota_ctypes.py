@@ -241,6 +241,8 @@ def load(path=None):
         "quota_consume": (ctypes.c_int, [engine] + text + text + [ctypes.c_int64, result]),
         "quota_record": (ctypes.c_int, [engine] + text + text + [ctypes.c_int64, result]),
         "quota_reset": (ctypes.c_int, [engine] + text + text + [result]),
+        "quota_reset_everywhere": (ctypes.c_int,
+                                   [engine] + text + [ctypes.POINTER(ctypes.c_size_t)]),
         "quota_refund": (ctypes.c_int, [engine] + text + text + [ctypes.c_int64, result]),
         "quota_consume_all": (ctypes.c_int, [engine, ctypes.POINTER(ctypes.c_char_p),
                                              ctypes.POINTER(ctypes.c_size_t), ctypes.c_size_t]
@@ -465,6 +467,14 @@ class Engine:
     def reset(self, limit, owner):
         return self._operate(load().quota_reset, limit, owner)
 
+    def reset_everywhere(self, owner):
+        """Forgets the owner's state on every limit at once, in one transaction (the right to
+        be forgotten); returns how many limits were reset (every limit there is)."""
+        limits = ctypes.c_size_t()
+        _checked(load().quota_reset_everywhere(self._handle, *_utf8(owner),
+                                               ctypes.byref(limits)))
+        return limits.value
+
     def refund(self, limit, owner, cost=1):
         """Gives back up to `cost` units (never below zero); answers like a check of cost 1."""
         return self._operate(load().quota_refund, limit, owner, cost)
@@ -686,6 +696,18 @@ def demo_lockout_and_usage(engine, now, expect):
     expect(rows[0].blocked_until_ms == now[0] + 3_600_000 and rows[0].denied == 1 and
            rows[1].blocked_until_ms is None, "owner_usage: the lockout's end and the denial")
     expect(engine.owner_usage("nobody") == [], "owner_usage of an owner without state")
+
+    # Forgotten everywhere at once: every limit is reset for eve, and no other owner's state.
+    engine.consume("reads", "bob")
+    reset = engine.reset_everywhere("eve")
+    expect(reset >= 2 and reset == engine.reset_everywhere("nobody") and
+           engine.owner_usage("eve") == [], "reset_everywhere: every limit, eve's state gone")
+    expect([row.used for row in engine.owner_usage("bob")] == [1], "reset_everywhere: bob kept")
+    expect_error(expect, "invalid_argument", lambda: engine.reset_everywhere(""),
+                 "reset_everywhere of an empty owner")
+    engine.consume("login", "eve", 2)
+    engine.consume("login", "eve")
+    engine.consume("reads", "eve", 3)
 
     # None lifts the lockout: a denial is a plain rate_limited again.
     engine.set_block("login", None)
