@@ -5,7 +5,6 @@
 #include <filesystem>
 
 #include "postgresql/postgresql_store.h"
-#include "quota/admin.h"
 #include "sqlite/sqlite_files.h"
 #include "sqlite/sqlite_store.h"
 
@@ -30,9 +29,18 @@ std::unique_ptr<Store> open_sqlite_for_engine(const Location& location,
   const std::string& path = location.text;
   const bool in_memory = location.in_memory;
   const bool create = settings.create && !settings.read_only;
+  // Advice for the library's caller, whatever its language: quotactl, which checks first,
+  // gives its own (`quotactl migrate`).
   if (!in_memory && !create && !std::filesystem::exists(path)) {
-    throw Error(ErrorCode::io, fmt::format("database '{}' does not exist: create it with {}",
-                                           path, admin::migrate_command(path)));
+    throw Error(ErrorCode::io,
+                settings.read_only
+                    ? fmt::format("database '{}' does not exist, and an engine opened read-only "
+                                  "creates nothing: check the path, or create the database "
+                                  "first by opening it once without read_only",
+                                  path)
+                    : fmt::format("database '{}' does not exist: check the path, or open it "
+                                  "with create enabled (the default) to create it",
+                                  path));
   }
   SqliteSettings sqlite;
   sqlite.busy_timeout = settings.busy_timeout;
