@@ -24,10 +24,13 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <string>
+#include <thread>
 
 #include "location.h"
 #include "quota/error.h"
@@ -535,13 +538,32 @@ class PostgresqlStore final : public Store {
       }
       return;
     }
-    simple(nested_exclusive_ ? "SAVEPOINT quota_exclusive" : "BEGIN");
-    if (what == Exclusive::requests) return;
+    if (what == Exclusive::requests) {
+      simple(nested_exclusive_ ? "SAVEPOINT quota_exclusive" : "BEGIN");
+      return;
+    }
     // No request writes state while a gc batch decides what is dead and deletes it; the
     // batch's reads take their snapshot after the lock, so they see every committed write.
-    simple(
-        "LOCK TABLE quota_log, quota_log_owners, quota_windows, quota_buckets "
-        "IN EXCLUSIVE MODE");
+    // The four tables are locked together or not at all (NOWAIT, then again after a pause,
+    // until the busy timeout): a gc that held one table's lock while it waited for
+    // another's would deadlock with a request (or a batch) that writes them in the other
+    // order, and the server would abort the request.
+    const auto deadline = std::chrono::steady_clock::now() + settings_.busy_timeout;
+    for (;;) {
+      simple(nested_exclusive_ ? "SAVEPOINT quota_exclusive" : "BEGIN");
+      try {
+        simple(
+            "LOCK TABLE quota_log, quota_log_owners, quota_windows, quota_buckets "
+            "IN EXCLUSIVE MODE NOWAIT");
+        return;
+      } catch (const Error& error) {
+        rollback();
+        if (error.code() != ErrorCode::busy || std::chrono::steady_clock::now() >= deadline) {
+          throw;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
 
   void commit() override {

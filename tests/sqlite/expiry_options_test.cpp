@@ -7,24 +7,11 @@
 #include <thread>
 
 #include "support.h"
+#include "support/expiry_pass.h"
 
 namespace quota::test {
-namespace {
 
 using namespace std::chrono_literals;
-
-// Waits until `engine`'s expiry has ended a pass that began after this call (two passes more
-// than now), so that its own engine is open and has seen the clock as it is now.
-void await_pass(const Engine& engine) {
-  const std::uint64_t before = engine.metrics().expiry_runs;
-  const auto give_up = std::chrono::steady_clock::now() + 60s;
-  while (engine.metrics().expiry_runs < before + 2) {
-    REQUIRE(std::chrono::steady_clock::now() < give_up);
-    std::this_thread::sleep_for(1ms);
-  }
-}
-
-}  // namespace
 
 TEST_CASE("the expiry keeps no copy of the caller's on_error, and fails closed", "[expiry]") {
   TempDir dir;
@@ -51,7 +38,7 @@ TEST_CASE("the expiry keeps no copy of the caller's on_error, and fails closed",
   engine.define(make_limit("win", Algorithm::fixed_window, 5, 1000));
   REQUIRE(engine.consume("win", "u").allowed);
   clock.advance(10'000);
-  await_pass(engine);
+  await_expiry_pass(engine);
   // The expiry's closure and its engine hold none: the callback cannot be called from there.
   CHECK(held.use_count() == without_expiry);
   CHECK(engine.metrics().gc_deleted == 1);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "support.h"
+#include "support/expiry_pass.h"
 
 namespace quota::test {
 namespace {
@@ -19,18 +20,6 @@ Options expiring(const ManualClock& clock) {
   Options options = options_with(clock);
   options.expire_interval = 1ms;
   return options;
-}
-
-// Waits until `engine` has ended a pass of expiry that began after this call: two passes
-// more than now (the one under way may have read the clock before). Fails after a minute,
-// which only a broken expiry takes.
-void await_pass(const Engine& engine) {
-  const std::uint64_t before = engine.metrics().expiry_runs;
-  const auto give_up = std::chrono::steady_clock::now() + 60s;
-  while (engine.metrics().expiry_runs < before + 2) {
-    REQUIRE(std::chrono::steady_clock::now() < give_up);
-    std::this_thread::sleep_for(1ms);
-  }
 }
 
 }  // namespace
@@ -53,13 +42,13 @@ TEST_CASE("200,000 addresses over an hour: expiry keeps only the live windows", 
     std::vector<BatchRequest> batch;
     for (const std::string& address : addresses) batch.push_back({"per-ip", address, 1});
     for (const Result& result : engine.consume_many(batch)) REQUIRE(result.allowed);
-    await_pass(engine);
+    await_expiry_pass(engine);
     // Only this minute's windows are live: every earlier one has been deleted.
     REQUIRE(raw.integer("SELECT count(*) FROM quota_windows") == kPerMinute);
   }
   CHECK(owners >= 200'000);
   clock.advance(60'000);
-  await_pass(engine);
+  await_expiry_pass(engine);
   CHECK(raw.integer("SELECT count(*) FROM quota_windows") == 0);
   const Metrics metrics = engine.metrics();
   CHECK(metrics.gc_deleted == static_cast<std::uint64_t>(owners));
@@ -91,7 +80,7 @@ TEST_CASE("several engines expiring one database at once keep every answer exact
       }
     }
   }
-  for (Engine& engine : engines) await_pass(engine);
+  for (Engine& engine : engines) await_expiry_pass(engine);
   RawDb raw(path);
   // The last step's state stays: it is live.
   CHECK(raw.integer("SELECT count(*) FROM quota_windows") == 20);
