@@ -9,8 +9,10 @@
 #   share/quota/migrations/*.sql            the migrations the library embeds, for reading
 #   share/quota/migrations/postgresql/*.sql PostgreSQL's (in a build with that backend)
 #   share/quota/schema.sql                  the current schema (tools/schema.sh writes it)
+#   lib/libquota_prometheus.a (or .so)      quota::prometheus, when built (cmake/prometheus.cmake)
 #   lib/cmake/quota/                        quotaConfig.cmake & co: quota::quota, quota::quotactl,
-#                                           a component per backend built, quota_BACKENDS
+#                                           a component per backend built, quota_BACKENDS, and
+#                                           the component "prometheus" (quota::prometheus)
 #   lib/pkgconfig/quota.pc                  for pkg-config
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -40,6 +42,18 @@ install(FILES ${PROJECT_SOURCE_DIR}/schema/schema.sql DESTINATION ${QUOTA_INSTAL
 
 install(EXPORT quota-targets NAMESPACE quota:: FILE quotaTargets.cmake
         DESTINATION ${QUOTA_INSTALL_CMAKEDIR})
+# quota::prometheus in a file of its own, which quotaConfig.cmake loads (with prometheus-cpp)
+# only for find_package(quota COMPONENTS prometheus): a program without it needs no
+# prometheus-cpp.
+if(TARGET quota_prometheus)
+  install(TARGETS quota_prometheus EXPORT quota-prometheus-targets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+          INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(EXPORT quota-prometheus-targets NAMESPACE quota:: FILE quotaPrometheusTargets.cmake
+          DESTINATION ${QUOTA_INSTALL_CMAKEDIR})
+endif()
 get_target_property(quota_type quota TYPE)
 if(quota_type STREQUAL "STATIC_LIBRARY")
   set(QUOTA_STATIC ON)  # for quotaConfig.cmake.in: fmt is then needed to link

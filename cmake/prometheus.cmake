@@ -20,6 +20,8 @@ endif()
 if(QUOTA_HAS_PROMETHEUS)
   add_library(quota_prometheus src/prometheus/collector.cpp)
   add_library(quota::prometheus ALIAS quota_prometheus)
+  # Installed as quota::prometheus too (cmake/install.cmake: the component "prometheus").
+  set_target_properties(quota_prometheus PROPERTIES EXPORT_NAME prometheus)
   target_link_libraries(quota_prometheus PUBLIC quota::quota prometheus-cpp::core)
   quota_target_options(quota_prometheus)
   message(STATUS "quota: quota::prometheus built")

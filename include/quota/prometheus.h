@@ -1,7 +1,7 @@
 // quota::prometheus: Engine::metrics() for Prometheus, through prometheus-cpp (Debian's
-// prometheus-cpp-dev). An optional component: the CMake target quota::prometheus of quota's
-// own build (add_subdirectory), built when prometheus-cpp is found (QUOTA_PROMETHEUS: AUTO, ON
-// or OFF).
+// prometheus-cpp-dev). An optional component: the CMake target quota::prometheus, built when
+// prometheus-cpp is found (QUOTA_PROMETHEUS: AUTO, ON or OFF); of quota's own build
+// (add_subdirectory), or installed: find_package(quota REQUIRED COMPONENTS prometheus).
 //
 //   auto collector = quota::prometheus::collector(engine);
 //   prometheus::Exposer exposer{"127.0.0.1:9464"};     // prometheus-cpp-pull

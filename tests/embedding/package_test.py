@@ -43,7 +43,8 @@ USED_FILES = ["main.cpp", "main.cpp.out", "find_package/CMakeLists.txt",
               "add_subdirectory/CMakeLists.txt", "pkg-config.sh", "c-api/main.c",
               "c-api/pkg-config.sh", "c-api/main.c.out", "c-api-calendar/main.c",
               "c-api-calendar/main.c.out", "python/app.py", "python/app.py.out",
-              "calendar/main.cpp", "calendar/main.cpp.out", "components/CMakeLists.txt"]
+              "calendar/main.cpp", "calendar/main.cpp.out", "components/CMakeLists.txt",
+              "prometheus/CMakeLists.txt", "prometheus/main.cpp", "prometheus/main.cpp.out"]
 API_SYMBOL = re.compile(r"^(quota_\w+|quota::.*|(typeinfo|typeinfo name|vtable) for quota::.*)$")
 
 
@@ -219,6 +220,32 @@ def step_find_package(args, work, files):
                         [f"-DCMAKE_PREFIX_PATH={prefix}"], sanitized=True)
     run_program(files, os.path.join(work, "calendar-build", "app"), "calendar/main.cpp.out",
                 os.path.join(work, "calendar-run"))
+
+
+def step_prometheus(args, work, files):
+    """A program that links quota::prometheus from the installed package (a build with
+    QUOTA_PROMETHEUS on): find_package(quota COMPONENTS prometheus)."""
+    prefix = os.path.join(os.path.dirname(work), "install", "prefix")
+    project = os.path.join(work, "project")
+    write_project(files, project, ["prometheus/CMakeLists.txt", "prometheus/main.cpp"])
+    configure_and_build(args, project, os.path.join(work, "build"),
+                        [f"-DCMAKE_PREFIX_PATH={prefix}"], sanitized=True)
+    run_program(files, os.path.join(work, "build", "app"), "prometheus/main.cpp.out",
+                os.path.join(work, "run"))
+    # A package built without it: find_package refuses the component and says how to get it.
+    without = os.path.join(work, "without")
+    shutil.copytree(prefix, without, symlinks=True)
+    for path in glob.glob(f"{without}/lib*/cmake/quota/quotaPrometheusTargets*.cmake"):
+        os.remove(path)
+    refused = subprocess.run(
+        [args.cmake, "-S", project, "-B", os.path.join(work, "without-build"),
+         "-G", args.generator, f"-DCMAKE_CXX_COMPILER={args.cxx}",
+         f"-DCMAKE_PREFIX_PATH={without}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if refused.returncode == 0 or "-DQUOTA_PROMETHEUS=ON" not in refused.stdout:
+        print(refused.stdout)
+        raise Failure("find_package(quota COMPONENTS prometheus) of a package without it "
+                      "did not fail saying how to build it")
 
 
 def step_pkg_config(args, work, files):
@@ -476,6 +503,8 @@ def main():
             step_install(args, work)
         elif args.step == "find_package":
             step_find_package(args, work, files)
+        elif args.step == "prometheus":
+            step_prometheus(args, work, files)
         elif args.step == "pkg_config":
             step_pkg_config(args, work, files)
         elif args.step == "add_subdirectory":
