@@ -206,32 +206,33 @@ def step_install(args, work):
     check_shared_twin(args, prefix)
 
 
-def step_find_package(args, work, files):
+def installed_consumer(args, work, files, name, blocks, expected):
+    """Builds the blocks `blocks` against the installed prefix in WORK/NAME and checks that
+    the program prints the block `expected`. Returns the installed prefix and the project."""
     prefix = os.path.join(os.path.dirname(work), "install", "prefix")
-    project = os.path.join(work, "project")
-    write_project(files, project, ["find_package/CMakeLists.txt", "main.cpp"])
-    configure_and_build(args, project, os.path.join(work, "build"),
+    project = os.path.join(work, name)
+    write_project(files, project, blocks)
+    configure_and_build(args, project, os.path.join(work, f"{name}-build"),
                         [f"-DCMAKE_PREFIX_PATH={prefix}"], sanitized=True)
-    run_program(files, os.path.join(work, "build", "app"), "main.cpp.out",
-                os.path.join(work, "run"))
-    calendar = os.path.join(work, "calendar")
-    write_project(files, calendar, ["find_package/CMakeLists.txt", "calendar/main.cpp"])
-    configure_and_build(args, calendar, os.path.join(work, "calendar-build"),
-                        [f"-DCMAKE_PREFIX_PATH={prefix}"], sanitized=True)
-    run_program(files, os.path.join(work, "calendar-build", "app"), "calendar/main.cpp.out",
-                os.path.join(work, "calendar-run"))
+    run_program(files, os.path.join(work, f"{name}-build", "app"), expected,
+                os.path.join(work, f"{name}-run"))
+    return prefix, project
+
+
+def step_find_package(args, work, files):
+    installed_consumer(args, work, files, "project", ["find_package/CMakeLists.txt", "main.cpp"],
+                       "main.cpp.out")
+    installed_consumer(args, work, files, "calendar",
+                       ["find_package/CMakeLists.txt", "calendar/main.cpp"],
+                       "calendar/main.cpp.out")
 
 
 def step_prometheus(args, work, files):
     """A program that links quota::prometheus from the installed package (a build with
     QUOTA_PROMETHEUS on): find_package(quota COMPONENTS prometheus)."""
-    prefix = os.path.join(os.path.dirname(work), "install", "prefix")
-    project = os.path.join(work, "project")
-    write_project(files, project, ["prometheus/CMakeLists.txt", "prometheus/main.cpp"])
-    configure_and_build(args, project, os.path.join(work, "build"),
-                        [f"-DCMAKE_PREFIX_PATH={prefix}"], sanitized=True)
-    run_program(files, os.path.join(work, "build", "app"), "prometheus/main.cpp.out",
-                os.path.join(work, "run"))
+    prefix, project = installed_consumer(
+        args, work, files, "project", ["prometheus/CMakeLists.txt", "prometheus/main.cpp"],
+        "prometheus/main.cpp.out")
     # A package built without it: find_package refuses the component and says how to get it.
     without = os.path.join(work, "without")
     shutil.copytree(prefix, without, symlinks=True)
