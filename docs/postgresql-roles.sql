@@ -70,7 +70,8 @@ GRANT SELECT ON :"schema".quota_limits, :"schema".quota_overrides, :"schema".quo
 
 -- The views, for reading usage with SQL (quotactl usage reads the state tables through the
 -- engine; a dashboard may read the views). A view reads its tables with its owner's rights.
-GRANT SELECT ON :"schema".quota_usage, :"schema".quota_owner_limits TO :"role";
+GRANT SELECT ON :"schema".quota_usage, :"schema".quota_owner_limits, :"schema".quota_limits_plain
+  TO :"role";
 
 -- The state: consume, record and refund insert an owner's row or update it (INSERT ... ON
 -- CONFLICT DO UPDATE ... RETURNING needs SELECT, INSERT and UPDATE); reset's trigger deletes

@@ -845,18 +845,17 @@ std::string build_usage_rows(StatementKind kind) {
 // new row by the same fragments, read over the row's columns (kNewRow).
 //
 // Its guard: the limit's row matches only while the limit is still of this algorithm and
-// plain, and the owner has no override for it or for '*'. Otherwise the decision has no row,
+// plain, read from its `plain` flag (migration 0010: no shadow mode, block, calendar, or
+// override of the limit or of '*', kept by triggers whoever changes the configuration), in
+// the statement itself, so a change by another process or host is seen. Otherwise the
+// decision has no row,
 // the SET writes NULLs, and the state table's "unknown limit" check refuses the statement,
 // which changes nothing; the engine reads the limit again and runs the statement of what it
 // finds. An owner without state matches no row and answers nothing: the engine then runs the
 // general statement, which makes the row. Both are exact: each statement is atomic.
 // The general statement (what `quotactl sql` prints) answers the same for a plain limit; the
-// property tests (tests/plain_statements_test.cpp) compare the two.
-constexpr const char* kPlainGuard = R"(l.calendar IS NULL AND NOT l.shadow AND l.block_ms IS NULL
-        AND NOT EXISTS (SELECT 1 FROM quota_overrides AS o
-                        WHERE o.limit_name = {limit} AND o.owner = {owner})
-        AND NOT EXISTS (SELECT 1 FROM quota_overrides AS a
-                        WHERE a.limit_name = '*' AND a.owner = {owner}))";
+// property tests (tests/sqlite/plain_statements_test.cpp) compare the two.
+constexpr const char* kPlainGuard = "l.plain";
 
 // The request's time: the engine binds a valid :now (src/engine.cpp refuses any other), or
 // NULL for the database's clock; its cost is always bound and valid.

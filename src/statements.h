@@ -26,12 +26,12 @@ enum class Operation { check, consume, record, reset, refund };
 // algorithm: the fixed_window statements answer "unknown limit" for a calendar limit, and the
 // calendar_window statements for a fixed_window limit without a calendar.
 //
-// A plain limit's statements (no override for the owner, no shadow mode, no block, no
-// calendar) for an owner that has state: consume and record of fixed_window, sliding_window
+// A plain limit's statements (quota_limits.plain, migration 0010: no override of the limit or
+// of '*', no shadow mode, no block, no calendar) for an owner that has state: consume and record of fixed_window, sliding_window
 // and token_bucket, each an UPDATE of the owner's row that costs what the limit uses
 // (src/statements.cpp, "A plain limit's consume and record"). The engine runs one for a
 // limit that it read as plain; one answers no row for an owner without state and fails with
-// "unknown limit" when the limit or the owner is no longer plain, and the engine then runs
+// "unknown limit" when the limit is no longer plain, and the engine then runs
 // the general statement of the limit's kind. `quotactl sql` prints only the general
 // statements, which answer the same.
 enum class StatementKind {

@@ -342,11 +342,10 @@ std::optional<detail::StatementKind> Engine::Impl::statement_kind(std::string_vi
     forget_kind(name);
   }
   const std::string key(name);
-  // Plain: no shadow mode, block or calendar, and no override of the limit or of '*'.
+  // Plain: no shadow mode, block or calendar, and no override of the limit or of '*'; the
+  // flag that migration 0010's triggers keep, which the plain statements guard on.
   const std::vector<Row> rows = store->query(
-      "SELECT algorithm, calendar, CASE WHEN NOT shadow AND block_ms IS NULL "
-      "AND calendar IS NULL AND NOT EXISTS (SELECT 1 FROM quota_overrides "
-      "WHERE limit_name = ?1 OR limit_name = '*') THEN 1 ELSE 0 END "
+      "SELECT algorithm, calendar, CASE WHEN plain THEN 1 ELSE 0 END "
       "FROM quota_limits WHERE name = ?1",
       {Value(key)});
   if (rows.empty()) return std::nullopt;

@@ -2,8 +2,11 @@
 // each dialect, as golden files of tests/sql/; and the view's migrations, which must be what
 // the generator writes today (src/sql/usage_view.h). After a deliberate change to a fragment,
 //   QUOTA_UPDATE_GOLDEN=1 build/debug/tests/quota_tests "[golden]"
-// rewrites the golden files and writes the view into the NEXT migration of each backend (an
-// applied migration is never edited); review the diff.
+// rewrites the golden files; when the view changed, the test fails rather than write a
+// migration of its own. Adding the migration is a separate, deliberate step:
+//   QUOTA_WRITE_VIEW_MIGRATION=1 build/debug/tests/quota_tests "[golden]"
+// writes the view into the NEXT migration of each backend (an applied migration is never
+// edited); review the diff.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -77,7 +80,17 @@ TEST_CASE("the newest generated migration of the view is what the generator writ
     const bool current =
         generated > 0 &&
         read_text(generated_path) == detail::sql::usage_view_migration(*dialect, generated);
-    if (!current && std::getenv("QUOTA_UPDATE_GOLDEN") != nullptr) {
+    if (!current && std::getenv("QUOTA_WRITE_VIEW_MIGRATION") == nullptr) {
+      FAIL_CHECK(fmt::format(
+          "the quota_usage view that the generator writes differs from {}: a fragment changed "
+          "since that migration was written. A view change needs a new migration, added on "
+          "purpose: run QUOTA_WRITE_VIEW_MIGRATION=1 build/debug/tests/quota_tests \"[golden]\" "
+          "to write migration {:04}_generated_usage_view.sql for this backend, then review it "
+          "(QUOTA_UPDATE_GOLDEN=1 alone never writes a migration)",
+          generated_path.string(), latest + 1));
+      continue;
+    }
+    if (!current) {
       const fs::path next = migrations_dir(*dialect) /
                             (fmt::format("{:04}", latest + 1) + "_generated_usage_view.sql");
       std::ofstream(next, std::ios::binary) << detail::sql::usage_view_migration(*dialect, latest + 1);
@@ -85,7 +98,7 @@ TEST_CASE("the newest generated migration of the view is what the generator writ
       generated = latest + 1;
     }
     // Out of date: a fragment changed since the migration was written. Write the next one
-    // (QUOTA_UPDATE_GOLDEN=1, above); never edit an applied migration.
+    // (QUOTA_WRITE_VIEW_MIGRATION=1, above); never edit an applied migration.
     REQUIRE(generated > 0);
     CHECK(read_text(generated_path) == detail::sql::usage_view_migration(*dialect, generated));
   }

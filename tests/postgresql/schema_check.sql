@@ -21,12 +21,13 @@ SELECT expect((SELECT string_agg(table_name || '.' || column_name, ' '
                FROM information_schema.columns WHERE table_schema = 'public'
                AND table_name LIKE 'quota\_%'
                AND data_type NOT IN ('bigint', 'text')) =
-              'quota_buckets.last_allowed quota_limits.shadow quota_log_owners.last_allowed '
+              'quota_buckets.last_allowed quota_limits.plain quota_limits.shadow '
+              'quota_limits_plain.plain quota_log_owners.last_allowed '
               'quota_migrations.version quota_windows.last_allowed',
               'the columns that are neither bigint nor text');
 SELECT expect((SELECT string_agg(DISTINCT data_type, ' ') FROM information_schema.columns
-               WHERE table_schema = 'public' AND column_name IN ('last_allowed', 'shadow')) =
-              'boolean', 'last_allowed and shadow are boolean');
+               WHERE table_schema = 'public' AND column_name IN ('last_allowed', 'shadow', 'plain')) =
+              'boolean', 'last_allowed, shadow and plain are boolean');
 SELECT expect((SELECT data_type FROM information_schema.columns WHERE table_name = 'quota_usage'
                AND column_name = 'reset_at') = 'text', 'quota_usage.reset_at is text');
 SELECT expect((SELECT data_type FROM information_schema.columns

@@ -22,11 +22,7 @@ UPDATE quota_windows SET
             quota_windows.previous_used AS s_previous,
             coalesce(quota_windows.denied, 0) AS denied_before
           FROM quota_limits AS l
-          WHERE l.name = $1 AND l.algorithm = 'fixed_window' AND l.calendar IS NULL AND NOT l.shadow AND l.block_ms IS NULL
-        AND NOT EXISTS (SELECT 1 FROM quota_overrides AS o
-                        WHERE o.limit_name = $1 AND o.owner = $2)
-        AND NOT EXISTS (SELECT 1 FROM quota_overrides AS a
-                        WHERE a.limit_name = '*' AND a.owner = $2)
+          WHERE l.name = $1 AND l.algorithm = 'fixed_window' AND l.plain
         ) AS inputs
       ) AS keyed OFFSET 0
     ) AS counted

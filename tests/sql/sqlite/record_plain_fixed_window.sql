@@ -22,11 +22,7 @@ UPDATE quota_windows SET
             quota_windows.previous_used AS s_previous,
             coalesce(quota_windows.denied, 0) AS denied_before
           FROM quota_limits AS l
-          WHERE l.name = :limit AND l.algorithm = 'fixed_window' AND l.calendar IS NULL AND NOT l.shadow AND l.block_ms IS NULL
-        AND NOT EXISTS (SELECT 1 FROM quota_overrides AS o
-                        WHERE o.limit_name = :limit AND o.owner = :owner)
-        AND NOT EXISTS (SELECT 1 FROM quota_overrides AS a
-                        WHERE a.limit_name = '*' AND a.owner = :owner)
+          WHERE l.name = :limit AND l.algorithm = 'fixed_window' AND l.plain
         ) AS inputs
       ) AS keyed LIMIT -1 OFFSET 0
     ) AS counted

@@ -28,11 +28,7 @@ UPDATE quota_buckets SET
             quota_buckets.period_ms AS s_period, quota_buckets.seen_ms AS s_seen,
             coalesce(quota_buckets.denied, 0) AS denied_before
           FROM quota_limits AS l
-          WHERE l.name = :limit AND l.algorithm = 'token_bucket' AND l.calendar IS NULL AND NOT l.shadow AND l.block_ms IS NULL
-        AND NOT EXISTS (SELECT 1 FROM quota_overrides AS o
-                        WHERE o.limit_name = :limit AND o.owner = :owner)
-        AND NOT EXISTS (SELECT 1 FROM quota_overrides AS a
-                        WHERE a.limit_name = '*' AND a.owner = :owner)
+          WHERE l.name = :limit AND l.algorithm = 'token_bucket' AND l.plain
         ) AS inputs LIMIT -1 OFFSET 0
       ) AS started
     ) AS refilled LIMIT -1 OFFSET 0

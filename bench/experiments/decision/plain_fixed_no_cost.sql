@@ -1,0 +1,37 @@
+-- plain_fixed.sql without writing cost: RETURNING reads :cost instead of the row's cost.
+UPDATE quota_windows SET
+  (window_key, used, previous_used, denied, seen_ms, maximum, period_ms, blocked_until_ms, last_allowed) =
+  (SELECT window_key, used_after, previous_used, denied, t, maximum, period_ms, CAST(NULL AS bigint), allowed
+   FROM (
+  SELECT *, min(used + CASE WHEN allowed THEN cost ELSE 0 END, 4611686018427387904) AS used_after,
+         denied_before + (NOT allowed) AS denied
+  FROM (
+    SELECT *, cost <= maximum AND used + cost <= maximum AS allowed
+    FROM (
+      SELECT maximum, period_ms, cost, t, window_key, rest, denied_before,
+        CASE WHEN row_key = window_key THEN s_used ELSE 0 END AS used,
+        CASE row_key WHEN window_key THEN s_previous WHEN window_key - 1 THEN s_used
+                       ELSE 0 END AS previous_used
+      FROM (
+        SELECT *, t / period_ms AS window_key, period_ms - t % period_ms AS rest,
+          CASE WHEN s_period = period_ms THEN s_window_key ELSE s_seen / period_ms END AS row_key
+        FROM (
+          SELECT l.maximum AS maximum, l.period_ms AS period_ms, :cost AS cost,
+            max(coalesce(:now, CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)), coalesce(quota_windows.seen_ms, 0)) AS t,
+            quota_windows.period_ms AS s_period, quota_windows.window_key AS s_window_key,
+            quota_windows.seen_ms AS s_seen, quota_windows.used AS s_used,
+            quota_windows.previous_used AS s_previous,
+            coalesce(quota_windows.denied, 0) AS denied_before
+          FROM quota_limits AS l
+          WHERE l.name = :limit AND l.algorithm = 'fixed_window' AND l.plain
+        ) AS inputs
+      ) AS keyed LIMIT -1 OFFSET 0
+    ) AS counted
+  ) AS decided) AS decision)
+WHERE limit_name = :limit AND owner = :owner
+RETURNING last_allowed AS allowed,
+  CASE WHEN last_allowed THEN 'ok' WHEN :cost > maximum THEN 'cost_exceeds_capacity'
+       ELSE 'rate_limited' END AS reason,
+  max(maximum - used, 0) AS remaining,
+  CASE WHEN last_allowed THEN 0 WHEN :cost > maximum THEN -1 ELSE (window_key + 1) * period_ms - seen_ms + (seen_ms - coalesce(:now, CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER))) END AS retry_after_ms,
+  CASE WHEN used > 0 THEN (window_key + 1) * period_ms ELSE seen_ms END AS reset_at_ms, denied, FALSE AS shadow_denied
