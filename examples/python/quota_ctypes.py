@@ -105,7 +105,11 @@ class _Options(ctypes.Structure):
 
 
 class Result(ctypes.Structure):
-    """What an operation decided: quota_result, field for field."""
+    """What an operation decided: quota_result, field for field; `replayed` (True when a
+    request with an idempotency key was answered from the key's stored answer) is the
+    keyed calls' own."""
+
+    replayed = False
 
     _fields_ = [
         ("allowed", ctypes.c_int),
