@@ -93,6 +93,8 @@ enum class Subject {
   consume,        // quota::Engine
   check,
   record,
+  consume_keyed,  // consume with an idempotency key, a new key each time (nothing to replay)
+  replay,         // consume with the owner's one key, again and again: replays after the first
 };
 
 struct Case {
@@ -119,7 +121,9 @@ struct Case {
   bool calendar = false;
 
   bool engine() const {
-    return subject == Subject::consume || subject == Subject::check || subject == Subject::record;
+    return subject == Subject::consume || subject == Subject::check ||
+           subject == Subject::record || subject == Subject::consume_keyed ||
+           subject == Subject::replay;
   }
   std::string name() const;
 };

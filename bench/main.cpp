@@ -310,6 +310,9 @@ std::vector<Case> all_cases(const Scale& scale) {
       cases.back().calendar = true;
     }
   }
+  // Idempotency keys: a keyed consume that stores its answer, and a replay of one.
+  add(Subject::consume_keyed, Setting::memory, scale.owners);
+  add(Subject::replay, Setting::memory, scale.owners);
   add(Subject::upsert_int, Setting::wal_normal, scale.large_owners);
   for (auto algorithm : kAlgorithms) {
     add(Subject::consume, Setting::wal_normal, scale.large_owners, algorithm);

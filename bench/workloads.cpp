@@ -396,6 +396,8 @@ struct EngineOperation {
   std::string limit;
   Owners owners;
 
+  std::uint64_t keys = 0;  // consume_keyed: the keys used so far
+
   int operator()() {
     const std::string_view owner = owners.text(owners.next());
     switch (subject) {
@@ -403,6 +405,10 @@ struct EngineOperation {
         return engine->check(limit, owner).allowed;
       case Subject::record:
         return engine->record(limit, owner).allowed;
+      case Subject::consume_keyed:
+        return engine->consume(limit, owner, 1, fmt::format("k{}", ++keys)).allowed;
+      case Subject::replay:
+        return engine->consume(limit, owner, 1, "the-key").allowed;
       default:
         return engine->consume(limit, owner).allowed;
     }
@@ -516,7 +522,7 @@ void with_operation(const Case& c, const Templates& templates, int repetition,
                                         kCalendarOffset, kCalendarAnchorMs));
   }
   EngineOperation operation{&engine, c.subject, limit_name(c.algorithm),
-                            Owners(c.owners, log_at_capacity, populated)};
+                            Owners(c.owners, log_at_capacity, populated), 0};
   quota::Watch watch;
   std::atomic<std::int64_t> calls{0};
   if (c.watched) {
@@ -635,6 +641,10 @@ const char* subject_name(Subject subject) {
       return "check";
     case Subject::record:
       return "record";
+    case Subject::consume_keyed:
+      return "consume_keyed";
+    case Subject::replay:
+      return "replay";
   }
   return "?";
 }

@@ -86,6 +86,10 @@ GRANT SELECT, INSERT, UPDATE, DELETE
 -- the statements read them through the functions below.
 GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".quota_log TO :"role";
 
+-- Idempotency keys: a request with a key reads its key's row (SELECT), claims it (INSERT ...
+-- ON CONFLICT DO UPDATE), stores its answer in it (UPDATE); gc deletes expired keys (DELETE).
+GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".quota_idempotency TO :"role";
+
 -- reset: the statement inserts a request row (INSERT ... RETURNING reads it back: SELECT);
 -- the request's trigger deletes that row again once it has applied it (DELETE ... WHERE reads
 -- its columns: SELECT).

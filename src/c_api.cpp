@@ -65,6 +65,8 @@ int status_of(ErrorCode code) noexcept {
       return QUOTA_ERROR_IO;
     case ErrorCode::permission_denied:
       return QUOTA_ERROR_PERMISSION_DENIED;
+    case ErrorCode::idempotency_conflict:
+      return QUOTA_ERROR_IDEMPOTENCY_CONFLICT;
   }
   return QUOTA_ERROR_INTERNAL;
 }
@@ -293,6 +295,7 @@ quota::Options options_of(const quota_options* given) {
       options.fail_open != 0 ? quota::FailurePolicy::fail_open : quota::FailurePolicy::fail_closed;
   result.restart_checkpoint = options.restart_checkpoint != 0;
   result.group_commit = options.group_commit != 0;
+  result.idempotency_ttl = std::chrono::milliseconds(options.idempotency_ttl_ms);
   if (options.on_error != nullptr) {
     result.on_error = [on_error = options.on_error,
                        context = options.on_error_context](const quota::Error& error) {
@@ -401,6 +404,7 @@ void quota_options_init_sized(quota_options* options, size_t size) {
   full.on_error_context = nullptr;
   full.restart_checkpoint = defaults.restart_checkpoint ? 1 : 0;
   full.group_commit = defaults.group_commit ? 1 : 0;
+  full.idempotency_ttl_ms = defaults.idempotency_ttl.count();
   // Only the caller's bytes: a caller built against an older, shorter struct has no more.
   full.size = std::min(size, sizeof(quota_options));
   std::memcpy(options, &full, full.size);
@@ -597,6 +601,43 @@ int quota_record(quota_engine* engine, const char* limit, size_t limit_length, c
                  result);
 }
 
+namespace {
+
+using KeyedOperation = quota::Result (quota::Engine::*)(std::string_view, std::string_view,
+                                                        std::int64_t, std::string_view);
+
+int operate_keyed(KeyedOperation operation, quota_engine* engine, const char* limit,
+                  std::size_t limit_length, const char* owner, std::size_t owner_length,
+                  std::int64_t cost, const char* key, std::size_t key_length,
+                  quota_result* result, int* replayed) noexcept {
+  if (replayed != nullptr) *replayed = 0;
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    const quota::Result answer =
+        (target.*operation)(text(limit, limit_length, "the limit name"),
+                            text(owner, owner_length, "the owner"), cost,
+                            text(key, key_length, "the idempotency key"));
+    store(answer, result);
+    if (replayed != nullptr) *replayed = answer.replayed ? 1 : 0;
+  });
+}
+
+}  // namespace
+
+int quota_consume_keyed(quota_engine* engine, const char* limit, size_t limit_length,
+                        const char* owner, size_t owner_length, int64_t cost, const char* key,
+                        size_t key_length, quota_result* result, int* replayed) {
+  return operate_keyed(&quota::Engine::consume, engine, limit, limit_length, owner, owner_length,
+                       cost, key, key_length, result, replayed);
+}
+
+int quota_record_keyed(quota_engine* engine, const char* limit, size_t limit_length,
+                       const char* owner, size_t owner_length, int64_t cost, const char* key,
+                       size_t key_length, quota_result* result, int* replayed) {
+  return operate_keyed(&quota::Engine::record, engine, limit, limit_length, owner, owner_length,
+                       cost, key, key_length, result, replayed);
+}
+
 int quota_reset(quota_engine* engine, const char* limit, size_t limit_length, const char* owner,
                 size_t owner_length, quota_result* result) {
   return guarded([&] {
@@ -706,6 +747,8 @@ const char* quota_status_name(int status) {
       return "internal";
     case QUOTA_ERROR_PERMISSION_DENIED:
       return "permission_denied";
+    case QUOTA_ERROR_IDEMPOTENCY_CONFLICT:
+      return "idempotency_conflict";
     default:
       return "?";
   }

@@ -81,6 +81,8 @@ std::string_view to_string(ErrorCode code) {
       return "io";
     case ErrorCode::permission_denied:
       return "permission_denied";
+    case ErrorCode::idempotency_conflict:
+      return "idempotency_conflict";
   }
   return "?";
 }

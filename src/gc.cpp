@@ -203,6 +203,8 @@ std::vector<Sweep> sweeps(const Dialect& dialect) {
       {"quota_log_owners", {"owner", "limit_name"}, rule_for(kDeadLogOwner, dialect)},
       {"quota_windows", {"owner", "limit_name"}, rule_for(kDeadWindow, dialect)},
       {"quota_buckets", {"owner", "limit_name"}, rule_for(kDeadBucket, dialect)},
+      // An idempotency key is dead once its lifetime has ended.
+      {"quota_idempotency", {"limit_name", "owner", "key"}, "s.expires_at_ms <= ?1"},
   };
 }
 

@@ -100,11 +100,16 @@ class _Options(ctypes.Structure):
         ("on_error_context", ctypes.c_void_p),
         ("restart_checkpoint", ctypes.c_int),
         ("group_commit", ctypes.c_int),
+        ("idempotency_ttl_ms", ctypes.c_int64),
     ]
 
 
 class Result(ctypes.Structure):
-    """What an operation decided: quota_result, field for field."""
+    """What an operation decided: quota_result, field for field; `replayed` (True when a
+    request with an idempotency key was answered from the key's stored answer) is the
+    keyed calls' own."""
+
+    replayed = False
 
     _fields_ = [
         ("allowed", ctypes.c_int),
@@ -240,6 +245,10 @@ def load(path=None):
         "quota_check": (ctypes.c_int, [engine] + text + text + [ctypes.c_int64, result]),
         "quota_consume": (ctypes.c_int, [engine] + text + text + [ctypes.c_int64, result]),
         "quota_record": (ctypes.c_int, [engine] + text + text + [ctypes.c_int64, result]),
+        "quota_consume_keyed": (ctypes.c_int, [engine] + text + text + [ctypes.c_int64] + text
+                                + [result, ctypes.POINTER(ctypes.c_int)]),
+        "quota_record_keyed": (ctypes.c_int, [engine] + text + text + [ctypes.c_int64] + text
+                               + [result, ctypes.POINTER(ctypes.c_int)]),
         "quota_reset": (ctypes.c_int, [engine] + text + text + [result]),
         "quota_reset_everywhere": (ctypes.c_int,
                                    [engine] + text + [ctypes.POINTER(ctypes.c_size_t)]),
@@ -458,10 +467,23 @@ class Engine:
     def check(self, limit, owner, cost=1):
         return self._operate(load().quota_check, limit, owner, cost)
 
-    def consume(self, limit, owner, cost=1):
+    def _keyed(self, function, limit, owner, cost, key):
+        result, replayed = Result(), ctypes.c_int()
+        _checked(function(self._handle, *_utf8(limit), *_utf8(owner), cost, *_utf8(key),
+                          ctypes.byref(result), ctypes.byref(replayed)))
+        result.replayed = bool(replayed.value)
+        return result
+
+    def consume(self, limit, owner, cost=1, key=None):
+        """With `key` (an idempotency key, 1 to 255 bytes): a retry with the same key is
+        answered as the first request was, result.replayed True, and charges nothing."""
+        if key is not None:
+            return self._keyed(load().quota_consume_keyed, limit, owner, cost, key)
         return self._operate(load().quota_consume, limit, owner, cost)
 
-    def record(self, limit, owner, cost=1):
+    def record(self, limit, owner, cost=1, key=None):
+        if key is not None:
+            return self._keyed(load().quota_record_keyed, limit, owner, cost, key)
         return self._operate(load().quota_record, limit, owner, cost)
 
     def reset(self, limit, owner):
@@ -655,6 +677,7 @@ def demo(database, check):
 
         demo_lockout_and_usage(engine, now, expect)
         demo_batch(engine, expect)
+        demo_retries(engine, expect)
         demo_calendar(engine, now, expect)
         demo_watch(engine, expect)
     demo_acquire(expect)
@@ -750,6 +773,21 @@ JAN_1_2023 = 19358 * DAY_MS  # 1672531200000
 CALENDAR_NOW = 1_700_000_000_000
 DEC_1_2023 = JAN_1_2023 + 334 * DAY_MS  # 1701388800000
 JAN_1_2024 = JAN_1_2023 + 365 * DAY_MS  # 1704067200000
+
+
+def demo_retries(engine, expect):
+    # A retry with the same idempotency key is answered, not charged again.
+    engine.define("payout", FIXED_WINDOW, 2, 3_600_000)
+    first = engine.consume("payout", "acct-9", key="order-1001")
+    retry = engine.consume("payout", "acct-9", key="order-1001")
+    print("retry of order-1001:", retry, "replayed:", retry.replayed)
+    expect(not first.replayed and retry.replayed, "the retry is replayed")
+    expect(retry.remaining == first.remaining == 1, "the retry charged nothing")
+    try:
+        engine.consume("payout", "acct-9", 2, key="order-1001")
+        expect(False, "the same key for another cost is refused")
+    except QuotaError as error:
+        expect(error.name == "idempotency_conflict", "idempotency_conflict")
 
 
 def demo_calendar(engine, now, expect):

@@ -134,6 +134,10 @@ struct Options {
   // connection takes these Options' clock and connection settings, never on_error.
   // 0 turns it off. Default: 1 minute.
   std::chrono::milliseconds expire_interval{60'000};
+  // How long an idempotency key's answer is kept (consume, record and consume_all with a
+  // key): a retry with the key within this time of the first request is answered from it.
+  // 1 second to 30 days. Default: 24 hours.
+  std::chrono::milliseconds idempotency_ttl{86'400'000};
 };
 
 // The current configuration and state of an owner for a limit.
@@ -243,6 +247,17 @@ class QUOTA_API Engine {
   Result consume(std::string_view limit, std::string_view owner, std::int64_t cost = 1);
   // Records `cost` even beyond the limit; allowed says whether usage is within the limit.
   Result record(std::string_view limit, std::string_view owner, std::int64_t cost = 1);
+  // consume and record with an idempotency key (1 to 255 bytes; docs/concepts.md,
+  // "Retries"): the first request with the key is decided as above and its answer stored
+  // with the key in the same transaction; a request with the same limit, owner and key
+  // within Options::idempotency_ttl is answered with that answer, `replayed` set, and
+  // charges nothing (no state written, no hook called). The same key used for another
+  // operation or cost throws Error (idempotency_conflict), changing nothing. A keyed request
+  // never joins a group commit. Exact across threads, processes and hosts.
+  Result consume(std::string_view limit, std::string_view owner, std::int64_t cost,
+                 std::string_view idempotency_key);
+  Result record(std::string_view limit, std::string_view owner, std::int64_t cost,
+                std::string_view idempotency_key);
   // Forgets the owner's state for the limit (usage, denied, remembered time).
   Result reset(std::string_view limit, std::string_view owner);
   // Forgets the owner's state on every limit at once, in one transaction (the right to be
@@ -299,6 +314,14 @@ class QUOTA_API Engine {
   // one limit and to its API key on another, and decides both at once. Each limit is named
   // once. Throws Error (invalid_argument) for an empty list, a limit named twice or a bad owner.
   Decision consume_all(const std::vector<Charge>& charges, std::int64_t cost = 1);
+  // consume_all with an idempotency key (see consume): the key is stored for every limit and
+  // owner of the call; a retry with the same set of limits and owners and the same cost is
+  // answered with the first Decision, `replayed` set; the key used for anything else throws
+  // Error (idempotency_conflict), changing nothing.
+  Decision consume_all(const std::vector<std::string_view>& limits, std::string_view owner,
+                       std::int64_t cost, std::string_view idempotency_key);
+  Decision consume_all(const std::vector<Charge>& charges, std::int64_t cost,
+                       std::string_view idempotency_key);
 
   // Batch calls: each request decided on its own (as consume, check or record would decide
   // it, in order, at one clock reading), all in one transaction (a savepoint of the

@@ -25,6 +25,9 @@ enum class ErrorCode {
   // never answers it (FailurePolicy::fail_open fails closed on it too). Grant what
   // docs/postgresql-roles.sql grants, or run what changes limits and migrates as the owner.
   permission_denied,
+  // An idempotency key already used for another request (another operation, cost, limit or
+  // set of limits) within its lifetime: nothing was changed. Use a new key for a new request.
+  idempotency_conflict,
 };
 
 QUOTA_API std::string_view to_string(ErrorCode code);

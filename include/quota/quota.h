@@ -57,8 +57,10 @@ enum {
   QUOTA_ERROR_IO = 8,                /* the file cannot be opened, read or written */
   QUOTA_ERROR_OUT_OF_MEMORY = 9,     /* an allocation failed; nothing was changed */
   QUOTA_ERROR_INTERNAL = 10,         /* an unexpected failure inside the library (a bug) */
-  QUOTA_ERROR_PERMISSION_DENIED = 11 /* the database role lacks a privilege it needs; never
-                                      * answered by fail_open */
+  QUOTA_ERROR_PERMISSION_DENIED = 11, /* the database role lacks a privilege it needs; never
+                                       * answered by fail_open */
+  QUOTA_ERROR_IDEMPOTENCY_CONFLICT = 12 /* an idempotency key already used for another
+                                         * request; nothing was changed */
 };
 
 /* Why an operation answered as it did (quota::Reason). */
@@ -145,6 +147,10 @@ typedef struct quota_options {
    * another runs wait and commit together, each answered after that commit
    * (quota::Options::group_commit; docs/embedding.md). 0: one transaction per request. */
   int group_commit;
+  /* How long an idempotency key's answer is kept, in milliseconds: 1000 (1 s) to 2592000000
+   * (30 days); default 86400000, 24 hours (quota::Options::idempotency_ttl;
+   * quota_consume_keyed). */
+  int64_t idempotency_ttl_ms;
 } quota_options;
 
 /* What an operation decided (quota::Result). */
@@ -278,6 +284,21 @@ QUOTA_API int quota_record(quota_engine* engine, const char* limit, size_t limit
                            quota_result* result);
 QUOTA_API int quota_reset(quota_engine* engine, const char* limit, size_t limit_length,
                           const char* owner, size_t owner_length, quota_result* result);
+
+/* consume and record with an idempotency key of `key_length` (1 to 255) bytes
+ * (docs/concepts.md, "Retries"): the first request with the key is decided and its answer
+ * stored with the key; a retry with the same limit, owner and key within
+ * options.idempotency_ttl_ms answers the stored answer, sets *replayed to 1 (when replayed is
+ * not NULL) and charges nothing. The key used for another operation or cost is
+ * QUOTA_ERROR_IDEMPOTENCY_CONFLICT, changing nothing. */
+QUOTA_API int quota_consume_keyed(quota_engine* engine, const char* limit, size_t limit_length,
+                                  const char* owner, size_t owner_length, int64_t cost,
+                                  const char* key, size_t key_length, quota_result* result,
+                                  int* replayed);
+QUOTA_API int quota_record_keyed(quota_engine* engine, const char* limit, size_t limit_length,
+                                 const char* owner, size_t owner_length, int64_t cost,
+                                 const char* key, size_t key_length, quota_result* result,
+                                 int* replayed);
 
 /* reset_everywhere: forgets the owner's state on every limit at once, in one transaction (the
  * right to be forgotten). `limits` receives the number of limits reset (every limit there is)

@@ -44,6 +44,9 @@ struct Result {
   // Shadow mode: this consume was allowed only because the limit is in shadow mode;
   // reason, remaining and retry_after_ms say what enforcing would have answered.
   bool shadow_denied = false;
+  // Answered from an idempotency key's stored answer (a retry of a request made with the
+  // same key): the figures are the first request's, and nothing was charged this time.
+  bool replayed = false;
 
   std::chrono::milliseconds retry_after() const {
     return std::chrono::milliseconds(retry_after_ms);

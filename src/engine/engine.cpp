@@ -8,6 +8,7 @@
 #include "apply.h"
 #include "engine/engine_impl.h"
 #include "gc.h"
+#include "idempotency.h"
 #include "location.h"
 #include "migrations.h"
 #include "open_store.h"
@@ -297,6 +298,24 @@ Result Engine::record(std::string_view limit, std::string_view owner, std::int64
   return impl_->decide(Operation::record, limit, owner, cost);
 }
 
+Result Engine::consume(std::string_view limit, std::string_view owner, std::int64_t cost,
+                       std::string_view idempotency_key) {
+  validate_limit_name(limit);
+  validate_owner(owner);
+  validate_cost(cost);
+  validate_idempotency_key(idempotency_key);
+  return impl_->decide_keyed(Operation::consume, limit, owner, cost, idempotency_key);
+}
+
+Result Engine::record(std::string_view limit, std::string_view owner, std::int64_t cost,
+                      std::string_view idempotency_key) {
+  validate_limit_name(limit);
+  validate_owner(owner);
+  validate_cost(cost);
+  validate_idempotency_key(idempotency_key);
+  return impl_->decide_keyed(Operation::record, limit, owner, cost, idempotency_key);
+}
+
 std::vector<Result> Engine::consume_many(const std::vector<BatchRequest>& requests) {
   return impl_->decide_many(Operation::consume, requests);
 }
@@ -413,6 +432,18 @@ Decision Engine::consume_all(const std::vector<Charge>& charges, std::int64_t co
       measured, [&] { return *impl_->writing([&] { return impl_->consume_all(charges, cost); }); });
   impl_->counters.decided(decision.limit, decision.result, measured.elapsed());
   return decision;
+}
+
+Decision Engine::consume_all(const std::vector<std::string_view>& limits, std::string_view owner,
+                             std::int64_t cost, std::string_view idempotency_key) {
+  return consume_all(charges_of(limits, owner), cost, idempotency_key);
+}
+
+Decision Engine::consume_all(const std::vector<Charge>& charges, std::int64_t cost,
+                             std::string_view idempotency_key) {
+  validate_charges(charges, cost, "consume_all");
+  validate_idempotency_key(idempotency_key);
+  return impl_->consume_all_keyed(charges, cost, idempotency_key);
 }
 
 void Engine::set_hooks(std::string_view limit, Hooks hooks) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "idempotency.h"
 #include "migrations.h"
 #include "open_store.h"
 
@@ -179,6 +180,88 @@ Result Engine::Impl::decide(Operation operation, std::string_view limit, std::st
   // The watches look again after a write, with the lock released.
   if (operation != Operation::check) tell_watchers();
   return result;
+}
+
+namespace {
+
+// A keyed request's transaction (src/idempotency.h): on SQLite it holds the write lock from
+// its start, so that the key's lookup and the request see one state; inside the
+// application's open transaction, a savepoint of it. Rolled back unless committed.
+class KeyedTransaction {
+ public:
+  explicit KeyedTransaction(detail::Store& store) : store_(store) {
+    store_.begin_exclusive(detail::Exclusive::requests);
+  }
+  KeyedTransaction(const KeyedTransaction&) = delete;
+  KeyedTransaction& operator=(const KeyedTransaction&) = delete;
+  ~KeyedTransaction() {
+    if (open_) store_.rollback();
+  }
+  // A replay commits nothing: a claim written before another place's row was found is
+  // undone.
+  void end(const detail::StoredAnswer& answer) {
+    open_ = false;
+    if (answer.result.replayed) {
+      store_.rollback();
+    } else {
+      store_.commit();
+    }
+  }
+
+ private:
+  detail::Store& store_;
+  bool open_ = true;
+};
+
+}  // namespace
+
+Result Engine::Impl::decide_keyed(Operation operation, std::string_view limit,
+                                  std::string_view owner, std::int64_t cost,
+                                  std::string_view key) {
+  const detail::Measured measured(counters);
+  Result result = counted(measured, [&] {
+    return decide<Result>(
+        [&] {
+          std::lock_guard lock(mutex);
+          KeyedTransaction transaction(*store);
+          const std::int64_t at = now();
+          const detail::StoredAnswer answer = detail::run_keyed(
+              *store, {{limit, owner}}, key,
+              detail::request_text(operation == Operation::consume ? "consume" : "record", cost),
+              at, options.idempotency_ttl.count(), [&] {
+                return detail::StoredAnswer{{}, {}, run_with_hooks(operation, limit, owner, cost, at)};
+              });
+          transaction.end(answer);
+          return answer.result;
+        },
+        1);
+  });
+  counters.decided(limit, result, measured.elapsed());
+  if (!result.replayed) tell_watchers();
+  return result;
+}
+
+Decision Engine::Impl::consume_all_keyed(const std::vector<Charge>& charges, std::int64_t cost,
+                                         std::string_view key) {
+  const detail::Measured measured(counters);
+  std::vector<detail::KeyPlace> places;
+  places.reserve(charges.size());
+  for (const Charge& charge : charges) places.push_back({charge.limit, charge.owner});
+  Decision decision = counted(measured, [&] {
+    return writing([&] {
+      KeyedTransaction transaction(*store);
+      const detail::StoredAnswer answer = detail::run_keyed(
+          *store, places, key, detail::request_text(charges, cost), now(),
+          options.idempotency_ttl.count(), [&] {
+            Decision decided = *consume_all(charges, cost);
+            return detail::StoredAnswer{{}, std::move(decided.limit), decided.result};
+          });
+      transaction.end(answer);
+      return Decision{answer.decided_by, answer.result};
+    });
+  });
+  counters.decided(decision.limit, decision.result, measured.elapsed());
+  return decision;
 }
 
 Result Engine::Impl::grouped(Operation operation, std::string_view limit, std::string_view owner,

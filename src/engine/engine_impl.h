@@ -90,6 +90,11 @@ struct QUOTA_ENGINE_IMPL_HIDDEN Engine::Impl {
   Impl(std::unique_ptr<detail::Store> engine_store, Options engine_options)
       : store(std::move(engine_store)), options(std::move(engine_options)) {
     if (!options.clock) options.clock = system_clock_ms;
+    if (options.idempotency_ttl < std::chrono::seconds(1) ||
+        options.idempotency_ttl > std::chrono::hours(24 * 30)) {
+      throw Error(ErrorCode::invalid_argument,
+                  "Options::idempotency_ttl must be from 1 second to 30 days (default 24 hours)");
+    }
   }
   ~Impl() {
     expiry.reset();  // before the counters it reports to
@@ -198,6 +203,15 @@ struct QUOTA_ENGINE_IMPL_HIDDEN Engine::Impl {
 
   Result decide(detail::Operation operation, std::string_view limit, std::string_view owner,
                 std::int64_t cost);
+
+  // consume or record with an idempotency key (src/idempotency.h), decided as decide does
+  // but never grouped: the key's lookup, the request and its stored answer in one
+  // transaction of their own (a savepoint of the application's).
+  Result decide_keyed(detail::Operation operation, std::string_view limit,
+                      std::string_view owner, std::int64_t cost, std::string_view key);
+  // consume_all with an idempotency key, the same way (validated).
+  Decision consume_all_keyed(const std::vector<Charge>& charges, std::int64_t cost,
+                             std::string_view key);
 
   // ---------------------------------------------------------------------------------------
   // Group commit (Options::group_commit). A request that arrives while another thread leads

@@ -544,7 +544,7 @@ class PostgresqlStore final : public Store {
     }
     // No request writes state while a gc batch decides what is dead and deletes it; the
     // batch's reads take their snapshot after the lock, so they see every committed write.
-    // The four tables are locked together or not at all (NOWAIT, then again after a pause,
+    // The state tables are locked together or not at all (NOWAIT, then again after a pause,
     // until the busy timeout): a gc that held one table's lock while it waited for
     // another's would deadlock with a request (or a batch) that writes them in the other
     // order, and the server would abort the request.
@@ -553,8 +553,8 @@ class PostgresqlStore final : public Store {
       simple(nested_exclusive_ ? "SAVEPOINT quota_exclusive" : "BEGIN");
       try {
         simple(
-            "LOCK TABLE quota_log, quota_log_owners, quota_windows, quota_buckets "
-            "IN EXCLUSIVE MODE NOWAIT");
+            "LOCK TABLE quota_log, quota_log_owners, quota_windows, quota_buckets, "
+            "quota_idempotency IN EXCLUSIVE MODE NOWAIT");
         return;
       } catch (const Error& error) {
         rollback();

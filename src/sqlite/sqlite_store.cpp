@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <map>
+#include <unordered_map>
 
 #include "sqlite/busy.h"
 #include "sqlite/checkpoint.h"
@@ -292,6 +293,9 @@ class SqliteStore final : public Store {
   }
 
   void started() override {
+    // What opening read before the migrations changed the schema would be prepared again at
+    // its next use: the cache starts from the schema as it now is.
+    cached_.clear();
     if (settings_.restart_checkpoint) install_checkpoint(db_.getHandle());
   }
 
@@ -356,27 +360,50 @@ class SqliteStore final : public Store {
     guarded([&] { db_.exec(sql); });
   }
 
-  // Prepares `sql`, binds ?1, ?2, ... and steps it to its end, keeping the rows in `rows`
-  // (when given). Throws SQLite::Exception.
+  // Binds ?1, ?2, ... to `sql` (prepared once: cached) and steps it to its end, keeping the
+  // rows in `rows` (when given). Throws SQLite::Exception.
   void step_all(const std::string& sql, const std::vector<Value>& parameters,
                 std::vector<Row>* rows) {
     sqlite3* db = db_.getHandle();
-    sqlite3_stmt* raw = nullptr;
-    int status = sqlite3_prepare_v2(db, sql.c_str(), -1, &raw, nullptr);
-    if (status != SQLITE_OK) throw SQLite::Exception(db, status);
-    const std::unique_ptr<sqlite3_stmt, Prepared::Finalize> statement(raw);
+    sqlite3_stmt* raw = cached(sql);
+    // Reset after every use, whatever happens, so that it holds no read open. Its bindings are
+    // not cleared (SQLite expires a statement planned with a bound value in view when they
+    // are: see the request statements): every parameter is bound again at each use, NULL too.
+    struct Done {
+      sqlite3_stmt* statement;
+      ~Done() { sqlite3_reset(statement); }
+    } done{raw};
+    int status = SQLITE_OK;
     for (std::size_t i = 0; i < parameters.size(); ++i) {
       const int index = static_cast<int>(i) + 1;
       if (const auto* integer = std::get_if<std::int64_t>(&parameters[i])) {
         sqlite3_bind_int64(raw, index, *integer);
       } else if (const auto* text = std::get_if<std::string>(&parameters[i])) {
         sqlite3_bind_text(raw, index, text->data(), static_cast<int>(text->size()), SQLITE_STATIC);
+      } else {
+        sqlite3_bind_null(raw, index);
       }
     }
     while ((status = sqlite3_step(raw)) == SQLITE_ROW) {
       if (rows) rows->push_back(read_row(raw));
     }
     if (status != SQLITE_DONE) throw SQLite::Exception(db, sqlite3_reset(raw));
+  }
+
+  // The statement of `sql`, prepared once: the engine's other statements (a key's lookup, the
+  // limits' reads, gc's batches) are few and run again and again, and preparing costs more
+  // than running most of them. Bounded: a connection that somehow runs many distinct texts
+  // starts the cache afresh.
+  sqlite3_stmt* cached(const std::string& sql) {
+    const auto found = cached_.find(sql);
+    if (found != cached_.end()) return found->second.get();
+    if (cached_.size() >= kCachedStatements) cached_.clear();
+    sqlite3* db = db_.getHandle();
+    sqlite3_stmt* raw = nullptr;
+    const int status = sqlite3_prepare_v2(db, sql.c_str(), -1, &raw, nullptr);
+    if (status != SQLITE_OK) throw SQLite::Exception(db, status);
+    return cached_.emplace(sql, std::unique_ptr<sqlite3_stmt, Prepared::Finalize>(raw))
+        .first->second.get();
   }
 
   Prepared& statement(Operation operation, StatementKind kind) {
@@ -392,6 +419,8 @@ class SqliteStore final : public Store {
   SqliteSettings settings_;
   BusyHandler busy_;
   std::map<std::pair<Operation, StatementKind>, std::unique_ptr<Prepared>> prepared_;
+  static constexpr std::size_t kCachedStatements = 64;
+  std::unordered_map<std::string, std::unique_ptr<sqlite3_stmt, Prepared::Finalize>> cached_;
   // While the opening is waited out: SQLite's failures are thrown as they are.
   bool raw_errors_ = false;
   // Whether the exclusive transaction in progress is a savepoint of an open transaction.

@@ -52,8 +52,8 @@ TEST_CASE("the calendar migration upgrades a database in place, keeping every ro
   ManualClock clock;
   clock.set(T + 10);
   Engine engine = Engine::open(db.location(), options_with(clock));
-  // 0008, then 0009 (the generated usage view) and 0010 (the plain flag).
-  CHECK(engine.schema_version() == 10);
+  // 0008, then every later one (0009, the generated usage view, and on)
+  CHECK(engine.schema_version() == built_in_migrations(db.backend()).back().version);
   CHECK(db.rows(columns) == before);
   CHECK(db.rows("SELECT name, algorithm, maximum, period_ms, block_ms FROM quota_limits "
                 "ORDER BY name") == limits_before);

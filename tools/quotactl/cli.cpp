@@ -102,14 +102,29 @@ void declare_reset(CLI::App& command, Arguments& arguments) {
   command.get_option("NAME")->description("the limit's name, or '*' for every limit");
 }
 
+void declare_key(CLI::App& command, Arguments& arguments) {
+  command
+      .add_option("--key", arguments.key,
+                  "an idempotency key (1-255 bytes): a retry with the same key is answered "
+                  "as the first request was, and charges nothing")
+      ->type_name("KEY");
+}
+
 void declare_consume(CLI::App& command, Arguments& arguments) {
   declare_request(command, arguments);
   command.get_option("NAME")->description(
       "the limit's name, or several joined by commas (a,b): all must allow");
-  command
-      .add_option("--wait", arguments.wait,
-                  "when denied, wait for the retry and try again, for at most this long")
-      ->type_name("DURATION");
+  auto* wait = command
+                   .add_option("--wait", arguments.wait,
+                               "when denied, wait for the retry and try again, for at most this long")
+                   ->type_name("DURATION");
+  declare_key(command, arguments);
+  command.get_option("--key")->excludes(wait);
+}
+
+void declare_record(CLI::App& command, Arguments& arguments) {
+  declare_request(command, arguments);
+  declare_key(command, arguments);
 }
 
 void declare_override_owner(CLI::App& command, Arguments& arguments) {
@@ -227,7 +242,7 @@ constexpr Command kCommands[] = {
      declare_consume, run_consume},
     {"check", "would a consume be allowed now? (changes nothing; exit 1 when not)", declare_request,
      run_check},
-    {"record", "record usage even beyond the limit (exit 1 when over it)", declare_request,
+    {"record", "record usage even beyond the limit (exit 1 when over it)", declare_record,
      run_record},
     {"reset", "forget an owner's usage and denials for a limit, or ('*') for every limit",
      declare_reset, run_reset},
@@ -449,6 +464,7 @@ int exit_status(quota::ErrorCode code) {
   switch (code) {
     case quota::ErrorCode::invalid_argument:
     case quota::ErrorCode::unknown_limit:
+    case quota::ErrorCode::idempotency_conflict:
       return 2;
     default:
       return 3;

@@ -20,15 +20,20 @@ struct Request {
   std::string limit;
   std::string owner;
   std::int64_t cost = 1;
+  std::optional<std::string> key;  // --key: an idempotency key
 };
 
 Request parse_request(const Arguments& arguments) {
   quota::validate_limit_name(arguments.limit);
   quota::validate_owner(arguments.owner);
-  Request request{arguments.limit, arguments.owner, 1};
+  Request request{arguments.limit, arguments.owner, 1, std::nullopt};
   if (arguments.cost) {
     request.cost = parse_whole(*arguments.cost, "--cost", 1, quota::kMaximumBound);
     quota::validate_cost(request.cost);
+  }
+  if (arguments.key) {
+    quota::validate_idempotency_key(*arguments.key);
+    request.key = arguments.key;
   }
   return request;
 }
@@ -38,9 +43,11 @@ quota::Result perform(quota::Engine& engine, Operation operation, const Request&
     case Operation::check:
       return engine.check(request.limit, request.owner, request.cost);
     case Operation::consume:
-      return engine.consume(request.limit, request.owner, request.cost);
+      return request.key ? engine.consume(request.limit, request.owner, request.cost, *request.key)
+                         : engine.consume(request.limit, request.owner, request.cost);
     case Operation::record:
-      return engine.record(request.limit, request.owner, request.cost);
+      return request.key ? engine.record(request.limit, request.owner, request.cost, *request.key)
+                         : engine.record(request.limit, request.owner, request.cost);
     case Operation::reset:
       return engine.reset(request.limit, request.owner);
     case Operation::refund:
@@ -49,8 +56,9 @@ quota::Result perform(quota::Engine& engine, Operation operation, const Request&
   throw std::logic_error("unknown operation");
 }
 
+// A request made with --key also says whether it was answered from the key ("replayed").
 nlohmann::ordered_json to_json(const Request& request, const quota::Result& result) {
-  return {{"limit", request.limit},
+  nlohmann::ordered_json document = {{"limit", request.limit},
           {"owner", request.owner},
           {"allowed", result.allowed},
           {"reason", quota::to_string(result.reason)},
@@ -59,6 +67,8 @@ nlohmann::ordered_json to_json(const Request& request, const quota::Result& resu
           {"reset_at_ms", result.reset_at_ms},
           {"denied", result.denied},
           {"shadow_denied", result.shadow_denied}};
+  if (request.key) document["replayed"] = result.replayed;
+  return document;
 }
 
 // What the human line shows of the limit beside the result; each is absent when the limit is
@@ -130,6 +140,11 @@ std::string human_line(const Session& session, Operation operation, const Reques
   return line;
 }
 
+// After the human line of a request answered from its idempotency key's stored answer.
+std::string replayed_note(const quota::Result& result) {
+  return result.replayed ? " [replayed: the answer stored with this key; nothing charged]" : "";
+}
+
 // What the human line shows of the request's limit, read after the operation.
 Shown shown_of(quota::Engine& engine, const Request& request) {
   Shown shown;
@@ -170,8 +185,9 @@ int consume_all(Session& session, const Arguments& arguments) {
   quota::Engine engine = wait ? session.open_engine(quota::system_clock_ms) : session.open_engine();
   const std::vector<std::string_view> names(limits.begin(), limits.end());
   const quota::Decision decision =
-      wait ? engine.acquire_all(names, request.owner, request.cost, *wait)
-           : engine.consume_all(names, request.owner, request.cost);
+      wait          ? engine.acquire_all(names, request.owner, request.cost, *wait)
+      : request.key ? engine.consume_all(names, request.owner, request.cost, *request.key)
+                    : engine.consume_all(names, request.owner, request.cost);
   // The human line's times are from the moment the answer came.
   if (wait) session.now = engine.now();
   request.limit = decision.limit;
@@ -185,7 +201,7 @@ int consume_all(Session& session, const Arguments& arguments) {
   session.out << human_line(session, Operation::consume, request, decision.result,
                             shown_of(engine, request))
               << fmt::format(" [decided by {} of {} limits]", decision.limit, limits.size())
-              << '\n';
+              << replayed_note(decision.result) << '\n';
   return status;
 }
 
@@ -217,7 +233,8 @@ int operate(Session& session, const Arguments& arguments, Operation operation) {
     session.emit(to_json(request, result));
     return status;
   }
-  session.out << human_line(session, operation, request, result, shown_of(engine, request)) << '\n';
+  session.out << human_line(session, operation, request, result, shown_of(engine, request))
+              << replayed_note(result) << '\n';
   return status;
 }
 

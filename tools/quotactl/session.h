@@ -41,6 +41,7 @@ struct Arguments {
   std::optional<std::string> by;          // usage --by
   std::optional<std::string> block;       // limit set --block
   std::optional<std::string> wait;        // consume --wait
+  std::optional<std::string> key;         // consume/record --key (an idempotency key)
   std::optional<std::string> utc_offset;  // limit set --utc-offset
   std::optional<std::string> anchor;      // limit set --anchor, override set --anchor
   bool no_block = false;                  // limit set --no-block

@@ -1,0 +1,92 @@
+#include "idempotency.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "quota/error.h"
+#include "quota/limit.h"
+
+namespace quota::detail {
+
+}  // namespace quota::detail
+
+namespace quota {
+
+void validate_idempotency_key(std::string_view key) {
+  if (key.empty() || key.size() > detail::kMaxKeyBytes) {
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("the idempotency key {} is {} bytes long: give 1 to {} bytes",
+                            bounded(key), key.size(), detail::kMaxKeyBytes));
+  }
+}
+
+}  // namespace quota
+
+namespace quota::detail {
+
+std::string request_text(std::string_view operation, std::int64_t cost) {
+  return fmt::format("{} {}", operation, cost);
+}
+
+std::string request_text(const std::vector<Charge>& charges, std::int64_t cost) {
+  std::vector<std::string> places;
+  places.reserve(charges.size());
+  for (const Charge& charge : charges) places.push_back(fmt::format("{}:{}", charge.limit, charge.owner));
+  std::sort(places.begin(), places.end());
+  return fmt::format("consume_all {} {}", cost, fmt::join(places, ","));
+}
+
+std::optional<StoredAnswer> find_answer(Store& store, const KeyPlace& place, std::string_view key,
+                                        std::int64_t now) {
+  const std::vector<Row> rows = store.query(
+      kFindKey, {Value(std::string(place.limit)), Value(std::string(place.owner)),
+                 Value(std::string(key)), Value(now)});
+  if (rows.empty()) return std::nullopt;
+  const Row& row = rows.front();
+  StoredAnswer found;
+  found.request = text_of(row.at(0));
+  found.decided_by = text_of(row.at(1));
+  Result& result = found.result;
+  result.allowed = integer_of(row.at(2)) != 0;
+  result.reason = parse_reason(text_of(row.at(3))).value_or(Reason::rate_limited);
+  result.remaining = integer_of(row.at(4));
+  result.retry_after_ms = integer_of(row.at(5));
+  result.reset_at_ms = integer_of(row.at(6));
+  result.denied = integer_of(row.at(7));
+  result.shadow_denied = integer_of(row.at(8)) != 0;
+  return found;
+}
+
+StoredAnswer replay(StoredAnswer found, const std::string& request, std::string_view key) {
+  if (found.request != request) {
+    throw Error(ErrorCode::idempotency_conflict,
+                fmt::format("the idempotency key {} was used for another request ({}), not for "
+                            "this one ({}): use a new key for a new request",
+                            bounded(key), found.request, request));
+  }
+  found.result.replayed = true;
+  return found;
+}
+
+bool claim(Store& store, const KeyPlace& place, std::string_view key, const std::string& request,
+           std::int64_t now, std::int64_t ttl_ms) {
+  return store.execute(kClaimKey, {Value(std::string(place.limit)), Value(std::string(place.owner)),
+                                   Value(std::string(key)), Value(request), Value(now + ttl_ms),
+                                   Value(now)}) > 0;
+}
+
+void store_answer(Store& store, const KeyPlace& place, std::string_view key,
+                  const StoredAnswer& answer) {
+  const Result& result = answer.result;
+  store.execute(kStoreAnswer,
+                {Value(std::string(place.limit)), Value(std::string(place.owner)),
+                 Value(std::string(key)),
+                 answer.decided_by.empty() ? Value() : Value(answer.decided_by),
+                 Value(std::int64_t{result.allowed}), Value(std::string(to_string(result.reason))),
+                 Value(result.remaining), Value(result.retry_after_ms), Value(result.reset_at_ms),
+                 Value(result.denied), Value(std::int64_t{result.shadow_denied})});
+}
+
+}  // namespace quota::detail

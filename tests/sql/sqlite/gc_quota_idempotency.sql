@@ -1,0 +1,1 @@
+s.expires_at_ms <= ?1
