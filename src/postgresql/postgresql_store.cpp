@@ -540,7 +540,8 @@ class PostgresqlStore final : public Store {
     // No request writes state while a gc batch decides what is dead and deletes it; the
     // batch's reads take their snapshot after the lock, so they see every committed write.
     simple(
-        "LOCK TABLE quota_log, quota_log_owners, quota_windows, quota_buckets "
+        "LOCK TABLE quota_log, quota_log_owners, quota_windows, quota_buckets, quota_leases, "
+        "quota_lease_owners "
         "IN EXCLUSIVE MODE");
   }
 
