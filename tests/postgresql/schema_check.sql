@@ -21,7 +21,8 @@ SELECT expect((SELECT string_agg(table_name || '.' || column_name, ' '
                FROM information_schema.columns WHERE table_schema = 'public'
                AND table_name LIKE 'quota\_%'
                AND data_type NOT IN ('bigint', 'text')) =
-              'quota_buckets.last_allowed quota_limits.shadow quota_log_owners.last_allowed '
+              'quota_buckets.last_allowed quota_lease_owners.last_allowed '
+              'quota_lease_owners.last_shadow_denied quota_limits.shadow quota_log_owners.last_allowed '
               'quota_migrations.version quota_windows.last_allowed',
               'the columns that are neither bigint nor text');
 SELECT expect((SELECT string_agg(DISTINCT data_type, ' ') FROM information_schema.columns
