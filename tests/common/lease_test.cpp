@@ -216,6 +216,27 @@ TEST_CASE("leases take overrides, shadow mode and gc", "[lease]") {
   CHECK(f.database.integer("SELECT count(*) FROM quota_lease_owners WHERE owner = 'big'") == 1);
 }
 
+TEST_CASE("a caller whose clock is behind is evaluated at the owner's time and told its own wait",
+          "[lease]") {
+  const Backend backend = each_backend();
+  CAPTURE(to_string(backend));
+  EngineOn f(backend);
+  f.clock.set(T + 5000);
+  f.engine.define(uploads(1));
+  const LeaseResult held = f.engine.acquire_lease("uploads", "u");
+  CHECK(held.expires_at_ms == T + 15'000);
+  // At T, behind the owner's remembered T + 5000: the lease counts, and the wait is from T.
+  f.clock.set(T);
+  const LeaseResult behind = f.engine.acquire_lease("uploads", "u");
+  CHECK_FALSE(behind.allowed);
+  CHECK(behind.retry_after_ms == 15'000);
+  CHECK(behind.reset_at_ms == T + 15'000);
+  f.clock.set(T + 14'999);
+  CHECK_FALSE(f.engine.acquire_lease("uploads", "u").allowed);
+  f.clock.set(T + 15'000);
+  CHECK(f.engine.acquire_lease("uploads", "u").allowed);
+}
+
 TEST_CASE("bad lease input is refused and changes nothing", "[lease]") {
   const Backend backend = each_backend();
   CAPTURE(to_string(backend));
