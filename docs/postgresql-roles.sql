@@ -90,6 +90,13 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".quota_log TO :"role";
 -- ON CONFLICT DO UPDATE), stores its answer in it (UPDATE); gc deletes expired keys (DELETE).
 GRANT SELECT, INSERT, UPDATE, DELETE ON :"schema".quota_idempotency TO :"role";
 
+-- Concurrency leases (migration 0012): an acquire upserts the owner's row of
+-- quota_lease_owners, whose trigger inserts the lease; renew updates a lease, release and reset
+-- (through quota_resets' trigger) delete leases, gc deletes expired ones.
+GRANT SELECT, INSERT, UPDATE, DELETE
+  ON :"schema".quota_lease_owners, :"schema".quota_leases
+  TO :"role";
+
 -- reset: the statement inserts a request row (INSERT ... RETURNING reads it back: SELECT);
 -- the request's trigger deletes that row again once it has applied it (DELETE ... WHERE reads
 -- its columns: SELECT).
@@ -103,7 +110,10 @@ GRANT EXECUTE ON FUNCTION
   :"schema".quota_refuse(text),
   :"schema".quota_log_live_base(text, text, bigint),
   :"schema".quota_log_covering_event(text, text, bigint, bigint),
-  :"schema".quota_log_newest_kept(text, text, bigint)
+  :"schema".quota_log_newest_kept(text, text, bigint),
+  :"schema".quota_leases_held(text, text, bigint),
+  :"schema".quota_leases_last_expiry(text, text, bigint),
+  :"schema".quota_leases_freed_at(text, text, bigint, bigint)
   TO :"role";
 
 COMMIT;

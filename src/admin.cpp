@@ -10,6 +10,7 @@
 #include "migrations.h"
 #include "open_store.h"
 #include "shown.h"
+#include "sql/lease_statements.h"
 #include "statements.h"
 #include "store.h"
 
@@ -179,9 +180,30 @@ std::vector<std::string> statement_operations() {
   return names;
 }
 
+std::vector<std::string> lease_operations() { return {"acquire", "renew", "release"}; }
+
 std::string statement(Dialect dialect, std::string_view operation, Algorithm algorithm,
                       bool calendar) {
+  const detail::Dialect& spelling =
+      dialect == Dialect::postgresql ? detail::kPostgresql : detail::kSqlite;
+  const bool lease_operation = operation == "acquire" || operation == "renew" ||
+                               operation == "release";
+  if (lease_operation && algorithm != Algorithm::concurrency) {
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("{} works on concurrency limits, not {}: name a concurrency limit",
+                            operation, quota::to_string(algorithm)));
+  }
+  if (operation == "acquire") {
+    return detail::statement(spelling, detail::Operation::consume, detail::StatementKind::concurrency);
+  }
+  if (operation == "renew") return detail::sql::renew_statement(spelling);
+  if (operation == "release") return detail::sql::release_statement(spelling);
   const detail::Operation named = operation_named(operation);
+  if (named == detail::Operation::refund && algorithm == Algorithm::concurrency) {
+    throw Error(ErrorCode::invalid_argument,
+                "refund does not apply to concurrency limits: release the lease instead "
+                "(quotactl sql release)");
+  }
   if (calendar && algorithm != Algorithm::fixed_window) {
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("calendar periods count only with fixed_window, not {}",

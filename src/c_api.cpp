@@ -87,6 +87,8 @@ int reason_of(quota::Reason reason) noexcept {
       return QUOTA_REASON_STORE_UNAVAILABLE;
     case quota::Reason::blocked:
       return QUOTA_REASON_BLOCKED;
+    case quota::Reason::lease_expired:
+      break;  // leases are not in the C API yet
   }
   return -1;
 }
@@ -136,6 +138,8 @@ int c_algorithm(quota::Algorithm algorithm) {
       return QUOTA_SLIDING_WINDOW;
     case quota::Algorithm::token_bucket:
       return QUOTA_TOKEN_BUCKET;
+    case quota::Algorithm::concurrency:
+      break;  // leases are not in the C API yet
   }
   return -1;
 }

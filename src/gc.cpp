@@ -138,6 +138,22 @@ constexpr const char* kDeadBucket = R"(
                             AND o.policy = 'maximum')
           AND ({token_bucket}))))";
 
+// quota_leases: a lease expired at gc's now, or one whose limit is gone or is no longer a
+// concurrency limit (src/sql/lease_statements.cpp counts a lease while expires_at_ms > t).
+constexpr const char* kDeadLease = R"(
+  s.expires_at_ms <= ?1
+  OR NOT EXISTS (SELECT 1 FROM quota_limits AS l
+                 WHERE l.name = s.limit_name AND l.algorithm = 'concurrency'))";
+
+// quota_lease_owners: an owner without unexpired leases whose row answers as no row would.
+constexpr const char* kDeadLeaseOwner = R"(
+  NOT EXISTS (SELECT 1 FROM quota_leases AS e
+              WHERE e.owner = s.owner AND e.limit_name = s.limit_name AND e.expires_at_ms > ?1)
+  AND (NOT EXISTS (SELECT 1 FROM quota_limits AS l WHERE l.name = s.limit_name)
+       OR ({idle}
+           AND EXISTS (SELECT 1 FROM quota_limits AS l
+                       WHERE l.name = s.limit_name AND l.algorithm = 'concurrency'))))";
+
 // The fragments' inputs as gc reads them: the swept row `s`, the limit `l` as it is, and gc's
 // now (?1) as the time.
 const sql::Bindings& row_inputs() {
@@ -203,6 +219,9 @@ std::vector<Sweep> sweeps(const Dialect& dialect) {
       {"quota_log_owners", {"owner", "limit_name"}, rule_for(kDeadLogOwner, dialect)},
       {"quota_windows", {"owner", "limit_name"}, rule_for(kDeadWindow, dialect)},
       {"quota_buckets", {"owner", "limit_name"}, rule_for(kDeadBucket, dialect)},
+      // Leases first: the owners they leave without leases then go in the same gc.
+      {"quota_leases", {"id"}, rule_for(kDeadLease, dialect)},
+      {"quota_lease_owners", {"owner", "limit_name"}, rule_for(kDeadLeaseOwner, dialect)},
       // An idempotency key is dead once its lifetime has ended.
       {"quota_idempotency", {"limit_name", "owner", "key"}, "s.expires_at_ms <= ?1"},
   };

@@ -15,14 +15,15 @@
 namespace quota {
 namespace {
 
-constexpr std::array<std::pair<Algorithm, std::string_view>, 4> kAlgorithms{{
+constexpr std::array<std::pair<Algorithm, std::string_view>, 5> kAlgorithms{{
     {Algorithm::sliding_log, "sliding_log"},
     {Algorithm::fixed_window, "fixed_window"},
     {Algorithm::sliding_window, "sliding_window"},
     {Algorithm::token_bucket, "token_bucket"},
+    {Algorithm::concurrency, "concurrency"},
 }};
 
-constexpr std::array<std::pair<Reason, std::string_view>, 7> kReasons{{
+constexpr std::array<std::pair<Reason, std::string_view>, 8> kReasons{{
     {Reason::ok, "ok"},
     {Reason::rate_limited, "rate_limited"},
     {Reason::cost_exceeds_capacity, "cost_exceeds_capacity"},
@@ -30,6 +31,7 @@ constexpr std::array<std::pair<Reason, std::string_view>, 7> kReasons{{
     {Reason::hook_denied, "hook_denied"},
     {Reason::store_unavailable, "store_unavailable"},
     {Reason::blocked, "blocked"},
+    {Reason::lease_expired, "lease_expired"},
 }};
 
 constexpr std::array<std::pair<Calendar, std::string_view>, 4> kCalendars{{
@@ -321,6 +323,18 @@ void validate_limit(const Limit& limit) {
   if (limit.block && (limit.block->count() < 1 || *limit.block > kPeriodBound)) {
     invalid(fmt::format("invalid block {} ms for limit '{}': use 1 ms to 366 days ({} ms)",
                         limit.block->count(), limit.name, kPeriodBound.count()));
+  }
+  if (limit.algorithm == Algorithm::concurrency) {
+    if (limit.period < kLeaseTtlMin || limit.period > kLeaseTtlMax) {
+      invalid(fmt::format(
+          "invalid TTL {} ms for concurrency limit '{}': use 1 s to 1 day (1000 to {} ms)",
+          limit.period.count(), limit.name, kLeaseTtlMax.count()));
+    }
+    if (limit.block) {
+      invalid(fmt::format(
+          "a lockout (block) is not available on concurrency limit '{}': drop the block",
+          limit.name));
+    }
   }
   validate_calendar(limit);
   validate_products(limit);

@@ -48,6 +48,7 @@
 #include <utility>
 
 #include "sql/fragments.h"
+#include "sql/lease_statements.h"
 
 namespace quota::detail {
 namespace {
@@ -611,6 +612,8 @@ Family family_of(StatementKind kind) {
     case Algorithm::token_bucket:
       return {kBucketDecision, kBucketCheckInputs, kBucketUpdateInputs, "quota_buckets",
               kBucketColumns,  kBucketValues,      "token_bucket"};
+    case Algorithm::concurrency:
+      break;  // src/sql/lease_statements.cpp
   }
   throw std::logic_error("unknown algorithm");
 }
@@ -1064,6 +1067,8 @@ Algorithm stored_algorithm(StatementKind kind) {
     case StatementKind::token_bucket:
     case StatementKind::plain_token_bucket:
       return Algorithm::token_bucket;
+    case StatementKind::concurrency:
+      return Algorithm::concurrency;
   }
   throw std::logic_error("unknown statement kind");
 }
@@ -1073,6 +1078,10 @@ const std::string& statement(Operation operation, StatementKind kind) {
 }
 
 const std::string& statement(const Dialect& dialect, Operation operation, StatementKind kind) {
+  if (kind == StatementKind::concurrency && operation != Operation::reset) {
+    return sql::lease_statement(dialect, operation);
+  }
+  if (kind == StatementKind::concurrency) kind = StatementKind::sliding_log;  // one reset
   if (is_plain(kind)) {
     static const PlainStatements plain_sqlite = build_all_plain(kSqlite);
     static const PlainStatements plain_postgresql = build_all_plain(kPostgresql);
@@ -1094,7 +1103,10 @@ const std::string& statement(const Dialect& dialect, Operation operation, Statem
   return text;
 }
 
-const char* state_table(StatementKind kind) { return family_of(general_kind(kind)).table; }
+const char* state_table(StatementKind kind) {
+  if (kind == StatementKind::concurrency) return "quota_lease_owners";
+  return family_of(general_kind(kind)).table;
+}
 
 std::string usage_rows(StatementKind kind) { return build_usage_rows(kind); }
 

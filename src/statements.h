@@ -45,11 +45,15 @@ enum class StatementKind {
   plain_fixed_window,
   plain_sliding_window,
   plain_token_bucket,
+  // A concurrency limit's leases (src/sql/lease_statements.h): check, consume (acquire),
+  // record and reset, no plain statements.
+  concurrency,
 };
 
 // The statements' kind of a limit of `algorithm`, with a calendar period or not.
 inline StatementKind kind_of(Algorithm algorithm, bool calendar = false) {
   if (calendar && algorithm == Algorithm::fixed_window) return StatementKind::calendar_window;
+  if (algorithm == Algorithm::concurrency) return StatementKind::concurrency;
   return static_cast<StatementKind>(algorithm);
 }
 

@@ -109,6 +109,7 @@ std::optional<std::int64_t> next_change(Algorithm algorithm, const Usage& usage,
     case Algorithm::sliding_log:     // the oldest live event expires (at + P)
     case Algorithm::sliding_window:  // the weighted count falls past a whole unit
     case Algorithm::token_bucket:    // the bucket regains a whole token
+    case Algorithm::concurrency:     // the next lease expires
       at = next_freed_unit(usage, now, probe);
       break;
   }

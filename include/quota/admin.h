@@ -117,8 +117,14 @@ QUOTA_API std::vector<std::string> statement_operations();
 // spelling: SQLite's takes :limit, :owner, :cost and :now, PostgreSQL's $1 to $4 in that order
 // (docs/sql.md). A fixed_window limit with a calendar period has statements of its own, and
 // each statement answers "unknown limit" for a limit of another kind. Throws Error
-// (invalid_argument) for another operation, or a calendar with another algorithm.
+// (invalid_argument) for another operation, or a calendar with another algorithm, or a lease
+// operation (lease_operations()) with an algorithm other than concurrency.
 QUOTA_API std::string statement(Dialect dialect, std::string_view operation, Algorithm algorithm,
                                 bool calendar = false);
+
+// The operations of concurrency leases that `statement` also names: acquire (a concurrency
+// limit's consume), renew (:lease, :ttl, :now; PostgreSQL $1 to $3) and release (:lease,
+// :now; $1, $2). renew and release are the same for every concurrency limit.
+QUOTA_API std::vector<std::string> lease_operations();
 
 }  // namespace quota::admin

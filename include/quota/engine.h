@@ -29,6 +29,7 @@
 #include "quota/config.h"
 #include "quota/error.h"
 #include "quota/export.h"
+#include "quota/lease.h"
 #include "quota/limit.h"
 #include "quota/metrics.h"
 #include "quota/policy.h"
@@ -269,6 +270,29 @@ class QUOTA_API Engine {
   // current window only, a token bucket gets the tokens back up to its capacity. Answers
   // like a check of cost 1 afterwards. Writes the owner's remembered time like a consume.
   Result refund(std::string_view limit, std::string_view owner, std::int64_t cost = 1);
+
+  // Concurrency limits (Algorithm::concurrency; quota/lease.h). acquire_lease takes `cost`
+  // units as one lease when the units held by the owner's unexpired leases plus `cost` fit the
+  // owner's capacity, in one statement; denied, retry_after_ms is the wait until enough held
+  // units expire (-1 for a cost above the capacity) and no lease is taken. consume, check,
+  // record and reset work on a concurrency limit too (consume takes a lease whose id it does
+  // not return; record takes one even over the capacity; reset releases every lease of the
+  // owner). Throws Error: invalid_argument (bad name, owner or cost; a limit that is not a
+  // concurrency limit), unknown_limit.
+  LeaseResult acquire_lease(std::string_view limit, std::string_view owner,
+                            std::int64_t cost = 1);
+  // Moves an unexpired lease's expiry to now + `ttl` (default: its limit's TTL; 1 s to 1
+  // day). An unknown, released or expired lease answers allowed false, reason lease_expired,
+  // retry_after_ms -1. Throws Error (invalid_argument) for an empty lease id or a bad ttl.
+  LeaseResult renew_lease(std::string_view lease,
+                          std::optional<std::chrono::milliseconds> ttl = std::nullopt);
+  // Frees the lease at once; true when it was held (unexpired), false when there was nothing
+  // to free (unknown, released before, or expired): releasing twice is harmless.
+  bool release_lease(std::string_view lease);
+  // The unexpired leases of a concurrency limit (of `owner` only, when given), by owner and
+  // expiry. Throws Error: unknown_limit, invalid_argument (not a concurrency limit).
+  std::vector<LeaseInfo> leases(std::string_view limit,
+                                std::optional<std::string_view> owner = std::nullopt);
 
   // Waits for its turn: consumes, and while denied with a finite wait that ends within
   // `max_wait` of the call, sleeps exactly that long and consumes again. Returns the first

@@ -17,9 +17,12 @@ enum class Algorithm {
   fixed_window,    // a counter per epoch-aligned window (windowKey = floor(t / period))
   sliding_window,  // weighted: current window + previous window * (period - elapsed) / period
   token_bucket,    // capacity `burst`, refilled by `maximum` tokens per period, continuously
+  concurrency,     // at most `maximum` units held at once by unexpired leases, each of which
+                   // expires `period` (its TTL, kLeaseTtlMin to kLeaseTtlMax) after it was
+                   // taken or renewed (Engine::acquire_lease)
 };
 
-// "sliding_log", "fixed_window", "sliding_window" or "token_bucket".
+// "sliding_log", "fixed_window", "sliding_window", "token_bucket" or "concurrency".
 QUOTA_API std::string_view to_string(Algorithm algorithm);
 
 // The algorithm with that stored name, or nullopt.
@@ -101,6 +104,9 @@ QUOTA_API Limit calendar_limit(std::string name, std::int64_t maximum, Calendar 
 // computes far inside 64-bit integers.
 inline constexpr std::int64_t kMaximumBound = 1'000'000'000'000;  // maximum, burst, cost
 inline constexpr std::chrono::milliseconds kPeriodBound{366LL * 24 * 60 * 60 * 1000};
+// A concurrency limit's TTL (its period), and a renewal's: 1 s to 1 day.
+inline constexpr std::chrono::milliseconds kLeaseTtlMin{1000};
+inline constexpr std::chrono::milliseconds kLeaseTtlMax{24LL * 60 * 60 * 1000};
 inline constexpr std::size_t kNameBound = 64;     // characters of a limit's name
 inline constexpr std::size_t kOwnerBound = 1024;  // bytes of an owner
 // sliding_window and token_bucket multiply by the period (src/statements.cpp): a

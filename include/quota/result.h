@@ -21,6 +21,7 @@ enum class Reason {
                           // Options::failure_policy is fail_open
   blocked,                // locked out (Limit::block) after a rate_limited denial, until
                           // retry_after_ms from now
+  lease_expired,          // renew_lease: the lease is unknown, released or expired
 };
 
 QUOTA_API std::string_view to_string(Reason reason);

@@ -467,6 +467,12 @@ Result Engine::Impl::run_at(Operation operation, std::string_view limit, std::st
   for (int attempt = 0; attempt < 2; ++attempt) {
     const auto kind = statement_kind(limit, attempt > 0);
     if (!kind) throw unknown_limit(limit);
+    if (operation == Operation::refund && *kind == detail::StatementKind::concurrency) {
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("refund does not apply to concurrency limit '{}': release the "
+                              "lease (Engine::release_lease) to free its units",
+                              limit));
+    }
     try {
       // A plain limit's statement first; it answers nothing for an owner without state,
       // whose first request the general statement makes, and fails with "unknown limit"

@@ -554,7 +554,7 @@ class PostgresqlStore final : public Store {
       try {
         simple(
             "LOCK TABLE quota_log, quota_log_owners, quota_windows, quota_buckets, "
-            "quota_idempotency IN EXCLUSIVE MODE NOWAIT");
+            "quota_leases, quota_lease_owners, quota_idempotency IN EXCLUSIVE MODE NOWAIT");
         return;
       } catch (const Error& error) {
         rollback();

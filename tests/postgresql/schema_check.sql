@@ -22,7 +22,8 @@ SELECT expect((SELECT string_agg(table_name || '.' || column_name, ' '
                AND table_name LIKE 'quota\_%'
                AND data_type NOT IN ('bigint', 'text')) =
               'quota_buckets.last_allowed quota_idempotency.allowed '
-              'quota_idempotency.shadow_denied quota_limits.plain quota_limits.shadow '
+              'quota_idempotency.shadow_denied quota_lease_owners.last_allowed '
+              'quota_lease_owners.last_shadow_denied quota_limits.plain quota_limits.shadow '
               'quota_limits_plain.plain quota_log_owners.last_allowed '
               'quota_migrations.version quota_windows.last_allowed',
               'the columns that are neither bigint nor text');

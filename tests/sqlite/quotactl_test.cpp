@@ -1419,7 +1419,8 @@ TEST_CASE("quotactl suggests the command, option or value a typo most likely mea
   const std::vector<Case> cases{
       {{"comsume", "send", "u1"},
        "unknown command 'comsume' (did you mean 'consume'?): use one of migrate, status, limit, "
-       "consume, check, record, reset, refund, usage, watch, override, apply, gc, sql, help; run "
+       "consume, check, record, reset, refund, lease, usage, watch, override, apply, gc, sql, "
+       "help; run "
        "`quotactl --help`"},
       {{"limt", "get", "send"}, "unknown command 'limt' (did you mean 'limit'?)"},
       {{"limit", "sett", "send"},

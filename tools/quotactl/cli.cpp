@@ -63,9 +63,13 @@ void declare_limit_set(CLI::App& command, Arguments& arguments) {
   command
       .add_option("--per", arguments.per,
                   "the period: a DURATION, 500ms, 30s, 1m, 1h, 1d (at most 366d), or a calendar "
-                  "unit, day, week, month or year (fixed_window)")
-      ->required()
+                  "unit, day, week, month or year (fixed_window); required but with --ttl")
       ->type_name("DURATION|UNIT");
+  command
+      .add_option("--ttl", arguments.ttl,
+                  "a concurrency limit (at most --max units held at once): its leases' time "
+                  "to live, 1s to 1d; takes --algo concurrency (its default), not --per")
+      ->type_name("DURATION");
   command
       .add_option("--utc-offset", arguments.utc_offset,
                   "with a calendar unit: the calendar's offset from UTC, -14:00 to +14:00 "
@@ -78,9 +82,9 @@ void declare_limit_set(CLI::App& command, Arguments& arguments) {
       ->type_name("INSTANT");
   command
       .add_option("--algo", arguments.algorithm,
-                  "sliding_log, fixed_window, sliding_window or token_bucket (default: "
-                  "fixed_window for a calendar unit, else the existing limit's, else "
-                  "sliding_log)")
+                  "sliding_log, fixed_window, sliding_window, token_bucket or concurrency "
+                  "(default: fixed_window for a calendar unit, concurrency with --ttl, else "
+                  "the existing limit's, else sliding_log)")
       ->type_name("ALGO");
   command.add_option("--burst", arguments.burst, "token_bucket only: the bucket's capacity")
       ->type_name("N");
@@ -190,8 +194,30 @@ void declare_watch(CLI::App& command, Arguments& arguments) {
       ->type_name("DURATION");
 }
 
+void declare_lease_id(CLI::App& command, Arguments& arguments) {
+  command.add_option("ID", arguments.lease, "the lease's ID, as `lease acquire` printed it")
+      ->required()
+      ->type_name("");
+}
+
+void declare_lease_renew(CLI::App& command, Arguments& arguments) {
+  declare_lease_id(command, arguments);
+  command
+      .add_option("--ttl", arguments.ttl,
+                  "how long the lease lives from now, 1s to 1d (default: its limit's TTL)")
+      ->type_name("DURATION");
+}
+
+void declare_lease_list(CLI::App& command, Arguments& arguments) {
+  declare_name(command, arguments);
+  command.add_option("--owner", arguments.owner_filter, "only this owner's leases")
+      ->type_name("OWNER");
+}
+
 void declare_sql(CLI::App& command, Arguments& arguments) {
-  command.add_option("OPERATION", arguments.operation, "consume, check, record, reset or refund")
+  command
+      .add_option("OPERATION", arguments.operation,
+                  "consume, check, record, reset or refund; acquire, renew or release (leases)")
       ->required()
       ->type_name("");
   command
@@ -248,6 +274,16 @@ constexpr Command kCommands[] = {
      declare_reset, run_reset},
     {"refund", "give back units of usage (never below zero), then show the state like check",
      declare_request, run_refund},
+    {"lease", "concurrency leases: acquire, renew, release, list", nullptr, nullptr},
+    {"lease acquire",
+     "take --cost units (default 1) of a concurrency limit as one lease (exit 1 when denied)",
+     declare_request, run_lease_acquire},
+    {"lease renew", "move an unexpired lease's expiry to now + TTL (exit 1 when it has expired)",
+     declare_lease_renew, run_lease_renew},
+    {"lease release", "free a lease at once (releasing twice is harmless)", declare_lease_id,
+     run_lease_release},
+    {"lease list", "the unexpired leases of a concurrency limit", declare_lease_list,
+     run_lease_list},
     {"usage", "owners with usage or denials, most used (or denied, or shadow denied) first",
      declare_usage, run_usage},
     {"watch",

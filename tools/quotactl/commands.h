@@ -42,6 +42,12 @@ std::string usage_text(const Session& session, const quota::Limit& limit,
                        const std::vector<quota::Usage>& rows, std::int64_t now,
                        std::string_view if_empty);
 
+// lease_commands.cpp
+int run_lease_acquire(Session& session, const Arguments& arguments);
+int run_lease_renew(Session& session, const Arguments& arguments);
+int run_lease_release(Session& session, const Arguments& arguments);
+int run_lease_list(Session& session, const Arguments& arguments);
+
 // watch_command.cpp
 int run_watch(Session& session, const Arguments& arguments);
 

@@ -43,7 +43,7 @@ Algorithm parse_algorithm_option(const std::string& text) {
   if (!algorithm) {
     throw quota::Error(quota::ErrorCode::invalid_argument,
                        fmt::format("unknown algorithm '{}' for --algo: use sliding_log, "
-                                   "fixed_window, sliding_window or token_bucket",
+                                   "fixed_window, sliding_window, token_bucket or concurrency",
                                    quota::bounded(text)));
   }
   return *algorithm;
@@ -117,12 +117,56 @@ void refuse_calendar_options(const Arguments& arguments) {
 
 // The limit as typed, checked as far as possible without the database: only the algorithm
 // may still come from the existing limit.
+// `--algo concurrency --ttl DURATION` (--ttl alone implies concurrency): a concurrency limit,
+// which takes no --per, --burst, calendar or block.
+Limit parse_concurrency_limit(const Arguments& arguments, std::int64_t maximum) {
+  for (const auto& [option, given] :
+       {std::pair{"--per", arguments.per.has_value()}, std::pair{"--burst", arguments.burst.has_value()},
+        std::pair{"--utc-offset", arguments.utc_offset.has_value()},
+        std::pair{"--anchor", arguments.anchor.has_value()},
+        std::pair{"--block", arguments.block.has_value()}}) {
+    if (!given) continue;
+    throw quota::Error(
+        quota::ErrorCode::invalid_argument,
+        fmt::format("a concurrency limit takes no {}: give --max N (units held at once) and "
+                    "--ttl DURATION (how long a lease lives unless renewed)",
+                    option));
+  }
+  if (!arguments.ttl) {
+    throw quota::Error(quota::ErrorCode::invalid_argument,
+                       "a concurrency limit needs --ttl DURATION: how long a lease lives unless "
+                       "renewed, 1s to 1d");
+  }
+  Limit limit;
+  limit.name = arguments.limit;
+  limit.algorithm = Algorithm::concurrency;
+  limit.maximum = maximum;
+  limit.period = parse_duration(*arguments.ttl, "--ttl");
+  quota::validate_limit(limit);
+  return limit;
+}
+
 Limit parse_limit(const Arguments& arguments, std::optional<Algorithm>& algorithm) {
   quota::validate_limit_name(arguments.limit);
   const std::int64_t maximum =
       parse_whole(arguments.maximum.value(), "--max", 1, quota::kMaximumBound);
-  const Period period = parse_period(arguments.per.value(), "--per");
   if (arguments.algorithm) algorithm = parse_algorithm_option(*arguments.algorithm);
+  if (arguments.ttl && algorithm && *algorithm != Algorithm::concurrency) {
+    throw quota::Error(quota::ErrorCode::invalid_argument,
+                       fmt::format("--ttl is only for concurrency limits, not --algo {}: give "
+                                   "{} a period with --per",
+                                   quota::to_string(*algorithm), quota::to_string(*algorithm)));
+  }
+  if (arguments.ttl || (algorithm && *algorithm == Algorithm::concurrency)) {
+    algorithm = Algorithm::concurrency;
+    return parse_concurrency_limit(arguments, maximum);
+  }
+  if (!arguments.per) {
+    throw quota::Error(quota::ErrorCode::invalid_argument,
+                       "limit set needs --per DURATION|UNIT (or, for a concurrency limit, "
+                       "--ttl DURATION)");
+  }
+  const Period period = parse_period(arguments.per.value(), "--per");
   Limit limit;
   if (period.calendar) {
     limit = parse_calendar_limit(arguments, maximum, *period.calendar, algorithm);
@@ -160,6 +204,12 @@ int run_limit_set(Session& session, const Arguments& arguments) {
 
   quota::Engine engine = session.open_engine();
   const std::optional<Limit> before = engine.get(limit.name);
+  if (!algorithm && before && before->algorithm == Algorithm::concurrency) {
+    throw quota::Error(quota::ErrorCode::invalid_argument,
+                       fmt::format("limit {} is a concurrency limit: give it --ttl DURATION, not "
+                                   "--per (or --algo ALGO --per DURATION to change its algorithm)",
+                                   limit.name));
+  }
   if (!algorithm) {
     limit.algorithm = before ? before->algorithm : Algorithm::sliding_log;
     if (!limit.burst || limit.algorithm == Algorithm::token_bucket) {

@@ -470,14 +470,53 @@ namespace {
 
 // `text` when it names an operation that has a statement.
 const std::string& parse_operation(const std::string& text) {
-  static const std::vector<std::string> names = quota::admin::statement_operations();
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> all = quota::admin::statement_operations();
+    for (std::string& name : quota::admin::lease_operations()) all.push_back(std::move(name));
+    return all;
+  }();
   for (const std::string& name : names) {
     if (text == name) return name;
   }
   throw quota::Error(quota::ErrorCode::invalid_argument,
                      fmt::format("unknown operation '{}'{}: use consume, check, record, reset or "
-                                 "refund",
+                                 "refund, or acquire, renew or release for leases",
                                  quota::bounded(text), did_you_mean(text, names)));
+}
+
+// renew's and release's parameters, in order (acquire's are every request statement's).
+std::vector<std::string> lease_parameters(const std::string& operation) {
+  if (operation == "renew") return {"lease", "ttl", "now"};
+  return {"lease", "now"};
+}
+
+// How to run renew or release in the sqlite3 shell or psql, as SQL comments.
+std::string lease_instructions(const std::string& operation, bool server) {
+  const bool renew = operation == "renew";
+  if (server) {
+    return fmt::format(
+        "-- The statement quota runs to {0} a lease, in PostgreSQL's dialect, with the\n"
+        "-- parameters $1 lease (text){1}, ${2} now (bigint, Unix ms, NULL for the server's\n"
+        "-- current time). It returns one row when the lease was found{3}.\n"
+        "PREPARE quota_{0}(text{4}, bigint) AS\n",
+        operation, renew ? ", $2 ttl (bigint ms, NULL for the limit's TTL)" : "",
+        renew ? 3 : 2,
+        renew ? " unexpired (and renewed), none when it is not held (lease_expired)"
+              : " (held: 1 if it was unexpired), none when there was nothing to release",
+        renew ? ", bigint" : "");
+  }
+  return fmt::format(
+      "-- The statement quota runs to {0} a lease. To run it in the sqlite3 shell, bind its\n"
+      "-- parameters first:\n"
+      "--   .parameter init\n"
+      "--   .parameter set :lease 'the id that acquire returned'\n"
+      "{1}"
+      "--   .parameter set :now NULL\n"
+      "-- :now is Unix ms, NULL for the database's current time. It returns one row when the\n"
+      "-- lease was found{2}.\n",
+      operation, renew ? "--   .parameter set :ttl NULL\n-- :ttl is ms (1000 to 86400000), NULL for the limit's TTL.\n" : "",
+      renew ? " unexpired (and renewed), none when it is not held (lease_expired)"
+            : " (held: 1 if it was unexpired), none when there was nothing to release");
 }
 
 // How to run the statement in the sqlite3 shell, as SQL comments.
@@ -521,7 +560,10 @@ std::string psql_text(const std::string& name, quota::Algorithm algorithm,
 
 int run_sql(Session& session, const Arguments& arguments) {
   const std::string& operation = parse_operation(arguments.operation);
-  quota::Algorithm algorithm = quota::Algorithm::sliding_log;
+  const bool lease_operation = operation == "acquire" || operation == "renew" ||
+                               operation == "release";
+  quota::Algorithm algorithm =
+      lease_operation ? quota::Algorithm::concurrency : quota::Algorithm::sliding_log;
   // A calendar limit (a fixed_window with a calendar period) has statements of its own.
   bool calendar = false;
   if (arguments.sql_limit) {
@@ -533,6 +575,20 @@ int run_sql(Session& session, const Arguments& arguments) {
   }
   const quota::admin::Dialect dialect = quota::admin::dialect_of(session.db_path);
   const std::string statement = quota::admin::statement(dialect, operation, algorithm, calendar);
+  if (operation == "renew" || operation == "release") {
+    if (session.json) {
+      session.emit({{"operation", operation},
+                    {"algorithm", quota::to_string(algorithm)},
+                    {"dialect", quota::admin::to_string(dialect)},
+                    {"parameters", lease_parameters(operation)},
+                    {"sql", statement}});
+    } else if (session.on_server()) {
+      session.out << lease_instructions(operation, true) << statement << ";\n";
+    } else {
+      session.out << lease_instructions(operation, false) << statement << ";\n";
+    }
+    return 0;
+  }
   if (session.json) {
     // The parameters in order: SQLite's statement names them :limit, :owner, :cost and :now,
     // PostgreSQL's numbers them $1 to $4.

@@ -40,6 +40,8 @@ struct Arguments {
   std::optional<std::string> batch;       // gc --batch
   std::optional<std::string> by;          // usage --by
   std::optional<std::string> block;       // limit set --block
+  std::optional<std::string> ttl;         // limit set --ttl, lease renew --ttl
+  std::string lease;                      // lease renew|release's ID
   std::optional<std::string> wait;        // consume --wait
   std::optional<std::string> key;         // consume/record --key (an idempotency key)
   std::optional<std::string> utc_offset;  // limit set --utc-offset

@@ -1,0 +1,214 @@
+// Concurrency leases (include/quota/lease.h): Engine::acquire_lease, renew_lease,
+// release_lease, leases, and the RAII quota::Lease. The SQL is src/sql/lease_statements.cpp's.
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "engine/engine_impl.h"
+#include "quota/lease.h"
+#include "sql/lease_statements.h"
+
+namespace quota {
+
+using detail::integer_of;
+using detail::Operation;
+using detail::Row;
+using detail::StatementKind;
+using detail::text_of;
+using detail::Value;
+
+namespace {
+
+// A lease id as acquire_lease returns it: 32 hex digits; anything of 1 to 64 bytes is looked
+// up (an unknown one is simply not held).
+void validate_lease_id(std::string_view lease) {
+  if (lease.empty() || lease.size() > 64) {
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("invalid lease id of {} bytes: pass the id that acquire_lease "
+                            "returned (32 hex digits)",
+                            lease.size()));
+  }
+}
+
+void validate_ttl(std::chrono::milliseconds ttl) {
+  if (ttl < kLeaseTtlMin || ttl > kLeaseTtlMax) {
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("invalid lease TTL {} ms: use 1 s to 1 day (1000 to {} ms)",
+                            ttl.count(), kLeaseTtlMax.count()));
+  }
+}
+
+// The row of the acquire statement: Result's columns, then lease and expires_at_ms.
+LeaseResult read_acquired(const Row& row) {
+  LeaseResult result;
+  result.allowed = integer_of(row.at(0)) != 0;
+  result.reason = parse_reason(text_of(row.at(1))).value_or(Reason::rate_limited);
+  result.remaining = integer_of(row.at(2));
+  result.retry_after_ms = integer_of(row.at(3));
+  result.reset_at_ms = integer_of(row.at(4));
+  result.denied = integer_of(row.at(5));
+  result.shadow_denied = integer_of(row.at(6)) != 0;
+  result.lease = text_of(row.at(7));
+  result.expires_at_ms = integer_of(row.at(8));
+  return result;
+}
+
+Error not_concurrency(std::string_view limit, Algorithm algorithm, std::string_view call) {
+  return Error(ErrorCode::invalid_argument,
+               fmt::format("limit '{}' is {}, not a concurrency limit: {} works on limits "
+                           "defined with the concurrency algorithm; use consume on a rate limit",
+                           limit, to_string(algorithm), call));
+}
+
+}  // namespace
+
+LeaseResult Engine::acquire_lease(std::string_view limit, std::string_view owner,
+                                  std::int64_t cost) {
+  validate_limit_name(limit);
+  validate_owner(owner);
+  validate_cost(cost);
+  return impl_->writing([&] {
+    // The limit's kind from the cache, read again once when it is not (or no longer) a
+    // concurrency limit: another connection may have redefined it.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const auto kind = impl_->statement_kind(limit, attempt > 0);
+      if (!kind) throw detail::unknown_limit(limit);
+      if (*kind != StatementKind::concurrency) {
+        if (attempt == 0) continue;
+        throw not_concurrency(limit, detail::stored_algorithm(*kind), "acquire_lease");
+      }
+      try {
+        const std::optional<std::int64_t> now =
+            impl_->options.server_clock ? std::nullopt : std::optional(impl_->now());
+        const std::optional<Row> row =
+            impl_->store->run(Operation::consume, *kind, {limit, owner, cost, now});
+        if (row) return read_acquired(*row);
+      } catch (const Error& error) {
+        if (error.code() != ErrorCode::unknown_limit) throw;
+      }
+    }
+    throw detail::unknown_limit(limit);
+  });
+}
+
+LeaseResult Engine::renew_lease(std::string_view lease,
+                                std::optional<std::chrono::milliseconds> ttl) {
+  validate_lease_id(lease);
+  if (ttl) validate_ttl(*ttl);
+  return impl_->writing([&] {
+    const Value now = impl_->options.server_clock ? Value() : Value(impl_->now());
+    const std::vector<Row> rows =
+        impl_->store->query(detail::sql::renew_statement(impl_->store->dialect()),
+                            {Value(std::string(lease)), ttl ? Value(std::int64_t{ttl->count()}) : Value(), now});
+    LeaseResult result;
+    if (rows.empty()) {
+      result.allowed = false;
+      result.reason = Reason::lease_expired;
+      result.retry_after_ms = -1;
+      result.reset_at_ms = detail::is_null(now) ? impl_->now() : integer_of(now);
+      return result;
+    }
+    const Row& row = rows.front();
+    result.lease = text_of(row.at(2));
+    result.expires_at_ms = integer_of(row.at(6));
+    // The owner's figures after the renewal, by its limit's check (which writes nothing).
+    const std::string limit = text_of(row.at(3));
+    const std::string owner = text_of(row.at(4));
+    const std::optional<Row> check = impl_->store->run(
+        Operation::check, StatementKind::concurrency,
+        {limit, owner, 1,
+         detail::is_null(now) ? std::nullopt : std::optional<std::int64_t>(integer_of(now))});
+    if (check) {
+      result.remaining = integer_of(check->at(2));
+      result.reset_at_ms = integer_of(check->at(4));
+      result.denied = integer_of(check->at(5));
+    } else {
+      result.reset_at_ms = result.expires_at_ms;
+    }
+    return result;
+  });
+}
+
+bool Engine::release_lease(std::string_view lease) {
+  validate_lease_id(lease);
+  return impl_->writing([&] {
+    const Value now = impl_->options.server_clock ? Value() : Value(impl_->now());
+    const std::vector<Row> rows = impl_->store->query(
+        detail::sql::release_statement(impl_->store->dialect()), {Value(std::string(lease)), now});
+    return !rows.empty() && integer_of(rows.front().at(0)) != 0;
+  });
+}
+
+std::vector<LeaseInfo> Engine::leases(std::string_view limit,
+                                      std::optional<std::string_view> owner) {
+  validate_limit_name(limit);
+  if (owner) validate_owner(*owner);
+  return impl_->guarded([&] {
+    const std::string name(limit);
+    if (impl_->store->query(detail::sql::concurrency_limit_query(), {Value(name)}).empty()) {
+      const std::optional<Limit> found = detail::get_locked(*impl_->store, limit);
+      if (!found) throw detail::unknown_limit(limit);
+      throw not_concurrency(limit, found->algorithm, "leases");
+    }
+    const std::vector<Row> rows = impl_->store->query(
+        detail::sql::lease_list_query(),
+        {Value(name), owner ? Value(std::string(*owner)) : Value(), Value(impl_->now())});
+    std::vector<LeaseInfo> leases;
+    leases.reserve(rows.size());
+    for (const Row& row : rows) {
+      leases.push_back({text_of(row.at(0)), text_of(row.at(1)), integer_of(row.at(2)),
+                        integer_of(row.at(3)), integer_of(row.at(4))});
+    }
+    return leases;
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// quota::Lease
+
+Lease::Lease(Engine& engine, std::string_view limit, std::string_view owner, std::int64_t cost)
+    : engine_(&engine), result_(engine.acquire_lease(limit, owner, cost)) {}
+
+Lease::Lease(Lease&& other) noexcept
+    : engine_(std::exchange(other.engine_, nullptr)), result_(std::move(other.result_)) {
+  other.result_.lease.clear();
+}
+
+Lease& Lease::operator=(Lease&& other) noexcept {
+  if (this != &other) {
+    Lease released(std::move(*this));  // this one's lease goes when `released` does
+    engine_ = std::exchange(other.engine_, nullptr);
+    result_ = std::move(other.result_);
+    other.result_.lease.clear();
+  }
+  return *this;
+}
+
+Lease::~Lease() {
+  if (!held()) return;
+  try {
+    engine_->release_lease(result_.lease);
+  } catch (...) {
+    // Never from a destructor: the lease expires at its TTL all the same.
+  }
+}
+
+LeaseResult Lease::renew(std::optional<std::chrono::milliseconds> ttl) {
+  if (!held()) {
+    throw Error(ErrorCode::invalid_argument,
+                "this Lease holds nothing (denied, moved from or released): acquire a new one");
+  }
+  LeaseResult renewed = engine_->renew_lease(result_.lease, ttl);
+  if (renewed.allowed) result_ = renewed;
+  return renewed;
+}
+
+bool Lease::release() {
+  if (!held()) return false;
+  const bool was_held = engine_->release_lease(result_.lease);
+  result_.lease.clear();
+  engine_ = nullptr;
+  return was_held;
+}
+
+}  // namespace quota

@@ -1,0 +1,341 @@
+// The statements of concurrency limits, built once per dialect from the templates below.
+//
+// An acquire is one upsert of the owner's row of quota_lease_owners, as a sliding log's
+// consume is one upsert of its owner's row: the decision reads the units held by the owner's
+// leases unexpired at t and, when the lease fits (or for record, always), writes last_lease,
+// whose trigger inserts the lease into quota_leases in the same statement. So the decision runs
+// with the owner's row locked: on SQLite under the write lock, which the statement takes before
+// it reads; on PostgreSQL under the row lock of the upsert, its lease reads made by VOLATILE
+// functions that read after the lock is held (migrations/postgresql/0012_concurrency_leases.sql).
+// The proposed row of the INSERT is the decision over an owner without a row; an existing
+// owner's conflict decides again over its row in DO UPDATE, as PostgreSQL's statements of the
+// other algorithms do (src/sql/dialect.h, "The proposed row").
+//
+// Example (limit "uploads": concurrency, maximum 2, TTL 10000 ms; owner "u"):
+//   acquire :now=1000  -> allowed 1, remaining 1, lease L1, expires_at_ms 11000
+//   acquire :now=2000  -> allowed 1, remaining 0, lease L2, expires_at_ms 12000
+//   acquire :now=3000  -> allowed 0, rate_limited, retry 8000 (L1 expires at 11000)
+//   release L1 :now=4000 -> held 1;  acquire :now=4000 -> allowed 1 (L3, until 14000)
+// tests/common/lease_test.cpp runs these.
+#include "sql/lease_statements.h"
+
+#include <stdexcept>
+
+#include "sql/fragments.h"
+
+namespace quota::detail::sql {
+namespace {
+
+// The reads of the owner's leases, where the dialects differ: SQLite's subqueries, and on
+// PostgreSQL the same reads as VOLATILE functions that take their own snapshot (see above).
+// key_limit and key_owner are the owner's key, t the time, excess the units to wait for.
+struct LeaseReads {
+  const char* held;         // units held by leases unexpired at t
+  const char* last_expiry;  // the last expiry of those leases (NULL: none)
+  const char* freed_at;     // the first expiry by which they free `excess` units (NULL: never)
+  const char* new_id;       // a fresh lease id: 32 random hex digits
+  const char* refuse;       // fails the statement with the message in {message}
+};
+
+constexpr const char* kOwnerLeases =
+    "e.owner = key_owner AND e.limit_name = key_limit AND e.expires_at_ms > t";
+
+constexpr LeaseReads kSqliteReads = {
+    "(SELECT coalesce(sum(e.cost), 0) FROM quota_leases AS e WHERE {owner_leases})",
+    "(SELECT max(e.expires_at_ms) FROM quota_leases AS e WHERE {owner_leases})",
+    "(SELECT min(x.expires_at_ms) FROM quota_leases AS x"
+    " WHERE x.owner = key_owner AND x.limit_name = key_limit AND x.expires_at_ms > t"
+    " AND (SELECT sum(e.cost) FROM quota_leases AS e WHERE {owner_leases}"
+    " AND e.expires_at_ms <= x.expires_at_ms) >= excess)",
+    "lower(hex(randomblob(16)))",
+    "json_extract('{}', '{message}')",
+};
+
+constexpr LeaseReads kPostgresqlReads = {
+    "quota_leases_held(key_limit, key_owner, t)",
+    "quota_leases_last_expiry(key_limit, key_owner, t)",
+    "quota_leases_freed_at(key_limit, key_owner, t, excess)",
+    "replace(CAST(gen_random_uuid() AS text), '-', '')",
+    "quota_refuse('{message}')",
+};
+
+const LeaseReads& reads_of(const Dialect& dialect) {
+  return dialect.name == kPostgresql.name ? kPostgresqlReads : kSqliteReads;
+}
+
+// The decision, over {inputs}: key_limit, key_owner, maximum (the limit's; NULL: no such
+// concurrency limit), capacity (the owner's, after its override), period_ms (the TTL), cost,
+// now, policy, shadow, s_seen, s_denied, s_shadow_denied. An exempt owner is always allowed
+// and takes no lease; a denied one never is. {recorded} and {denied} are the operation's.
+constexpr const char* kDecision = R"(
+  SELECT *,
+    CASE WHEN allowed THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied'
+         WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
+    CASE WHEN policy IS NOT DISTINCT FROM 'exempt' THEN capacity
+         WHEN policy IS NOT DISTINCT FROM 'deny' THEN 0
+         ELSE {max}(capacity - held_after, 0) END AS remaining,
+    CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 WHEN allowed THEN 0
+         WHEN cost > capacity THEN -1
+         ELSE coalesce({freed_at}, t + period_ms) - now END AS retry_after_ms,
+    {max}(coalesce({last_expiry}, t), CASE WHEN recorded THEN t + period_ms ELSE t END)
+      AS reset_at_ms,
+    CASE WHEN recorded THEN t + period_ms END AS expires_at_ms,
+    CASE WHEN recorded THEN {new_id} END AS lease
+  FROM (
+    SELECT *,
+      held + CASE WHEN recorded THEN cost ELSE 0 END AS held_after,
+      held + CASE WHEN recorded THEN cost ELSE 0 END + cost - capacity AS excess,
+      denied_before + {as_integer}({denied}) AS denied
+    FROM (
+      SELECT *, {recorded} AS recorded
+      FROM (
+        SELECT *,
+          CASE policy WHEN 'exempt' THEN TRUE WHEN 'deny' THEN FALSE
+               ELSE cost <= capacity AND held + cost <= capacity END AS allowed
+        FROM (
+          SELECT *, {held} AS held, coalesce(s_denied, 0) AS denied_before
+          FROM (
+            SELECT *, {clock.t} AS t
+            FROM ({inputs}) AS inputs {barrier}
+          ) AS clocked {barrier}
+        ) AS counted
+      ) AS decided {barrier}
+    ) AS booked
+  ) AS answered)";
+
+// The owner's capacity: its override's maximum (its own for the limit, else its '*' one).
+constexpr const char* kCapacity =
+    "CASE WHEN l.name IS NULL THEN NULL WHEN coalesce(o.policy, a.policy) = 'maximum' "
+    "THEN CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END ELSE l.maximum END";
+
+constexpr const char* kOverrides = R"(
+      LEFT JOIN quota_overrides AS o ON o.limit_name = {key_limit} AND o.owner = {key_owner}
+      LEFT JOIN quota_overrides AS a ON a.limit_name = '*' AND a.owner = {key_owner})";
+
+// A write's inputs: the request, the limit (if it is a concurrency limit) and the row {row}
+// (quota_lease_owners in DO UPDATE; `nobody`, joined to nothing, in the proposed row).
+constexpr const char* kWriteInputs = R"(
+      SELECT r.limit_name AS key_limit, r.owner AS key_owner, r.cost AS cost, r.now AS now,
+             l.maximum AS maximum, {capacity} AS capacity, l.period_ms AS period_ms,
+             coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow,
+             {row}.seen_ms AS s_seen, {row}.denied AS s_denied,
+             {row}.shadow_denied AS s_shadow_denied
+      FROM (SELECT {limit} AS limit_name, {owner} AS owner, {request_cost} AS cost,
+                   {request_now} AS now) AS r
+      LEFT JOIN quota_limits AS l ON l.name = r.limit_name AND l.algorithm = 'concurrency'{overrides}{nobody})";
+
+constexpr const char* kNobody = "\n      LEFT JOIN quota_lease_owners AS nobody ON FALSE";
+
+constexpr const char* kCheckInputs = R"(
+      SELECT l.name AS key_limit, {owner} AS key_owner, {request_cost} AS cost,
+             {request_now} AS now, l.maximum AS maximum, {capacity} AS capacity,
+             l.period_ms AS period_ms, coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow,
+             s.seen_ms AS s_seen, s.denied AS s_denied, s.shadow_denied AS s_shadow_denied
+      FROM quota_limits AS l
+      LEFT JOIN quota_lease_owners AS s ON s.owner = {owner} AND s.limit_name = l.name{overrides}
+      WHERE l.name = {limit} AND l.algorithm = 'concurrency')";
+
+constexpr const char* kColumns =
+    "maximum, period_ms, cost, seen_ms, denied, shadow_denied, last_allowed, last_reason,\n"
+    "   last_remaining, last_retry_after_ms, last_reset_at_ms, last_shadow_denied, last_lease,\n"
+    "   last_expires_at_ms";
+constexpr const char* kValues =
+    "maximum, period_ms, cost, t, denied, {shadow_count}, {granted}, reason,\n"
+    "          remaining, retry_after_ms, reset_at_ms, {shadow_flag}, lease, expires_at_ms";
+
+constexpr const char* kWrite = R"(INSERT INTO quota_lease_owners (limit_name, owner, {columns})
+SELECT key_limit, key_owner, {proposed_values}
+FROM ({proposed}) AS decision WHERE TRUE
+ON CONFLICT (limit_name, owner) DO UPDATE SET
+  ({columns}) =
+  (SELECT {values}
+   FROM ({decision}) AS decision)
+RETURNING last_allowed AS allowed, last_reason AS reason, last_remaining AS remaining,
+  last_retry_after_ms AS retry_after_ms, last_reset_at_ms AS reset_at_ms, denied,
+  last_shadow_denied AS shadow_denied, last_lease AS lease, last_expires_at_ms AS expires_at_ms)";
+
+constexpr const char* kCheck = R"(SELECT allowed, reason, remaining, retry_after_ms, reset_at_ms, denied,
+  FALSE AS shadow_denied,
+  CASE WHEN policy IS NOT DISTINCT FROM 'exempt' THEN 0 ELSE held END AS used,
+  coalesce(s_shadow_denied, 0) AS shadow_denials, capacity,
+  CAST(NULL AS bigint) AS blocked_until_ms
+FROM ({decision}) AS decision)";
+
+struct OperationParts {
+  const char* recorded;      // does it take the lease?
+  const char* denied;        // does it count a denial?
+  const char* granted;       // the answer's allowed
+  const char* shadow_count;  // the owner's shadow_denied after it
+  const char* shadow_flag;   // the answer's shadow_denied
+};
+
+OperationParts parts_of(Operation operation) {
+  switch (operation) {
+    case Operation::check:
+      return {"FALSE", "FALSE", "allowed", "", ""};
+    case Operation::consume:
+      // Shadow mode: never denied; a would-be denial takes nothing and is counted apart.
+      return {"allowed AND policy IS DISTINCT FROM 'exempt'", "NOT allowed AND NOT shadow",
+              "allowed OR shadow",
+              "coalesce(s_shadow_denied, 0) + {as_integer}(NOT allowed AND shadow)",
+              "NOT allowed AND shadow"};
+    case Operation::record:
+      return {"policy IS DISTINCT FROM 'exempt'", "FALSE", "allowed",
+              "coalesce(s_shadow_denied, 0)", "FALSE"};
+    default:
+      break;
+  }
+  throw std::logic_error("no lease statement for this operation");
+}
+
+std::string decision(Operation operation, const Dialect& dialect, const std::string& inputs) {
+  const OperationParts parts = parts_of(operation);
+  const LeaseReads& reads = reads_of(dialect);
+  const Bindings owner_leases = {{"owner_leases", kOwnerLeases}};
+  return fill(kDecision, {{"inputs", inputs},
+                          {"recorded", parts.recorded},
+                          {"denied", parts.denied},
+                          {"held", fill(reads.held, owner_leases)},
+                          {"last_expiry", fill(reads.last_expiry, owner_leases)},
+                          {"freed_at", fill(reads.freed_at, owner_leases)},
+                          {"new_id", reads.new_id}});
+}
+
+std::string write_inputs(bool proposed) {
+  return fill(kWriteInputs, {{"capacity", kCapacity},
+                             {"overrides", fill(kOverrides, {{"key_limit", "r.limit_name"},
+                                                             {"key_owner", "r.owner"}})},
+                             {"row", proposed ? "nobody" : "quota_lease_owners"},
+                             {"nobody", proposed ? kNobody : ""}});
+}
+
+std::string build(Operation operation, const Dialect& dialect) {
+  if (operation == Operation::check) {
+    const std::string inputs =
+        fill(kCheckInputs, {{"capacity", kCapacity},
+                            {"overrides", fill(kOverrides, {{"key_limit", "l.name"},
+                                                            {"key_owner", "{owner}"}})}});
+    return finish(fill(kCheck, {{"decision", decision(operation, dialect, inputs)}}), dialect);
+  }
+  const OperationParts parts = parts_of(operation);
+  const std::string values = fill(kValues, {{"shadow_count", parts.shadow_count},
+                                            {"granted", parts.granted},
+                                            {"shadow_flag", parts.shadow_flag}});
+  return finish(fill(kWrite, {{"columns", kColumns},
+                              {"proposed_values", values},
+                              {"values", values},
+                              {"proposed", decision(operation, dialect, write_inputs(true))},
+                              {"decision", decision(operation, dialect, write_inputs(false))}}),
+                dialect);
+}
+
+// renew's and release's parameters, in each dialect's spelling: SQLite's names, PostgreSQL's
+// numbers with their types.
+struct Parameter {
+  const char* sqlite;
+  const char* postgresql;
+};
+
+std::string spelled(const Dialect& dialect, const Parameter& parameter) {
+  return dialect.name == kPostgresql.name ? parameter.postgresql : parameter.sqlite;
+}
+
+// The request's time (NULL: the database's clock), refused unless a whole number >= 0.
+constexpr const char* kTime =
+    "CASE WHEN {now} IS NULL THEN {database_now}"
+    " WHEN {now} = CAST({now} AS bigint) AND CAST({now} AS bigint) >= 0 THEN CAST({now} AS bigint)"
+    " ELSE {refuse_time} END";
+
+constexpr const char* kRenew = R"(UPDATE quota_leases
+SET expires_at_ms = r.t + coalesce(r.ttl, l.period_ms)
+FROM (SELECT {lease} AS lease,
+             CASE WHEN {ttl} IS NULL THEN NULL
+                  WHEN {ttl} = CAST({ttl} AS bigint) AND CAST({ttl} AS bigint) BETWEEN 1000 AND 86400000
+                  THEN CAST({ttl} AS bigint) ELSE {refuse_ttl} END AS ttl,
+             {time} AS t) AS r,
+     quota_limits AS l
+WHERE quota_leases.id = r.lease AND l.name = quota_leases.limit_name
+  AND quota_leases.expires_at_ms > r.t
+RETURNING TRUE AS allowed, 'ok' AS reason, id AS lease, limit_name, owner, cost, expires_at_ms)";
+
+constexpr const char* kRelease = R"(DELETE FROM quota_leases WHERE id = {lease}
+RETURNING expires_at_ms > {time} AS held, id AS lease, limit_name, owner, cost, expires_at_ms)";
+
+std::string refusal(const Dialect& dialect, const char* message) {
+  return fill(reads_of(dialect).refuse, {{"message", message}});
+}
+
+std::string build_renew(const Dialect& dialect) {
+  const std::string now = spelled(dialect, {":now", "CAST($3 AS bigint)"});
+  const std::string time =
+      fill(kTime, {{"now", now},
+                   {"refuse_time",
+                    refusal(dialect, "the time must be a whole number of Unix milliseconds >= 0 "
+                                     "(NULL: the database clock)")}});
+  return finish(fill(kRenew, {{"lease", spelled(dialect, {":lease", "CAST($1 AS text)"})},
+                              {"ttl", spelled(dialect, {":ttl", "CAST($2 AS bigint)"})},
+                              {"refuse_ttl",
+                               refusal(dialect, "the ttl must be a whole number of ms from 1000 "
+                                                "to 86400000 (NULL: the TTL of the limit)")},
+                              {"time", time}}),
+                dialect);
+}
+
+std::string build_release(const Dialect& dialect) {
+  const std::string now = spelled(dialect, {":now", "CAST($2 AS bigint)"});
+  const std::string time =
+      fill(kTime, {{"now", now},
+                   {"refuse_time",
+                    refusal(dialect, "the time must be a whole number of Unix milliseconds >= 0 "
+                                     "(NULL: the database clock)")}});
+  return finish(fill(kRelease, {{"lease", spelled(dialect, {":lease", "CAST($1 AS text)"})},
+                                {"time", time}}),
+                dialect);
+}
+
+struct Built {
+  std::string check, consume, record, renew, release;
+};
+
+Built build_all(const Dialect& dialect) {
+  return {build(Operation::check, dialect), build(Operation::consume, dialect),
+          build(Operation::record, dialect), build_renew(dialect), build_release(dialect)};
+}
+
+const Built& built(const Dialect& dialect) {
+  static const Built sqlite = build_all(kSqlite);
+  static const Built postgresql = build_all(kPostgresql);
+  return dialect.name == kPostgresql.name ? postgresql : sqlite;
+}
+
+}  // namespace
+
+const std::string& lease_statement(const Dialect& dialect, Operation operation) {
+  switch (operation) {
+    case Operation::check:
+      return built(dialect).check;
+    case Operation::consume:
+      return built(dialect).consume;
+    case Operation::record:
+      return built(dialect).record;
+    default:
+      break;
+  }
+  throw std::logic_error("no lease statement for this operation");
+}
+
+const std::string& renew_statement(const Dialect& dialect) { return built(dialect).renew; }
+
+const std::string& release_statement(const Dialect& dialect) { return built(dialect).release; }
+
+const char* lease_list_query() {
+  return "SELECT id, owner, cost, expires_at_ms, acquired_at_ms FROM quota_leases "
+         "WHERE limit_name = ?1 AND (CAST(?2 AS text) IS NULL OR owner = CAST(?2 AS text)) "
+         "AND expires_at_ms > ?3 ORDER BY owner, expires_at_ms, id";
+}
+
+const char* concurrency_limit_query() {
+  return "SELECT period_ms FROM quota_limits WHERE name = ?1 AND algorithm = 'concurrency'";
+}
+
+}  // namespace quota::detail::sql

@@ -1,0 +1,2 @@
+DELETE FROM quota_leases WHERE id = CAST($1 AS text)
+RETURNING expires_at_ms > CASE WHEN CAST($2 AS bigint) IS NULL THEN CAST(floor(extract(epoch FROM statement_timestamp()) * 1000) AS bigint) WHEN CAST($2 AS bigint) = CAST(CAST($2 AS bigint) AS bigint) AND CAST(CAST($2 AS bigint) AS bigint) >= 0 THEN CAST(CAST($2 AS bigint) AS bigint) ELSE quota_refuse('the time must be a whole number of Unix milliseconds >= 0 (NULL: the database clock)') END AS held, id AS lease, limit_name, owner, cost, expires_at_ms

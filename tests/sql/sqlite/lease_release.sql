@@ -1,0 +1,2 @@
+DELETE FROM quota_leases WHERE id = :lease
+RETURNING expires_at_ms > CASE WHEN :now IS NULL THEN CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) WHEN :now = CAST(:now AS bigint) AND CAST(:now AS bigint) >= 0 THEN CAST(:now AS bigint) ELSE json_extract('{}', 'the time must be a whole number of Unix milliseconds >= 0 (NULL: the database clock)') END AS held, id AS lease, limit_name, owner, cost, expires_at_ms
