@@ -75,6 +75,7 @@ struct Secured {
                 "' CONNECTION LIMIT 1 IN ROLE quota_pw");
     Engine engine = Engine::open(uri("quota_pw:" + kRight));
     engine.define(make_limit("send", Algorithm::fixed_window, 1'000'000, 60'000));
+    engine.define(make_limit("slots", Algorithm::concurrency, 1'000'000, 60'000));
   }
 
   std::string uri(const std::string& user_info, const std::string& query = "") const {
@@ -154,7 +155,11 @@ const std::vector<std::vector<std::string>> kCommands = {
     {"limit", "list"},
     {"limit", "get", "send"},
     {"consume", "send", "u1"},
+    {"consume", "send", "u1", "--key", "order-1"},
     {"check", "send", "u1"},
+    {"lease", "acquire", "slots", "u1"},
+    {"lease", "list", "slots"},
+    {"sql", "acquire", "slots"},
     {"usage", "send"},
     {"sql", "consume", "send"},
     {"watch", "send", "--for", "200ms"},
