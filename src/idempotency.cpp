@@ -48,14 +48,7 @@ std::optional<StoredAnswer> find_answer(Store& store, const KeyPlace& place, std
   StoredAnswer found;
   found.request = text_of(row.at(0));
   found.decided_by = text_of(row.at(1));
-  Result& result = found.result;
-  result.allowed = integer_of(row.at(2)) != 0;
-  result.reason = parse_reason(text_of(row.at(3))).value_or(Reason::rate_limited);
-  result.remaining = integer_of(row.at(4));
-  result.retry_after_ms = integer_of(row.at(5));
-  result.reset_at_ms = integer_of(row.at(6));
-  result.denied = integer_of(row.at(7));
-  result.shadow_denied = integer_of(row.at(8)) != 0;
+  found.result = result_of(row, 2);
   return found;
 }
 

@@ -26,6 +26,7 @@
 #include "quota/error.h"
 #include "location.h"
 #include "quota/limit.h"
+#include "quota/result.h"
 #include "sql/dialect.h"
 #include "statements.h"
 
@@ -39,6 +40,11 @@ using Row = std::vector<Value>;
 std::int64_t integer_of(const Value& value);  // 0 for NULL
 std::string text_of(const Value& value);      // "" for NULL
 bool is_null(const Value& value);
+
+// The Result a statement's row holds in its columns first, first + 1, ...: allowed, reason,
+// remaining, retry_after_ms, reset_at_ms, denied, shadow_denied (every request statement
+// answers them first; a key's stored answer holds them after its request text).
+Result result_of(const Row& row, std::size_t first = 0);
 
 // The request of a request statement, as it is bound: :limit, :owner, :cost and :now (none:
 // NULL, the database's own clock).

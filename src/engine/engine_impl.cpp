@@ -99,18 +99,6 @@ using detail::text_of;
 using detail::unknown_limit;
 using detail::Value;
 
-Result read_result(const Row& row) {
-  Result result;
-  result.allowed = integer_of(row.at(0)) != 0;
-  result.reason = parse_reason(text_of(row.at(1))).value_or(Reason::rate_limited);
-  result.remaining = integer_of(row.at(2));
-  result.retry_after_ms = integer_of(row.at(3));
-  result.reset_at_ms = integer_of(row.at(4));
-  result.denied = integer_of(row.at(5));
-  result.shadow_denied = integer_of(row.at(6)) != 0;
-  return result;
-}
-
 // Every request of a batch call, validated before any runs; the message names the bad one.
 void validate_batch(const std::vector<BatchRequest>& requests) {
   for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -480,10 +468,10 @@ Result Engine::Impl::run_at(Operation operation, std::string_view limit, std::st
       const auto plain = detail::plain_kind(operation, *kind);
       if (plain && plain_limits.find(limit) != plain_limits.end()) {
         const std::optional<Row> row = store->run(operation, *plain, {limit, owner, cost, now});
-        if (row) return read_result(*row);
+        if (row) return detail::result_of(*row);
       }
       const std::optional<Row> row = store->run(operation, *kind, {limit, owner, cost, now});
-      if (row) return read_result(*row);
+      if (row) return detail::result_of(*row);
     } catch (const Error& error) {
       if (error.code() != ErrorCode::unknown_limit) throw;
     }
@@ -498,7 +486,7 @@ std::optional<std::pair<Usage, Result>> Engine::Impl::reading_at(detail::Stateme
                                                                  std::int64_t now) {
   const std::optional<Row> row = store->run(Operation::check, kind, {limit, owner, cost, now});
   if (!row) return std::nullopt;
-  const Result result = read_result(*row);
+  const Result result = detail::result_of(*row);
   Usage usage{std::string(limit),     std::string(owner),    integer_of(row->at(7)),
               result.remaining,       result.denied,         result.reset_at_ms,
               integer_of(row->at(8)), integer_of(row->at(9))};
@@ -617,7 +605,7 @@ bool Engine::Impl::run_all_at_once(const std::vector<detail::Step>& steps,
     const std::vector<std::optional<Row>> rows = store->run_all(steps);
     std::size_t answered = 0;
     for (; answered < rows.size() && rows[answered]; ++answered) {
-      results[order[answered]] = read_result(*rows[answered]);
+      results[order[answered]] = detail::result_of(*rows[answered]);
     }
     return answered == rows.size();
   } catch (const Error& error) {

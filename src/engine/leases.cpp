@@ -41,13 +41,7 @@ void validate_ttl(std::chrono::milliseconds ttl) {
 // The row of the acquire statement: Result's columns, then lease and expires_at_ms.
 LeaseResult read_acquired(const Row& row) {
   LeaseResult result;
-  result.allowed = integer_of(row.at(0)) != 0;
-  result.reason = parse_reason(text_of(row.at(1))).value_or(Reason::rate_limited);
-  result.remaining = integer_of(row.at(2));
-  result.retry_after_ms = integer_of(row.at(3));
-  result.reset_at_ms = integer_of(row.at(4));
-  result.denied = integer_of(row.at(5));
-  result.shadow_denied = integer_of(row.at(6)) != 0;
+  static_cast<Result&>(result) = detail::result_of(row);
   result.lease = text_of(row.at(7));
   result.expires_at_ms = integer_of(row.at(8));
   return result;
