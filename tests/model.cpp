@@ -220,6 +220,38 @@ std::int64_t TokenBucketCounter::reset_at(const Limit& limit, std::int64_t t) co
   return now < full ? narrow(t + ceil_div(full - now, limit.maximum)) : t;
 }
 
+// ---- concurrency ----------------------------------------------------------------------------
+
+std::int64_t ConcurrencyCounter::used(const Limit&, std::int64_t t) const {
+  std::int64_t sum = 0;
+  for (const Held& lease : leases) {
+    if (lease.expires_at > t) sum += lease.cost;
+  }
+  return sum;
+}
+
+void ConcurrencyCounter::add(const Limit& limit, std::int64_t t, std::int64_t cost) {
+  leases.push_back({0, cost, t + limit.period.count(), t});
+}
+
+void ConcurrencyCounter::take(const Limit&, std::int64_t, std::int64_t) {
+  throw std::logic_error("model: a concurrency limit has no refund");
+}
+
+std::vector<std::int64_t> ConcurrencyCounter::changes_after(const Limit&, std::int64_t t) const {
+  std::vector<std::int64_t> times;
+  for (const Held& lease : leases) {
+    if (lease.expires_at > t) times.push_back(lease.expires_at);
+  }
+  return sorted_unique(times);
+}
+
+std::int64_t ConcurrencyCounter::reset_at(const Limit&, std::int64_t t) const {
+  std::int64_t last = t;
+  for (const Held& lease : leases) last = std::max(last, lease.expires_at);
+  return last;
+}
+
 // ---- Model ----------------------------------------------------------------------------------
 
 std::unique_ptr<Counter> Model::new_counter(Algorithm algorithm) {
@@ -233,7 +265,7 @@ std::unique_ptr<Counter> Model::new_counter(Algorithm algorithm) {
     case Algorithm::token_bucket:
       return std::make_unique<TokenBucketCounter>();
     case Algorithm::concurrency:
-      break;  // leases are tested against the leases table (tests/common/lease_test.cpp)
+      return std::make_unique<ConcurrencyCounter>();
   }
   throw std::logic_error("the model has no counter for this algorithm");
 }
@@ -248,6 +280,7 @@ void Model::define(const Limit& limit) {
 
 bool Model::remove(const std::string& name) {
   std::erase_if(owners_, [&](const auto& entry) { return entry.first.first == name; });
+  std::erase_if(keys_, [&](const auto& entry) { return std::get<0>(entry.first) == name; });
   std::erase_if(overrides_, [&](const auto& entry) { return entry.first.first == name; });
   return limits_.erase(name) > 0;
 }
@@ -461,6 +494,120 @@ Result Model::reset(const std::string& limit, const std::string& owner, std::int
   result.reset_at_ms = now;
   result.denied = 0;
   return result;
+}
+
+LeaseAnswer Model::acquire(const std::string& limit, const std::string& owner, std::int64_t cost,
+                           std::int64_t now) {
+  auto& leases = static_cast<ConcurrencyCounter&>(*state(limit, owner).counter).leases;
+  const std::size_t before = leases.size();
+  LeaseAnswer answer{consume(limit, owner, cost, now)};
+  if (leases.size() > before) {
+    leases.back().id = ++last_lease_;
+    answer.lease = leases.back().id;
+    answer.expires_at_ms = leases.back().expires_at;
+  }
+  return answer;
+}
+
+std::optional<Model::Found> Model::find_lease(std::int64_t id) {
+  if (id == 0) return std::nullopt;
+  for (auto& [key, owner_state] : owners_) {
+    auto* counter = dynamic_cast<ConcurrencyCounter*>(owner_state.counter.get());
+    if (!counter) continue;
+    for (ConcurrencyCounter::Held& held : counter->leases) {
+      if (held.id == id) return Found{key, &held};
+    }
+  }
+  return std::nullopt;
+}
+
+LeaseAnswer Model::renew(std::int64_t lease, std::optional<std::int64_t> ttl_ms,
+                         std::int64_t now) {
+  const std::optional<Found> found = find_lease(lease);
+  LeaseAnswer answer;
+  if (!found || found->held->expires_at <= now) {
+    answer.result.allowed = false;
+    answer.result.reason = Reason::lease_expired;
+    answer.result.remaining = 0;
+    answer.result.retry_after_ms = -1;
+    answer.result.reset_at_ms = now;
+    answer.result.denied = 0;
+    return answer;
+  }
+  const auto& [limit, owner] = found->key;
+  found->held->expires_at = now + ttl_ms.value_or(limits_.at(limit).period.count());
+  // The owner's figures after the renewal, as a check of cost 1 sees them.
+  const Result seen = check(limit, owner, 1, now);
+  answer.result.allowed = true;
+  answer.result.reason = Reason::ok;
+  answer.result.remaining = seen.remaining;
+  answer.result.retry_after_ms = 0;
+  answer.result.reset_at_ms = seen.reset_at_ms;
+  answer.result.denied = seen.denied;
+  answer.lease = lease;
+  answer.expires_at_ms = found->held->expires_at;
+  return answer;
+}
+
+bool Model::release(std::int64_t lease, std::int64_t now) {
+  const std::optional<Found> found = find_lease(lease);
+  if (!found) return false;
+  const bool held = found->held->expires_at > now;
+  auto& leases = static_cast<ConcurrencyCounter&>(*owners_.at(found->key).counter).leases;
+  std::erase_if(leases, [&](const ConcurrencyCounter::Held& each) { return each.id == lease; });
+  return held;
+}
+
+std::vector<LeaseInfo> Model::leases(const std::string& limit, std::int64_t now) const {
+  std::vector<LeaseInfo> list;
+  for (const auto& [key, owner_state] : owners_) {
+    if (key.first != limit) continue;
+    const auto* counter = dynamic_cast<const ConcurrencyCounter*>(owner_state.counter.get());
+    if (!counter) continue;
+    for (const ConcurrencyCounter::Held& held : counter->leases) {
+      if (held.expires_at > now) {
+        list.push_back({std::to_string(held.id), key.second, held.cost, held.expires_at,
+                        held.acquired_at});
+      }
+    }
+  }
+  std::sort(list.begin(), list.end(), [](const LeaseInfo& a, const LeaseInfo& b) {
+    return std::tie(a.owner, a.expires_at_ms, a.lease) < std::tie(b.owner, b.expires_at_ms, b.lease);
+  });
+  return list;
+}
+
+std::optional<LeaseAnswer> Model::keyed(const std::string& limit, const std::string& owner,
+                                        const std::string& key, const std::string& request,
+                                        std::int64_t now,
+                                        const std::function<LeaseAnswer()>& decide) {
+  const auto found = keys_.find({limit, owner, key});
+  if (found != keys_.end() && found->second.expires_at > now) {
+    if (found->second.request != request) return std::nullopt;
+    LeaseAnswer replay = found->second.answer;
+    replay.result.replayed = true;
+    return replay;
+  }
+  const LeaseAnswer answer = decide();
+  keys_[{limit, owner, key}] = {request, answer, now + idempotency_ttl_ms_};
+  return answer;
+}
+
+std::optional<Result> Model::consume(const std::string& limit, const std::string& owner,
+                                     std::int64_t cost, std::int64_t now,
+                                     const std::string& key) {
+  const auto answer = keyed(limit, owner, key, "consume " + std::to_string(cost), now,
+                            [&] { return LeaseAnswer{consume(limit, owner, cost, now)}; });
+  if (!answer) return std::nullopt;
+  return answer->result;
+}
+
+std::optional<Result> Model::record(const std::string& limit, const std::string& owner,
+                                    std::int64_t cost, std::int64_t now, const std::string& key) {
+  const auto answer = keyed(limit, owner, key, "record " + std::to_string(cost), now,
+                            [&] { return LeaseAnswer{record(limit, owner, cost, now)}; });
+  if (!answer) return std::nullopt;
+  return answer->result;
 }
 
 std::vector<Usage> Model::usage(const std::string& limit, std::int64_t now) const {

@@ -17,20 +17,35 @@
 // at which usage drops (events expiring, windows ending, tokens becoming whole), for tests
 // that aim at boundaries.
 //
+// Concurrency limits (SPEC §13) are one more Counter: the owner's leases, each holding its
+// cost until its expiry; used(t) is the units of the leases unexpired at t, so remaining,
+// retry_after_ms (the wait until enough held units expire) and reset_at_ms (the last expiry)
+// come from the same questions as for the rate algorithms. acquire, renew and release add
+// what leases have beyond a counter: ids (the model's own numbers; a test maps them to the
+// engine's random ids), renewal and release.
+//
+// Idempotency keys (SPEC §14) wrap any request: keyed() answers a repeat of the key's request
+// within Options::idempotency_ttl of its first from the stored answer (replayed, charging
+// nothing), a different request under the key as a conflict, and otherwise decides it and
+// stores its answer.
+//
 // Arithmetic is done in 128 bits, so that the model stays exact at the largest
 // configurations the engine accepts, where the engine must take care not to overflow.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "quota/engine.h"
+#include "quota/lease.h"
 #include "quota/limit.h"
 #include "quota/result.h"
 
@@ -130,6 +145,38 @@ class TokenBucketCounter : public Counter {
   std::int64_t then = 0;      // when `level` was computed (the latest write)
 };
 
+// concurrency: the owner's leases. A lease holds its cost while t < expires_at; the model
+// keeps expired leases (only release and reset delete one), since a request whose time is
+// behind the owner's remembered time may still see them unexpired.
+class ConcurrencyCounter : public Counter {
+ public:
+  std::int64_t used(const Limit& limit, std::int64_t t) const override;
+  // A new lease of `cost` until t + TTL (the limit's period), with id 0 (Model names it).
+  void add(const Limit& limit, std::int64_t t, std::int64_t cost) override;
+  // Leases have no refund (refund refuses a concurrency limit).
+  void take(const Limit& limit, std::int64_t t, std::int64_t cost) override;
+  // The expiries after t.
+  std::vector<std::int64_t> changes_after(const Limit& limit, std::int64_t t) const override;
+  // The last expiry of the leases unexpired at t; t when there is none.
+  std::int64_t reset_at(const Limit& limit, std::int64_t t) const override;
+
+  struct Held {
+    std::int64_t id;  // the model's number; 0: taken by consume or record, which name none
+    std::int64_t cost;
+    std::int64_t expires_at;
+    std::int64_t acquired_at;
+  };
+  std::vector<Held> leases;  // in the order taken
+};
+
+// acquire's and renew's answer: the Result and the lease (the model's id, 0 when none was
+// taken) with its expiry (0 when none).
+struct LeaseAnswer {
+  Result result;
+  std::int64_t lease = 0;
+  std::int64_t expires_at_ms = 0;
+};
+
 class Model {
  public:
   // Same algorithm: state kept, new numbers apply (the model does not follow a change of
@@ -149,6 +196,33 @@ class Model {
   Result reset(const std::string& limit, const std::string& owner, std::int64_t now);
   Result refund(const std::string& limit, const std::string& owner, std::int64_t cost,
                 std::int64_t now);
+
+  // Concurrency limits (SPEC §13). acquire is consume, naming the lease it takes. renew moves
+  // an unexpired lease's expiry to now + ttl (default: its limit's TTL); an unknown or
+  // expired one answers lease_expired. release frees it; true when it was held (unexpired
+  // at now). Both judge expiry at the request's time, not the owner's remembered time.
+  LeaseAnswer acquire(const std::string& limit, const std::string& owner, std::int64_t cost,
+                      std::int64_t now);
+  LeaseAnswer renew(std::int64_t lease, std::optional<std::int64_t> ttl_ms, std::int64_t now);
+  bool release(std::int64_t lease, std::int64_t now);
+  // The unexpired leases of a limit at `now` (the request's time) as Engine::leases lists
+  // them, by owner, expiry and id; each one's `lease` is the model's id in decimal ("0" for
+  // one taken by consume or record).
+  std::vector<LeaseInfo> leases(const std::string& limit, std::int64_t now) const;
+
+  // Idempotency keys (SPEC §14). `request` names what was asked ("consume 1", "record 5",
+  // "acquire 2": the engine's request text); `decide` runs it when the key is new or expired.
+  // Returns the stored answer with replayed set for a repeat of the same request within the
+  // key's lifetime (measured from the first request's time), nullopt for another request
+  // under a live key (idempotency_conflict, nothing changed).
+  std::optional<LeaseAnswer> keyed(const std::string& limit, const std::string& owner,
+                                   const std::string& key, const std::string& request,
+                                   std::int64_t now, const std::function<LeaseAnswer()>& decide);
+  std::optional<Result> consume(const std::string& limit, const std::string& owner,
+                                std::int64_t cost, std::int64_t now, const std::string& key);
+  std::optional<Result> record(const std::string& limit, const std::string& owner,
+                               std::int64_t cost, std::int64_t now, const std::string& key);
+  void set_idempotency_ttl(std::int64_t ms) { idempotency_ttl_ms_ = ms; }
 
   // Policies (docs/): overrides (limit or "*") and, through Limit::shadow, shadow mode.
   void set_override(const Override& override);
@@ -211,6 +285,23 @@ class Model {
   std::map<std::string, Limit> limits_;
   std::map<std::pair<std::string, std::string>, OwnerState> owners_;
   std::map<std::pair<std::string, std::string>, Override> overrides_;
+
+  // The lease `id` and its owner's key, if the model holds it (expired or not).
+  struct Found {
+    std::pair<std::string, std::string> key;
+    ConcurrencyCounter::Held* held;
+  };
+  std::optional<Found> find_lease(std::int64_t id);
+  std::int64_t last_lease_ = 0;
+
+  struct StoredKey {
+    std::string request;
+    LeaseAnswer answer;
+    std::int64_t expires_at;
+  };
+  // (limit, owner, key) -> the first answer.
+  std::map<std::tuple<std::string, std::string, std::string>, StoredKey> keys_;
+  std::int64_t idempotency_ttl_ms_ = 86'400'000;
 };
 
 // Whether two usage listings (Engine::usage, Model::usage) agree in every field.
