@@ -32,7 +32,7 @@ namespace {
 struct LeaseReads {
   const char* held;         // units held by leases unexpired at t
   const char* last_expiry;  // the last expiry of those leases (NULL: none)
-  const char* freed_at;     // the first expiry by which they free `excess` units (NULL: never)
+  const char* freed_at;     // the first expiry by which they free {excess} units (NULL: never)
   const char* new_id;       // a fresh lease id: 32 random hex digits
   const char* refuse;       // fails the statement with the message in {message}
 };
@@ -46,7 +46,7 @@ constexpr LeaseReads kSqliteReads = {
     "(SELECT min(x.expires_at_ms) FROM quota_leases AS x"
     " WHERE x.owner = key_owner AND x.limit_name = key_limit AND x.expires_at_ms > t"
     " AND (SELECT sum(e.cost) FROM quota_leases AS e WHERE {owner_leases}"
-    " AND e.expires_at_ms <= x.expires_at_ms) >= excess)",
+    " AND e.expires_at_ms <= x.expires_at_ms) >= {excess})",
     "lower(hex(randomblob(16)))",
     "json_extract('{}', '{message}')",
 };
@@ -54,7 +54,7 @@ constexpr LeaseReads kSqliteReads = {
 constexpr LeaseReads kPostgresqlReads = {
     "quota_leases_held(key_limit, key_owner, t)",
     "quota_leases_last_expiry(key_limit, key_owner, t)",
-    "quota_leases_freed_at(key_limit, key_owner, t, excess)",
+    "quota_leases_freed_at(key_limit, key_owner, t, {excess})",
     "replace(CAST(gen_random_uuid() AS text), '-', '')",
     "quota_refuse('{message}')",
 };
@@ -67,6 +67,11 @@ const LeaseReads& reads_of(const Dialect& dialect) {
 // concurrency limit), capacity (the owner's, after its override), period_ms (the TTL), cost,
 // now, policy, shadow, s_seen, s_denied, s_shadow_denied. An exempt owner is always allowed
 // and takes no lease; a denied one never is. {recorded} and {denied} are the operation's.
+// A denial waits until the held leases free `excess` units. A record's own new lease is one
+// of them, freed at t + TTL, which a lease renewed for longer outlives: the wait ends at the
+// first of the other leases' expiries before t + TTL that frees them all without it
+// ({freed_at}), else at t + TTL once the others have freed what is left, excess_later
+// ({freed_after}).
 constexpr const char* kDecision = R"(
   SELECT *,
     CASE WHEN allowed THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied'
@@ -76,7 +81,9 @@ constexpr const char* kDecision = R"(
          ELSE {max}(capacity - held_after, 0) END AS remaining,
     CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 WHEN allowed THEN 0
          WHEN cost > capacity THEN -1
-         ELSE coalesce({freed_at}, t + period_ms) - now END AS retry_after_ms,
+         WHEN NOT recorded OR {freed_at} < t + period_ms THEN coalesce({freed_at}, t + period_ms) - now
+         WHEN excess <= cost THEN t + period_ms - now
+         ELSE {max}(t + period_ms, {freed_after}) - now END AS retry_after_ms,
     {max}(coalesce({last_expiry}, t), CASE WHEN recorded THEN t + period_ms ELSE t END)
       AS reset_at_ms,
     CASE WHEN recorded THEN t + period_ms END AS expires_at_ms,
@@ -85,6 +92,7 @@ constexpr const char* kDecision = R"(
     SELECT *,
       held + CASE WHEN recorded THEN cost ELSE 0 END AS held_after,
       held + CASE WHEN recorded THEN cost ELSE 0 END + cost - capacity AS excess,
+      held + CASE WHEN recorded THEN cost ELSE 0 END - capacity AS excess_later,
       denied_before + {as_integer}({denied}) AS denied
     FROM (
       SELECT *, {recorded} AS recorded
@@ -197,7 +205,10 @@ std::string decision(Operation operation, const Dialect& dialect, const std::str
                           {"denied", parts.denied},
                           {"held", fill(reads.held, owner_leases)},
                           {"last_expiry", fill(reads.last_expiry, owner_leases)},
-                          {"freed_at", fill(reads.freed_at, owner_leases)},
+                          {"freed_at", fill(reads.freed_at, {{"owner_leases", kOwnerLeases},
+                                                             {"excess", "excess"}})},
+                          {"freed_after", fill(reads.freed_at, {{"owner_leases", kOwnerLeases},
+                                                                {"excess", "excess_later"}})},
                           {"new_id", reads.new_id}});
 }
 

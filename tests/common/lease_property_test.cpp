@@ -604,3 +604,52 @@ TEST_CASE("concurrency leases and idempotency keys: longer runs match the refere
 }
 
 }  // namespace quota::test
+
+namespace quota::test {
+
+// Found by the runs above (seed 28100): a record over the capacity answers the wait until
+// enough units are free for the same request, and its own new lease is one of the units
+// that free up, at t + TTL; a lease renewed past that expiry must not hide it, nor be
+// forgotten when it is needed. The retry is tight: denied 1 ms before, allowed at it.
+TEST_CASE("a record over the capacity waits for its own lease's expiry as for the others",
+          "[lease]") {
+  EngineOn on(each_backend());
+  CAPTURE(to_string(on.database.backend()));
+  Limit limit;
+  limit.name = "jobs";
+  limit.algorithm = Algorithm::concurrency;
+  limit.maximum = 2;
+  limit.period = std::chrono::seconds(10);
+  on.engine.define(limit);
+  const std::int64_t t0 = on.clock.get();
+
+  SECTION("a lease renewed past the new lease's expiry is not waited for") {
+    const LeaseResult long_held = on.engine.acquire_lease("jobs", "u");
+    REQUIRE(on.engine.renew_lease(long_held.lease, std::chrono::seconds(30)).allowed);
+    REQUIRE(on.engine.acquire_lease("jobs", "u").allowed);  // until t0 + 10 s
+    on.clock.advance(1000);
+    const Result recorded = on.engine.record("jobs", "u", 1);
+    CHECK_FALSE(recorded.allowed);
+    // At t0 + 11 s the second lease and the recorded one have expired: 1 held, 1 more fits.
+    CHECK(recorded.retry_after_ms == 10'000);
+    on.clock.set(t0 + 11'000 - 1);
+    CHECK_FALSE(on.engine.check("jobs", "u", 1).allowed);
+    on.clock.set(t0 + 11'000);
+    CHECK(on.engine.check("jobs", "u", 1).allowed);
+  }
+  SECTION("a lease renewed past the new lease's expiry is waited for when it is needed") {
+    const LeaseResult long_held = on.engine.acquire_lease("jobs", "u");
+    REQUIRE(on.engine.renew_lease(long_held.lease, std::chrono::seconds(30)).allowed);
+    on.clock.advance(1000);
+    const Result recorded = on.engine.record("jobs", "u", 2);
+    CHECK_FALSE(recorded.allowed);
+    // 2 more fit only once the renewed lease has expired too, at t0 + 30 s.
+    CHECK(recorded.retry_after_ms == 29'000);
+    on.clock.set(t0 + 30'000 - 1);
+    CHECK_FALSE(on.engine.check("jobs", "u", 2).allowed);
+    on.clock.set(t0 + 30'000);
+    CHECK(on.engine.check("jobs", "u", 2).allowed);
+  }
+}
+
+}  // namespace quota::test
