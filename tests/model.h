@@ -214,7 +214,9 @@ class Model {
   // "acquire 2": the engine's request text); `decide` runs it when the key is new or expired.
   // Returns the stored answer with replayed set for a repeat of the same request within the
   // key's lifetime (measured from the first request's time), nullopt for another request
-  // under a live key (idempotency_conflict, nothing changed).
+  // under a live key (idempotency_conflict, nothing changed). A keyed acquire is
+  // keyed(limit, owner, key, its request text, now, [&] { return acquire(...); }): the stored
+  // answer keeps the lease's id and expiry, so a replay names the lease the first one took.
   std::optional<LeaseAnswer> keyed(const std::string& limit, const std::string& owner,
                                    const std::string& key, const std::string& request,
                                    std::int64_t now, const std::function<LeaseAnswer()>& decide);

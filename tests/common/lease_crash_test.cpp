@@ -109,7 +109,7 @@ bool listed(Engine& engine, const std::string& id) {
 }  // namespace
 
 TEST_CASE("leases of killed holders are held until their expiry and free at it, never earlier",
-          "[lease][crash]") {
+          "[lease][crash][slow]") {
   const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   TestDatabase database(backend);
@@ -191,7 +191,7 @@ TEST_CASE("leases of killed holders are held until their expiry and free at it, 
 
 TEST_CASE("a holder killed at a random moment of its acquire-release loop frees its slot at the "
           "lease's expiry",
-          "[lease][crash]") {
+          "[lease][crash][slow]") {
   const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   TestDatabase database(backend);

@@ -129,6 +129,14 @@ class Run {
     history_.push_back({limit, owner, line.str()});
   }
 
+  // A line about a lease, in the history of its limit and owner (of this step's, for an id
+  // the database never had).
+  void note_lease(std::int64_t lease, const std::string& text) {
+    const auto found = places_.find(lease);
+    if (found == places_.end()) return note(limit_, "", text);
+    note(found->second.first, found->second.second, text);
+  }
+
   void define(const Limit& limit) {
     engine_->define(limit);
     model_.define(limit);
@@ -229,6 +237,7 @@ class Run {
     }
     if (expected.lease != 0) {
       ids_[expected.lease] = actual.lease;
+      places_[expected.lease] = {limit_, owner_};
       held_.push_back(expected.lease);
       known_.push_back(expected.lease);
     }
@@ -271,7 +280,7 @@ class Run {
     std::ostringstream text;
     text << "renew lease=" << lease << " ttl=" << (ttl ? std::to_string(*ttl) : "-") << " -> "
          << describe(expected.result, base_) << " expires=" << expected.expires_at_ms - base_;
-    note(limit_, "", text.str());
+    note_lease(lease, text.str());
     const bool same = static_cast<const Result&>(actual) == expected.result &&
                       actual.lease == (expected.lease ? ids_.at(lease) : std::string()) &&
                       actual.expires_at_ms == expected.expires_at_ms;
@@ -288,8 +297,8 @@ class Run {
     const bool actual = engine_->release_lease(ids_.at(lease));
     ++(expected ? coverage_.released_held : coverage_.released_not);
     std::erase(held_, lease);
-    note(limit_, "", "release lease=" + std::to_string(lease) + " -> held " +
-                         std::to_string(expected));
+    note_lease(lease, "release lease=" + std::to_string(lease) + " -> held " +
+                          std::to_string(expected));
     if (actual == expected) return true;
     return report("release", "held " + std::to_string(actual), "held " + std::to_string(expected));
   }
@@ -307,7 +316,7 @@ class Run {
         }
       }
     }
-    note(limit_, "", "crash of the holder of lease=" + std::to_string(lease));
+    note_lease(lease, "crash of the holder of lease=" + std::to_string(lease));
     return true;
   }
 
@@ -518,6 +527,7 @@ class Run {
   std::vector<std::string> owners_ = {"u1", "u2"};
   std::vector<std::string> keys_ = {"k1", "k2", "k3"};
   std::map<std::int64_t, std::string> ids_;  // the model's lease ids -> the engine's
+  std::map<std::int64_t, std::pair<std::string, std::string>> places_;  // -> limit, owner
   std::vector<std::int64_t> held_;           // leases whose holder may still release them
   std::vector<std::int64_t> known_;          // every lease taken with an id
   std::set<std::tuple<std::string, std::string, std::int64_t>> crashed_expiries_;
