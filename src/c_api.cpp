@@ -737,8 +737,8 @@ int quota_acquire_lease(quota_engine* engine, const char* limit, size_t limit_le
   });
 }
 
-int quota_renew_lease(quota_engine* engine, const char* lease, size_t lease_length,
-                      int64_t ttl_ms, quota_lease_result* result) {
+int quota_renew_lease(quota_engine* engine, const char* lease, size_t lease_length, int64_t ttl_ms,
+                      quota_lease_result* result) {
   return guarded([&] {
     quota::Engine& target = engine_of(engine);
     const std::string_view id = lease_id(lease, lease_length);
@@ -781,8 +781,8 @@ int quota_leases(quota_engine* engine, const char* limit, size_t limit_length, c
             : target.leases(name, text(owner, owner_length, "the owner"));
     if (count != nullptr) *count = rows.size();
     for (const quota::LeaseInfo& row : rows) {
-      const quota_lease_info view{row.lease.data(), row.lease.size(), row.owner.data(),
-                                  row.owner.size(), row.cost,        row.expires_at_ms,
+      const quota_lease_info view{row.lease.data(),  row.lease.size(), row.owner.data(),
+                                  row.owner.size(),  row.cost,         row.expires_at_ms,
                                   row.acquired_at_ms};
       callback(context, &view);
     }

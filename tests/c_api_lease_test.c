@@ -101,8 +101,8 @@ static void test_names_and_definition(quota_engine* engine) {
   quota_limit stored;
   CHECK(quota_ensure(engine, TEXT("uploads"), QUOTA_CONCURRENCY, 2, 60000, QUOTA_NO_BURST,
                      &stored) == QUOTA_OK);
-  CHECK(stored.algorithm == QUOTA_CONCURRENCY && stored.maximum == 2 &&
-        stored.period_ms == 60000 && stored.burst == QUOTA_NO_BURST);
+  CHECK(stored.algorithm == QUOTA_CONCURRENCY && stored.maximum == 2 && stored.period_ms == 60000 &&
+        stored.burst == QUOTA_NO_BURST);
   CHECK(quota_define(engine, TEXT("send"), QUOTA_SLIDING_LOG, 5, 60000, QUOTA_NO_BURST) ==
         QUOTA_OK);
 
@@ -249,8 +249,7 @@ static void test_bad_input(quota_engine* engine) {
   CHECK(quota_release_lease(engine, "", 0, NULL) == QUOTA_ERROR_INVALID_ARGUMENT);
   char long_id[65];
   memset(long_id, 'a', sizeof long_id);
-  CHECK(quota_release_lease(engine, long_id, sizeof long_id, NULL) ==
-        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_release_lease(engine, long_id, sizeof long_id, NULL) == QUOTA_ERROR_INVALID_ARGUMENT);
   CHECK(SAYS("65 bytes"));
 
   /* Bad TTLs. */

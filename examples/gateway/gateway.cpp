@@ -37,7 +37,8 @@
 // (draft-ietf-httpapi-ratelimit-headers, the structured-field syntax of revisions 08 and
 // later, checked against -10):
 //
-//   RateLimit-Policy: "per-ip";q=10;w=60, "per-key";q=5;w=60, "inflight";q=4;qu="concurrent-requests"
+//   RateLimit-Policy: "per-ip";q=10;w=60, "per-key";q=5;w=60,
+//                     "inflight";q=4;qu="concurrent-requests"
 //   RateLimit: "per-ip";r=9;t=60, "per-key";r=4;t=60, "inflight";r=3
 //
 // q is the quota and w the window in seconds (qu the quota unit: the in-flight bound counts
@@ -112,9 +113,9 @@ class Gateway {
                                 std::chrono::seconds(settings.window_seconds), std::nullopt})),
         per_key_(engine_.ensure({kPerKey, quota::Algorithm::sliding_log, settings.per_key,
                                  std::chrono::seconds(settings.window_seconds), std::nullopt})),
-        inflight_(engine_.ensure({kInflight, quota::Algorithm::concurrency, settings.inflight,
-                                  std::chrono::seconds(settings.inflight_ttl_seconds),
-                                  std::nullopt})) {}
+        inflight_(
+            engine_.ensure({kInflight, quota::Algorithm::concurrency, settings.inflight,
+                            std::chrono::seconds(settings.inflight_ttl_seconds), std::nullopt})) {}
 
   // Admits the request or answers it. First its in-flight slot: a lease of `inflight` for its
   // key (its address without one), kept in `lease` until the caller is done with the request.
@@ -307,26 +308,25 @@ int main(int argc, char** argv) {
   try {
     Gateway gateway(*settings);
     httplib::Server server;
-    server.Get("/", limited(gateway, 1, [](const httplib::Request& request,
-                                           httplib::Response& response) {
-                 response.set_content("{\"hello\":\"" + request.remote_addr + "\"}\n",
-                                      "application/json");
-               }));
-    server.Get("/work", limited(gateway, 2, [](const httplib::Request& request,
-                                               httplib::Response& response) {
-                 // Charged and holding its slot already: a bad ?ms= is the request's own error.
-                 const std::optional<std::int64_t> ms = work_ms(request);
-                 if (!ms) {
-                   response.status = 400;
-                   response.set_content("?ms= must be a number of milliseconds from 0 to " +
-                                            std::to_string(kMaxWorkMs) + "\n",
-                                        "text/plain");
-                   return;
-                 }
-                 std::this_thread::sleep_for(std::chrono::milliseconds(*ms));
-                 response.set_content("{\"worked_ms\":" + std::to_string(*ms) + "}\n",
-                                      "application/json");
-               }));
+    server.Get(
+        "/", limited(gateway, 1, [](const httplib::Request& request, httplib::Response& response) {
+          response.set_content("{\"hello\":\"" + request.remote_addr + "\"}\n", "application/json");
+        }));
+    server.Get(
+        "/work",
+        limited(gateway, 2, [](const httplib::Request& request, httplib::Response& response) {
+          // Charged and holding its slot already: a bad ?ms= is the request's own error.
+          const std::optional<std::int64_t> ms = work_ms(request);
+          if (!ms) {
+            response.status = 400;
+            response.set_content("?ms= must be a number of milliseconds from 0 to " +
+                                     std::to_string(kMaxWorkMs) + "\n",
+                                 "text/plain");
+            return;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(*ms));
+          response.set_content("{\"worked_ms\":" + std::to_string(*ms) + "}\n", "application/json");
+        }));
 
 #if QUOTA_GATEWAY_METRICS
     server.Get("/metrics", [&](const httplib::Request&, httplib::Response& response) {

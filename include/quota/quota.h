@@ -436,7 +436,7 @@ QUOTA_API int quota_acquire_all(quota_engine* engine, const char* const* limits,
  *   quota_lease_result r;
  *   if (quota_acquire_lease(engine, "uploads", 7, "user123", 7, 1, &r) == QUOTA_OK &&
  *       r.result.allowed) {
- *     upload();  // longer than the TTL: quota_renew_lease(engine, r.lease, strlen(r.lease), 0, NULL)
+ *     upload();  // if longer than the TTL: quota_renew_lease(..., 0, NULL) on the way
  *     quota_release_lease(engine, r.lease, strlen(r.lease), NULL);
  *   }
  *
@@ -451,8 +451,8 @@ typedef struct quota_lease_result {
    * capacity). reset_at_ms is the owner's last lease expiry. renew: allowed, or
    * QUOTA_REASON_LEASE_EXPIRED. */
   quota_result result;
-  /* The lease's id, NUL-terminated; "" when no lease was taken (denied, an exempt owner, a
-   * shadow-mode allowance) or renewed. */
+  /* The lease's id, NUL-terminated: the lease taken or renewed; "" when none was (denied, an
+   * exempt owner, a shadow-mode allowance; a renewal that answers lease_expired). */
   char lease[QUOTA_LEASE_ID_LENGTH + 1];
   /* When the lease expires (Unix ms): now + TTL; 0 when no lease was taken. */
   int64_t expires_at_ms;
@@ -472,7 +472,8 @@ QUOTA_API int quota_acquire_lease(quota_engine* engine, const char* limit, size_
 /* Moves an unexpired lease's expiry to now + ttl_ms (1000 ... 86400000), or now + its limit's
  * TTL with ttl_ms 0. An unknown, released or expired lease answers QUOTA_OK with
  * result.allowed 0 and reason QUOTA_REASON_LEASE_EXPIRED: acquire a new one. `result` may be
- * NULL. */
+ * NULL. QUOTA_ERROR_INVALID_ARGUMENT (changing nothing) for a ttl_ms out of range, or a lease
+ * id that is empty or longer than 64 bytes (the same for quota_release_lease). */
 QUOTA_API int quota_renew_lease(quota_engine* engine, const char* lease, size_t lease_length,
                                 int64_t ttl_ms, quota_lease_result* result);
 
