@@ -1081,6 +1081,10 @@ def demo_leases(engine, now, expect):
         listed = engine.leases("uploads")
         expect([(row.owner, row.cost, row.acquired_at_ms) for row in listed] ==
                [("user:ü", 1, start)] * 2, "leases lists both")
+        now[0] += 1_000
+        expect(first.renew().expires_at_ms == now[0] + 60_000 and
+               first.result.expires_at_ms == now[0] + 60_000, "Lease.renew: the limit's TTL")
+        expect(first.renew(ttl_ms=2_000).expires_at_ms == now[0] + 2_000, "Lease.renew(2 s)")
     expect(not first.held and [row.lease for row in engine.leases("uploads", "user:ü")] ==
            [second.lease], "the with block released its lease")
 
@@ -1101,6 +1105,9 @@ def demo_leases(engine, now, expect):
     with engine.lease("uploads", "bob") as refused:
         expect(not refused.held and refused.result.reason_name == "rate_limited",
                "a denied lease holds nothing")
+        expect_error(expect, "invalid_argument", refused.renew, "renew a denied lease",
+                     "holds nothing")
+        expect(not refused.release(), "release a denied lease: nothing was held")
     try:
         with engine.lease("uploads", "carol", 2) as held:
             raise RuntimeError("the upload failed")

@@ -85,7 +85,9 @@ enum {
   QUOTA_TOKEN_BUCKET = 3,
   /* At most `maximum` units held at once by unexpired leases (quota_acquire_lease), each of
    * which expires period_ms (its TTL: 1000 ... 86400000, 1 s ... 1 day) after it was taken or
-   * renewed; burst must be QUOTA_NO_BURST (docs/concepts.md, "How many at once"). */
+   * renewed; burst must be QUOTA_NO_BURST (docs/concepts.md, "How many at once"). Take
+   * leases with quota_acquire_lease: quota_consume on such a limit takes one too, but does not
+   * say its id, so that it can only expire. */
   QUOTA_CONCURRENCY = 4
 };
 
