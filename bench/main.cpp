@@ -12,6 +12,9 @@
 //                            beside the plain one (memory and wal_normal, 1,000 owners)
 //   consume/.../calendar     the same on a calendar month at +09:00 anchored on the 31st
 //                            (Limit::calendar), as many requests per window per owner
+//   consume/concurrency      an acquire (a consume on a concurrency limit of 100 leases, TTL
+//                            10 s): a lease taken, beside fixed_window's consume (memory and
+//                            wal_normal, 1,000 owners)
 // in the settings memory (":memory:"), wal_normal and wal_full (WAL, synchronous NORMAL or
 // FULL), with 1,000 owners; consume and the upserts also with 1,000,000 owners (wal_normal);
 // the sliding log held at capacity with limit 10 and limit 100,000 (10 owners, memory and
@@ -309,6 +312,11 @@ std::vector<Case> all_cases(const Scale& scale) {
       add(Subject::consume, setting, scale.owners);
       cases.back().calendar = true;
     }
+  }
+  // A lease's acquire (a consume on a concurrency limit), held to the fixed_window consume of
+  // the same setting.
+  for (Setting setting : {Setting::memory, Setting::wal_normal}) {
+    add(Subject::consume, setting, scale.owners, quota::Algorithm::concurrency);
   }
   // Idempotency keys: a keyed consume that stores its answer, and a replay of one.
   add(Subject::consume_keyed, Setting::memory, scale.owners);

@@ -46,6 +46,8 @@ constexpr std::int64_t kStartMs = 1'700'000'000'000;  // 2023-11-14, a realistic
 // records, the path a limit in front of an action takes most often.
 constexpr std::int64_t kMaximum = 100;
 constexpr std::int64_t kPeriodMs = 10'000;
+// The templates of at most this many owners have a concurrency limit too (build_engine).
+constexpr std::int64_t kLeaseOwnersAtMost = 100'000;
 // The calendar case's limit: kMaximum per month at +09:00, its windows beginning on the 31st
 // at midnight there (the anchor is 2026-01-31T00:00+09:00 = 2026-01-30T15:00Z), the last day
 // of a shorter month. Its clock moves a month's share of kPeriodMs per operation (31 days /
@@ -275,6 +277,19 @@ void build_engine(SQLite::Database& db, std::int64_t owners) {
     for (std::int64_t owner = 0; owner < owners; ++owner) {
       now = kStartMs + owner;
       engine.consume(limit, names.text(owner));
+    }
+  }
+  // A concurrency limit of kMaximum leases with a TTL of kPeriodMs, each owner holding one
+  // (consume/concurrency: a consume on it is an acquire). Only in the smaller templates, whose
+  // cases include it: a million owners' leases would lengthen the large ones' build for
+  // nothing.
+  if (owners <= kLeaseOwnersAtMost) {
+    const std::string limit = limit_name(quota::Algorithm::concurrency);
+    engine.define({limit, quota::Algorithm::concurrency, kMaximum,
+                   std::chrono::milliseconds(kPeriodMs), {}});
+    for (std::int64_t owner = 0; owner < owners; ++owner) {
+      now = kStartMs + owner;
+      engine.acquire_lease(limit, names.text(owner));
     }
   }
   db.exec("COMMIT");

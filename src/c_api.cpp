@@ -11,6 +11,7 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <stdexcept>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -88,7 +89,7 @@ int reason_of(quota::Reason reason) noexcept {
     case quota::Reason::blocked:
       return QUOTA_REASON_BLOCKED;
     case quota::Reason::lease_expired:
-      break;  // leases are not in the C API yet
+      return QUOTA_REASON_LEASE_EXPIRED;
   }
   return -1;
 }
@@ -103,11 +104,13 @@ quota::Algorithm algorithm_of(int algorithm) {
       return quota::Algorithm::sliding_window;
     case QUOTA_TOKEN_BUCKET:
       return quota::Algorithm::token_bucket;
+    case QUOTA_CONCURRENCY:
+      return quota::Algorithm::concurrency;
     default:
       throw Error(ErrorCode::invalid_argument,
                   "unknown algorithm number " + std::to_string(algorithm) +
-                      ": use QUOTA_SLIDING_LOG, QUOTA_FIXED_WINDOW, QUOTA_SLIDING_WINDOW or "
-                      "QUOTA_TOKEN_BUCKET");
+                      ": use QUOTA_SLIDING_LOG, QUOTA_FIXED_WINDOW, QUOTA_SLIDING_WINDOW, "
+                      "QUOTA_TOKEN_BUCKET or QUOTA_CONCURRENCY");
   }
 }
 
@@ -139,7 +142,7 @@ int c_algorithm(quota::Algorithm algorithm) {
     case quota::Algorithm::token_bucket:
       return QUOTA_TOKEN_BUCKET;
     case quota::Algorithm::concurrency:
-      break;  // leases are not in the C API yet
+      return QUOTA_CONCURRENCY;
   }
   return -1;
 }
@@ -264,6 +267,30 @@ void store(const quota::Result& from, quota_result* to) {
   to->retry_after_ms = from.retry_after_ms;
   to->reset_at_ms = from.reset_at_ms;
   to->denied = from.denied;
+}
+
+void store_lease(const quota::LeaseResult& from, quota_lease_result* to) {
+  if (to == nullptr) return;
+  if (from.lease.size() > QUOTA_LEASE_ID_LENGTH) {
+    throw std::logic_error("a lease id of " + std::to_string(from.lease.size()) +
+                           " bytes does not fit quota_lease_result.lease");
+  }
+  quota_lease_result out{};
+  store(from, &out.result);
+  std::memcpy(out.lease, from.lease.data(), from.lease.size());
+  out.lease[from.lease.size()] = '\0';
+  out.expires_at_ms = from.expires_at_ms;
+  out.replayed = from.replayed ? 1 : 0;
+  *to = out;
+}
+
+std::string_view lease_id(const char* lease, std::size_t lease_length) {
+  if (text(lease, lease_length, "the lease id").empty()) {
+    throw Error(ErrorCode::invalid_argument,
+                "the lease id is empty: pass quota_lease_result.lease and its length (" +
+                    std::to_string(QUOTA_LEASE_ID_LENGTH) + ")");
+  }
+  return {lease, lease_length};
 }
 
 quota::Options options_of(const quota_options* given) {
@@ -694,6 +721,74 @@ int quota_acquire_all(quota_engine* engine, const char* const* limits, const siz
   });
 }
 
+int quota_acquire_lease(quota_engine* engine, const char* limit, size_t limit_length,
+                        const char* owner, size_t owner_length, int64_t cost,
+                        quota_lease_result* result) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    if (result == nullptr) {
+      throw Error(ErrorCode::invalid_argument,
+                  "result is NULL: pass a quota_lease_result to receive the lease's id (without "
+                  "it the lease could only expire); nothing was acquired");
+    }
+    store_lease(target.acquire_lease(text(limit, limit_length, "the limit name"),
+                                     text(owner, owner_length, "the owner"), cost),
+                result);
+  });
+}
+
+int quota_renew_lease(quota_engine* engine, const char* lease, size_t lease_length, int64_t ttl_ms,
+                      quota_lease_result* result) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    const std::string_view id = lease_id(lease, lease_length);
+    std::optional<std::chrono::milliseconds> ttl;
+    if (ttl_ms != 0) {
+      if (ttl_ms < quota::kLeaseTtlMin.count() || ttl_ms > quota::kLeaseTtlMax.count()) {
+        throw Error(ErrorCode::invalid_argument,
+                    "ttl_ms " + std::to_string(ttl_ms) + " is out of range: give " +
+                        std::to_string(quota::kLeaseTtlMin.count()) + " (1 s) to " +
+                        std::to_string(quota::kLeaseTtlMax.count()) +
+                        " (1 day), or 0 for the limit's TTL");
+      }
+      ttl = std::chrono::milliseconds(ttl_ms);
+    }
+    store_lease(target.renew_lease(id, ttl), result);
+  });
+}
+
+int quota_release_lease(quota_engine* engine, const char* lease, size_t lease_length,
+                        int* was_held) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    const bool held = target.release_lease(lease_id(lease, lease_length));
+    if (was_held != nullptr) *was_held = held ? 1 : 0;
+  });
+}
+
+int quota_leases(quota_engine* engine, const char* limit, size_t limit_length, const char* owner,
+                 size_t owner_length, quota_lease_fn callback, void* context, size_t* count) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    if (callback == nullptr) {
+      throw Error(ErrorCode::invalid_argument,
+                  "callback is NULL: pass the function to call with each lease");
+    }
+    const std::string_view name = text(limit, limit_length, "the limit name");
+    const std::vector<quota::LeaseInfo> rows =
+        owner == nullptr && owner_length == 0
+            ? target.leases(name)
+            : target.leases(name, text(owner, owner_length, "the owner"));
+    if (count != nullptr) *count = rows.size();
+    for (const quota::LeaseInfo& row : rows) {
+      const quota_lease_info view{row.lease.data(),  row.lease.size(), row.owner.data(),
+                                  row.owner.size(),  row.cost,         row.expires_at_ms,
+                                  row.acquired_at_ms};
+      callback(context, &view);
+    }
+  });
+}
+
 int quota_watch_usage(quota_engine* engine, const char* limit, size_t limit_length,
                       const char* owner, size_t owner_length, quota_watch_fn callback,
                       void* context, quota_watch** watch) {
@@ -774,6 +869,8 @@ const char* quota_reason_name(int reason) {
       return "store_unavailable";
     case QUOTA_REASON_BLOCKED:
       return "blocked";
+    case QUOTA_REASON_LEASE_EXPIRED:
+      return "lease_expired";
     default:
       return "?";
   }
@@ -789,6 +886,8 @@ const char* quota_algorithm_name(int algorithm) {
       return "sliding_window";
     case QUOTA_TOKEN_BUCKET:
       return "token_bucket";
+    case QUOTA_CONCURRENCY:
+      return "concurrency";
     default:
       return "?";
   }

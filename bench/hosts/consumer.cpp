@@ -4,17 +4,28 @@
 // (the limit is full) or --requests requests were made. Prints one JSON object: what was
 // allowed, denied and failed, and the latency of the answered requests (p50, p99, in ms).
 //
+// --lease: the limit is a concurrency limit, and each request is an acquire_lease. Without
+// --hold-ms a lease taken is kept (the limit fills as a rate limit does); with it, the thread
+// holds each lease for that long, then releases it and asks again, and the JSON also lists
+// each lease's holding interval on CLOCK_MONOTONIC (which every process of the machine shares,
+// whatever its skewed wall clock), from just after the acquire was answered to just before the
+// release was sent: inside the time the lease was really held, so that no more than the
+// maximum of them may overlap.
+//
 //   quota-hosts-consumer --db LOCATION --limit NAME --owner OWNER [--threads N]
 //                        [--requests N] [--stop-after-denials N] [--server-clock] [--host NAME]
+//                        [--lease [--hold-ms MS]]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <ctime>
 #include <iostream>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "quota/engine.h"
@@ -30,13 +41,22 @@ struct Arguments {
   std::int64_t requests = 100'000;
   int stop_after_denials = 20;
   bool server_clock = false;
+  bool lease = false;
+  std::int64_t hold_ms = 0;  // 0: keep every lease taken
 };
+
+// CLOCK_MONOTONIC in microseconds: the same clock in every process of the machine.
+std::int64_t monotonic_us() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return std::int64_t{now.tv_sec} * 1'000'000 + now.tv_nsec / 1'000;
+}
 
 [[noreturn]] void usage(const std::string& problem) {
   std::cerr << "quota-hosts-consumer: " << problem
             << "\nusage: quota-hosts-consumer --db LOCATION --limit NAME --owner OWNER "
                "[--threads N] [--requests N] [--stop-after-denials N] [--server-clock] "
-               "[--host NAME]\n";
+               "[--host NAME] [--lease [--hold-ms MS]]\n";
   std::exit(2);
 }
 
@@ -78,6 +98,10 @@ Arguments parse(int argc, char** argv) {
           static_cast<int>(std::min<std::int64_t>(positive(option, value()), 1'000'000));
     } else if (option == "--server-clock") {
       arguments.server_clock = true;
+    } else if (option == "--lease") {
+      arguments.lease = true;
+    } else if (option == "--hold-ms") {
+      arguments.hold_ms = positive(option, value());
     } else {
       usage("unknown option '" + quota::bounded(option) + "'");
     }
@@ -85,6 +109,7 @@ Arguments parse(int argc, char** argv) {
   if (arguments.db.empty() || arguments.limit.empty() || arguments.owner.empty()) {
     usage("--db, --limit and --owner are required");
   }
+  if (arguments.hold_ms > 0 && !arguments.lease) usage("--hold-ms goes with --lease");
   return arguments;
 }
 
@@ -101,6 +126,7 @@ int main(int argc, char** argv) {
   std::atomic<std::int64_t> allowed{0}, denied{0}, failed{0};
   std::mutex latencies_mutex;
   std::vector<double> latencies;
+  std::vector<std::pair<std::int64_t, std::int64_t>> intervals;  // held leases, monotonic µs
   std::string first_error;
   const Clock::time_point start = Clock::now();
   std::vector<std::thread> threads;
@@ -116,15 +142,33 @@ int main(int argc, char** argv) {
         for (std::int64_t i = 0; i < arguments.requests / arguments.threads; ++i) {
           const Clock::time_point before = Clock::now();
           try {
-            const quota::Result result = engine.consume(arguments.limit, arguments.owner);
+            quota::LeaseResult result;
+            if (arguments.lease) {
+              result = engine.acquire_lease(arguments.limit, arguments.owner);
+            } else {
+              static_cast<quota::Result&>(result) = engine.consume(arguments.limit, arguments.owner);
+            }
             mine.push_back(std::chrono::duration<double, std::milli>(Clock::now() - before)
                                .count());
             if (result.allowed) {
               ++allowed;
               denials_in_a_row = 0;
+              if (arguments.hold_ms > 0) {
+                const std::int64_t from = monotonic_us();
+                std::this_thread::sleep_for(std::chrono::milliseconds(arguments.hold_ms));
+                const std::int64_t to = monotonic_us();
+                engine.release_lease(result.lease);
+                const std::lock_guard lock(latencies_mutex);
+                intervals.emplace_back(from, to);
+              }
             } else {
               ++denied;
-              if (++denials_in_a_row >= arguments.stop_after_denials) break;
+              if (arguments.hold_ms > 0) {
+                // Others hold the leases: ask again soon, until --requests were made.
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+              } else if (++denials_in_a_row >= arguments.stop_after_denials) {
+                break;
+              }
             }
           } catch (const quota::Error& error) {
             ++failed;
@@ -155,7 +199,10 @@ int main(int argc, char** argv) {
             << ",\"answered_per_second\":"
             << (seconds > 0 ? static_cast<double>(latencies.size()) / seconds : 0.0)
             << ",\"p50_ms\":" << percentile(latencies, 0.50)
-            << ",\"p99_ms\":" << percentile(latencies, 0.99) << ",\"first_error\":\"" << escaped
-            << "\"}\n";
+            << ",\"p99_ms\":" << percentile(latencies, 0.99) << ",\"intervals\":[";
+  for (std::size_t i = 0; i < intervals.size(); ++i) {
+    std::cout << (i ? "," : "") << '[' << intervals[i].first << ',' << intervals[i].second << ']';
+  }
+  std::cout << "],\"first_error\":\"" << escaped << "\"}\n";
   return failed > 0 ? 1 : 0;
 }

@@ -4,27 +4,33 @@
 # adds latency, their clocks skewed by seconds (Debian's faketime), consume the same owner of
 # a limit of each algorithm until it is full. Admission must be exact: the hosts together are
 # allowed exactly --max, and the server's state counts exactly what they were allowed; once with
-# the server's clock (Options::server_clock) and once with each host's own, skewed clock. Prints
-# a Markdown table (answered per second, p50 and p99 per host) and exits 1 when a total is not
-# exact.
+# the server's clock (Options::server_clock) and once with each host's own, skewed clock.
+# Leases too, twice per clock: `concurrency` takes leases of a concurrency limit of --max that
+# are never released (exactly --max allowed, and the server lists exactly those leases), and
+# `concurrency held` has every thread take a lease of a limit of --lease-max, hold it --hold-ms,
+# release it and ask again: the holding intervals that the consumers record on the machine's
+# monotonic clock never overlap more than --lease-max deep. Prints a Markdown table (answered
+# per second, p50 and p99 per host) and exits 1 when a total is not exact.
 #
 #   bench/scripts/multi-host.sh [--build DIR] [--hosts N] [--threads T] [--delay-ms D]
-#                               [--skew-s S] [--max N]
+#                               [--skew-s S] [--max N] [--lease-max N] [--hold-ms MS]
 #
 # --build: a build folder with quotactl and quota-hosts-consumer (default build/release);
 # --hosts: namespaces (default 3); --threads: consumers per host (default 2); --delay-ms: the
 # one-way latency each proxy adds (default 5, a 10 ms round trip); --skew-s: host k's clock is
-# (k - (N+1)/2)·S seconds off (default 2); --max: the limits' maximum per day (default 300).
+# (k - (N+1)/2)·S seconds off (default 2); --max: the limits' maximum per day (default 300);
+# --lease-max: the leases held at once in the `concurrency held` case (default 2); --hold-ms:
+# how long each of its leases is held (default 20).
 # Needs root (ip netns), faketime and python3; the server is a private one (tools/postgres.sh)
 # and everything made is removed at the end, pass or fail. Not run by the test command: it
 # needs namespaces, which a CI container may lack.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-build=build/release hosts=3 threads=2 delay_ms=5 skew_s=2 max=300
+build=build/release hosts=3 threads=2 delay_ms=5 skew_s=2 max=300 lease_max=2 hold_ms=20
 while [ $# -gt 0 ]; do
   case $1 in
-    --build | --hosts | --threads | --delay-ms | --skew-s | --max)
+    --build | --hosts | --threads | --delay-ms | --skew-s | --max | --lease-max | --hold-ms)
       [ $# -ge 2 ] || { echo "multi-host.sh: $1 takes a value" >&2; exit 2; }
       case $1 in
         --build) build=$2 ;;
@@ -33,17 +39,20 @@ while [ $# -gt 0 ]; do
         --delay-ms) delay_ms=$2 ;;
         --skew-s) skew_s=$2 ;;
         --max) max=$2 ;;
+        --lease-max) lease_max=$2 ;;
+        --hold-ms) hold_ms=$2 ;;
       esac
       shift 2 ;;
-    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "multi-host.sh: unknown option '${1:0:64}' (see --help)" >&2; exit 2 ;;
   esac
 done
-for value in "$hosts" "$threads" "$max" "$skew_s" "$delay_ms"; do
+for value in "$hosts" "$threads" "$max" "$skew_s" "$delay_ms" "$lease_max" "$hold_ms"; do
   [[ $value =~ ^[0-9]+$ ]] || { echo "multi-host.sh: '${value:0:64}' is not a whole number ≥ 0" >&2; exit 2; }
 done
 [ "$hosts" -ge 1 ] && [ "$hosts" -le 50 ] || { echo "multi-host.sh: --hosts takes 1 to 50" >&2; exit 2; }
-[ "$threads" -ge 1 ] && [ "$max" -ge 1 ] || { echo "multi-host.sh: --threads and --max take ≥ 1" >&2; exit 2; }
+[ "$threads" -ge 1 ] && [ "$max" -ge 1 ] && [ "$lease_max" -ge 1 ] && [ "$hold_ms" -ge 1 ] ||
+  { echo "multi-host.sh: --threads, --max, --lease-max and --hold-ms take ≥ 1" >&2; exit 2; }
 quotactl=$build/tools/quotactl/quotactl
 consumer=$build/bench/quota-hosts-consumer
 for program in "$quotactl" "$consumer"; do
@@ -98,20 +107,32 @@ failures=0
 echo "| clock | algorithm | host | clock offset | allowed | answered/s | p50 ms | p99 ms |"
 echo "|---|---|---|---:|---:|---:|---:|---:|"
 for clock in server host; do
-  for algorithm in fixed_window sliding_window token_bucket sliding_log; do
+  for algorithm in fixed_window sliding_window token_bucket sliding_log concurrency held; do
     limit=hosts_${clock}_$algorithm
-    "$quotactl" --db "$uri" limit set "$limit" --max "$max" --per 1d --algo "$algorithm" >/dev/null
-    flags=()
+    flags=() requests=$(( 4 * max ))
     [ "$clock" = server ] && flags+=(--server-clock)
+    case $algorithm in
+      concurrency)  # leases never released: the limit fills as a rate limit does
+        "$quotactl" --db "$uri" limit set "$limit" --max "$max" --algo concurrency --ttl 1h >/dev/null
+        flags+=(--lease) ;;
+      held)  # leases held for --hold-ms, then released
+        "$quotactl" --db "$uri" limit set "$limit" --max "$lease_max" --algo concurrency --ttl 1m >/dev/null
+        flags+=(--lease --hold-ms "$hold_ms")
+        requests=$(( 30 * threads )) ;;
+      *)
+        "$quotactl" --db "$uri" limit set "$limit" --max "$max" --per 1d --algo "$algorithm" >/dev/null ;;
+    esac
     pids=()
     for k in $(seq 1 "$hosts"); do
       # Host k's clock: (k - (hosts+1)/2)·skew seconds from the machine's, in tenths.
       offset=$(( (2 * k - hosts - 1) * skew_s * 5 ))
       sign=+; [ "$offset" -lt 0 ] && { sign=-; offset=$(( -offset )); }
       skew="$sign$((offset / 10)).$((offset % 10))s"
-      ip netns exec "quota-host$k" faketime -f "$skew" "$consumer" \
+      # The wall clock skewed, the monotonic one not: the held intervals compare across hosts.
+      ip netns exec "quota-host$k" env DONT_FAKE_MONOTONIC=1 FAKETIME_DONT_FAKE_MONOTONIC=1 \
+        faketime -f "$skew" "$consumer" \
         --db "host=10.231.$k.1 port=6432 dbname=quota_test user=postgres" \
-        --limit "$limit" --owner shared --threads "$threads" --requests $(( 4 * max )) \
+        --limit "$limit" --owner shared --threads "$threads" --requests "$requests" \
         --host "host$k" "${flags[@]}" >"$work/$limit.$k.json" &
       pids+=($!)
       echo "$skew" >"$work/$limit.$k.skew"
@@ -119,6 +140,12 @@ for clock in server host; do
     for pid in "${pids[@]}"; do wait "$pid" || failures=$((failures + 1)); done
     used=$("$quotactl" --db "$uri" --json usage "$limit" --owner shared |
       python3 -c 'import json,sys; rows=json.load(sys.stdin); print(sum(r["used"] for r in rows))')
+    if [ "$algorithm" = concurrency ]; then  # the leases the server lists, one unit each
+      leases=$("$quotactl" --db "$uri" --json lease list "$limit" --owner shared |
+        python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+      [ "$leases" -eq "$used" ] ||
+        { echo "NOT EXACT: $limit: the server lists $leases leases but counts $used held" >&2; failures=$((failures + 1)); }
+    fi
     allowed=0
     for k in $(seq 1 "$hosts"); do
       python3 - "$work/$limit.$k.json" "$clock" "$algorithm" "$(cat "$work/$limit.$k.skew")" <<'PY'
@@ -131,7 +158,27 @@ if row["failed"]:
 PY
       allowed=$(( allowed + $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["allowed"])' "$work/$limit.$k.json") ))
     done
-    if [ "$allowed" -ne "$max" ] || [ "$used" -ne "$allowed" ]; then
+    if [ "$algorithm" = held ]; then
+      # Every lease was released; at no instant were more than --lease-max held.
+      deepest=$(python3 - "$work"/"$limit".*.json <<'PY'
+import json, sys
+edges = []
+for name in sys.argv[1:]:
+    for start, end in json.load(open(name))["intervals"]:
+        edges += [(start, 1), (end, -1)]
+depth = deepest = 0
+for _, step in sorted(edges, key=lambda edge: (edge[0], edge[1])):  # an end before a start
+    depth += step
+    deepest = max(deepest, depth)
+print(deepest)
+PY
+)
+      echo "$limit: $allowed leases taken and released, at most $deepest held at once (maximum $lease_max)" >&2
+      if [ "$deepest" -gt "$lease_max" ] || [ "$deepest" -lt 1 ] || [ "$used" -ne 0 ]; then
+        echo "NOT EXACT: $limit: $deepest held at once of $lease_max, $used still held" >&2
+        failures=$((failures + 1))
+      fi
+    elif [ "$allowed" -ne "$max" ] || [ "$used" -ne "$allowed" ]; then
       echo "NOT EXACT: $limit: the hosts were allowed $allowed of $max, the server counts $used" >&2
       failures=$((failures + 1))
     fi
@@ -142,4 +189,5 @@ if [ "$failures" -ne 0 ]; then
   exit 1
 fi
 echo
-echo "exact: every limit admitted exactly $max across $hosts hosts, and the server counts it"
+echo "exact: every limit admitted exactly $max across $hosts hosts, and the server counts it;"
+echo "held leases never overlapped more than $lease_max deep"

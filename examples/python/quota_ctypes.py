@@ -3,10 +3,11 @@
 
     python3 quota_ctypes.py [--library PATH] [--db PATH] [--check]
 
-Engine, Result, Decision, Usage, Cancel, Watch and QuotaError below are a complete, thin
-binding of the C API (every operation: check, consume, record, reset, refund, consume_all,
-acquire, the batch calls; limits with a lockout or a calendar period, owners' anchors, an
-owner's usage and watches; every option of quota_open); the rest is a short demo on a clock
+Engine, Result, Decision, Usage, Cancel, Watch, LeaseResult, LeaseInfo, Lease and QuotaError
+below are a complete, thin binding of the C API (every operation: check, consume, record,
+reset, refund, consume_all, acquire, the batch calls; limits with a lockout or a calendar
+period, owners' anchors, an owner's usage and watches; concurrency leases; every option of
+quota_open); the rest is a short demo on a clock
 that the script moves by hand. See README.md beside this file for how to build, install and
 run it.
 
@@ -26,7 +27,7 @@ import tempfile
 import threading
 import time
 
-SLIDING_LOG, FIXED_WINDOW, SLIDING_WINDOW, TOKEN_BUCKET = 0, 1, 2, 3
+SLIDING_LOG, FIXED_WINDOW, SLIDING_WINDOW, TOKEN_BUCKET, CONCURRENCY = 0, 1, 2, 3, 4
 NO_BURST = 0
 # QUOTA_DAY ... QUOTA_YEAR: a calendar limit's unit (define_calendar).
 DAY, WEEK, MONTH, YEAR = 0, 1, 2, 3
@@ -36,7 +37,9 @@ NO_ANCHOR = -1
 NO_CALENDAR = -1
 # QUOTA_REASON_*: why an operation answered as it did.
 (REASON_OK, REASON_RATE_LIMITED, REASON_COST_EXCEEDS_CAPACITY, REASON_OWNER_DENIED,
- REASON_HOOK_DENIED, REASON_STORE_UNAVAILABLE, REASON_BLOCKED) = range(7)
+ REASON_HOOK_DENIED, REASON_STORE_UNAVAILABLE, REASON_BLOCKED, REASON_LEASE_EXPIRED) = range(8)
+# QUOTA_LEASE_ID_LENGTH: a lease id's hex digits.
+LEASE_ID_LENGTH = 32
 
 _CLOCK = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
 _ON_ERROR = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)
@@ -138,6 +141,110 @@ class Result(ctypes.Structure):
                 f"shadow_denied={self.shadow_denied})")
 
 
+class LeaseResult(Result):
+    """What acquire_lease and renew_lease answer: quota_lease_result, the Result's fields
+    (allowed, reason, remaining, retry_after_ms, reset_at_ms: the owner's last lease expiry,
+    denied) and `lease` (the id, "" when no lease was taken), `expires_at_ms` (0 then) and
+    `replayed`."""
+
+    _fields_ = [
+        ("_lease", ctypes.c_char * (LEASE_ID_LENGTH + 1)),
+        ("expires_at_ms", ctypes.c_int64),
+        ("_replayed", ctypes.c_int),
+    ]
+
+    @property
+    def lease(self):
+        return self._lease.decode("ascii")
+
+    @property
+    def replayed(self):
+        return bool(self._replayed)
+
+    def __repr__(self):
+        return (f"LeaseResult(allowed={bool(self.allowed)}, reason={self.reason_name}, "
+                f"remaining={self.remaining}, retry_after_ms={self.retry_after_ms}, "
+                f"reset_at_ms={self.reset_at_ms}, denied={self.denied}, lease={self.lease!r}, "
+                f"expires_at_ms={self.expires_at_ms})")
+
+
+class _LeaseInfo(ctypes.Structure):
+    _fields_ = [
+        ("lease", ctypes.POINTER(ctypes.c_char)),
+        ("lease_length", ctypes.c_size_t),
+        ("owner", ctypes.POINTER(ctypes.c_char)),
+        ("owner_length", ctypes.c_size_t),
+        ("cost", ctypes.c_int64),
+        ("expires_at_ms", ctypes.c_int64),
+        ("acquired_at_ms", ctypes.c_int64),
+    ]
+
+
+_LEASE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_LeaseInfo))
+
+
+class LeaseInfo:
+    """An unexpired lease (quota_lease_info), as Engine.leases lists it: lease, owner, cost,
+    expires_at_ms, acquired_at_ms."""
+
+    def __init__(self, info):
+        self.lease = ctypes.string_at(info.lease, info.lease_length).decode("ascii")
+        self.owner = ctypes.string_at(info.owner, info.owner_length).decode("utf-8")
+        self.cost, self.expires_at_ms = info.cost, info.expires_at_ms
+        self.acquired_at_ms = info.acquired_at_ms
+
+    def __repr__(self):
+        return (f"LeaseInfo(lease={self.lease!r}, owner={self.owner!r}, cost={self.cost}, "
+                f"expires_at_ms={self.expires_at_ms}, acquired_at_ms={self.acquired_at_ms})")
+
+
+class Lease:
+    """A lease held for a `with` block (Engine.lease): acquired when made, released when the
+    block ends, however it ends. `held` says whether it is held (a denied acquire holds
+    nothing; `result` says why), `id` is its id; renew(ttl_ms=None) and release() as
+    Engine.renew_lease and release_lease. A holder that dies without releasing holds nothing
+    after the lease's TTL."""
+
+    def __init__(self, engine, limit, owner, cost=1):
+        self._engine = engine
+        self.result = engine.acquire_lease(limit, owner, cost)
+
+    @property
+    def held(self):
+        return self._engine is not None and bool(self.result.lease)
+
+    @property
+    def id(self):
+        return self.result.lease
+
+    def renew(self, ttl_ms=None):
+        """Moves the expiry on (Engine.renew_lease); an allowed renewal becomes `result`."""
+        if not self.held:
+            raise QuotaError(QUOTA_ERROR_INVALID_ARGUMENT, "invalid_argument",
+                             "this Lease holds nothing (denied or released): acquire a new one")
+        renewed = self._engine.renew_lease(self.id, ttl_ms)
+        if renewed.allowed:
+            self.result = renewed
+        return renewed
+
+    def release(self):
+        """Releases now; True if the lease was still held, False if not (never taken, released
+        before, or expired)."""
+        if not self.held:
+            return False
+        engine, self._engine = self._engine, None
+        return engine.release_lease(self.id)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exception):
+        self.release()
+
+    def __repr__(self):
+        return f"Lease(held={self.held}, result={self.result})"
+
+
 class Decision:
     """consume_all's answer: the deciding limit, its index in the names given, its Result."""
 
@@ -193,6 +300,10 @@ class Limit:
                   "calendar", "utc_offset_minutes", "anchor_ms")
         shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in fields)
         return f"Limit(name={self.name!r}, {shown})"
+
+
+# QUOTA_ERROR_INVALID_ARGUMENT: a bad argument, as the library reports it.
+QUOTA_ERROR_INVALID_ARGUMENT = 1
 
 
 class QuotaError(Exception):
@@ -274,6 +385,13 @@ def load(path=None):
                                              ctypes.POINTER(ctypes.c_size_t), ctypes.c_size_t]
                               + text + [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, result,
                                         ctypes.POINTER(ctypes.c_size_t)]),
+        "quota_acquire_lease": (ctypes.c_int, [engine] + text + text + [
+            ctypes.c_int64, ctypes.POINTER(LeaseResult)]),
+        "quota_renew_lease": (ctypes.c_int, [engine] + text + [
+            ctypes.c_int64, ctypes.POINTER(LeaseResult)]),
+        "quota_release_lease": (ctypes.c_int, [engine] + text + [ctypes.POINTER(ctypes.c_int)]),
+        "quota_leases": (ctypes.c_int, [engine] + text + text + [
+            _LEASE, ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]),
         "quota_last_error": (ctypes.c_char_p, []),
         "quota_status_name": (ctypes.c_char_p, [ctypes.c_int]),
         "quota_reason_name": (ctypes.c_char_p, [ctypes.c_int]),
@@ -533,6 +651,47 @@ class Engine:
                                       ctypes.byref(result)))
         return result
 
+    def acquire_lease(self, limit, owner, cost=1):
+        """Takes `cost` units of the concurrency limit `limit` as one lease when the owner's
+        unexpired leases leave room: a LeaseResult, allowed with its `lease` id, or denied with
+        the wait until enough held units expire. Release it with release_lease (or use
+        lease(), which does)."""
+        result = LeaseResult()
+        _checked(load().quota_acquire_lease(self._handle, *_utf8(limit), *_utf8(owner), cost,
+                                            ctypes.byref(result)))
+        return result
+
+    def renew_lease(self, lease, ttl_ms=None):
+        """Moves an unexpired lease's expiry to now + ttl_ms (1000 ... 86400000), or now + its
+        limit's TTL (None). An unknown, released or expired lease answers allowed 0, reason
+        lease_expired."""
+        result = LeaseResult()
+        _checked(load().quota_renew_lease(self._handle, *_utf8(lease),
+                                          0 if ttl_ms is None else ttl_ms, ctypes.byref(result)))
+        return result
+
+    def release_lease(self, lease):
+        """Frees the lease at once; True if it was held, False if there was nothing to free
+        (releasing twice is harmless)."""
+        was_held = ctypes.c_int()
+        _checked(load().quota_release_lease(self._handle, *_utf8(lease), ctypes.byref(was_held)))
+        return bool(was_held.value)
+
+    def lease(self, limit, owner, cost=1):
+        """A Lease for a `with` block: `with engine.lease("uploads", "u1") as lease:` acquires,
+        and releases when the block ends; lease.held says whether it was granted."""
+        return Lease(self, limit, owner, cost)
+
+    def leases(self, limit, owner=None):
+        """The unexpired leases of the concurrency limit `limit` (of `owner` only, when given),
+        a list of LeaseInfo by owner and expiry. Changes nothing."""
+        rows = []
+        collect = _LEASE(lambda _context, info: rows.append(LeaseInfo(info.contents)))
+        owner_text = (None, 0) if owner is None else _utf8(owner)
+        _checked(load().quota_leases(self._handle, *_utf8(limit), *owner_text, collect, None,
+                                     None))
+        return rows
+
     def _many(self, function, requests):
         # The encoded strings must outlive the call: the structs only point into them.
         texts = [(_utf8(request[0]), _utf8(request[1])) for request in requests]
@@ -680,6 +839,7 @@ def demo(database, check):
         demo_retries(engine, expect)
         demo_calendar(engine, now, expect)
         demo_watch(engine, expect)
+        demo_leases(engine, now, expect)
     demo_acquire(expect)
     print("libquota", version())
     for failure in failures:
@@ -899,6 +1059,81 @@ def demo_watch(engine, expect):
     expect(not engine._watches, "the with block ended the watch of every owner")
     expect_error(expect, "unknown_limit", lambda: engine.watch("nope", "u", one),
                  "a watch of no limit")
+
+
+def demo_leases(engine, now, expect):
+    # At most two uploads at once per user; a lease a crashed holder never released is freed
+    # 60 s after it was taken.
+    engine.define("uploads", CONCURRENCY, 2, 60_000)
+    start = now[0]
+    with engine.lease("uploads", "user:ü") as first:
+        second = engine.acquire_lease("uploads", "user:ü")
+        third = engine.acquire_lease("uploads", "user:ü")
+        print("lease:", first.result)
+        print("full:", third)
+        expect(first.held and len(first.id) == LEASE_ID_LENGTH and
+               first.result.expires_at_ms == start + 60_000, "a lease for the with block")
+        expect(second.allowed == 1 and second.remaining == 0 and second.lease != first.id,
+               "a second lease, none left")
+        expect(third.allowed == 0 and third.reason_name == "rate_limited" and
+               third.retry_after_ms == 60_000 and third.lease == "" and
+               third.expires_at_ms == 0, "full: denied until a lease expires")
+        listed = engine.leases("uploads")
+        expect([(row.owner, row.cost, row.acquired_at_ms) for row in listed] ==
+               [("user:ü", 1, start)] * 2, "leases lists both")
+        now[0] += 1_000
+        expect(first.renew().expires_at_ms == now[0] + 60_000 and
+               first.result.expires_at_ms == now[0] + 60_000, "Lease.renew: the limit's TTL")
+        expect(first.renew(ttl_ms=2_000).expires_at_ms == now[0] + 2_000, "Lease.renew(2 s)")
+    expect(not first.held and [row.lease for row in engine.leases("uploads", "user:ü")] ==
+           [second.lease], "the with block released its lease")
+
+    now[0] += 10_000
+    renewed = engine.renew_lease(second.lease)
+    expect(renewed.allowed == 1 and renewed.expires_at_ms == now[0] + 60_000,
+           "renew_lease: the limit's TTL from now")
+    expect(engine.renew_lease(second.lease, ttl_ms=5_000).expires_at_ms == now[0] + 5_000,
+           "renew_lease with a TTL of its own")
+    expect(engine.release_lease(second.lease) and not engine.release_lease(second.lease),
+           "release_lease says whether it was held")
+    gone = engine.renew_lease(second.lease)
+    expect(gone.allowed == 0 and gone.reason_name == "lease_expired" and
+           gone.retry_after_ms == -1, "a released lease cannot be renewed")
+
+    # A denied lease holds nothing, and an exception in the block still releases.
+    engine.acquire_lease("uploads", "bob", 2)
+    with engine.lease("uploads", "bob") as refused:
+        expect(not refused.held and refused.result.reason_name == "rate_limited",
+               "a denied lease holds nothing")
+        expect_error(expect, "invalid_argument", refused.renew, "renew a denied lease",
+                     "holds nothing")
+        expect(not refused.release(), "release a denied lease: nothing was held")
+    try:
+        with engine.lease("uploads", "carol", 2) as held:
+            raise RuntimeError("the upload failed")
+    except RuntimeError:
+        pass
+    expect(not held.held and engine.leases("uploads", "carol") == [],
+           "an exception in the block releases")
+    # bob's lease was never released (a crashed holder): it is freed at its expiry.
+    now[0] += 60_000
+    expect(engine.leases("uploads", "bob") == [] and
+           engine.acquire_lease("uploads", "bob", 2).allowed == 1, "freed at its expiry")
+
+    for what, call, words in [
+            ("a rate limit", lambda: engine.acquire_lease("minute", "u"),
+             "not a concurrency limit"),
+            ("a context manager on a rate limit", lambda: engine.lease("minute", "u"),
+             "not a concurrency limit"),
+            ("cost 0", lambda: engine.acquire_lease("uploads", "u", 0), ""),
+            ("ttl 999", lambda: engine.renew_lease("0" * 32, 999), "ttl_ms 999"),
+            ("an empty id", lambda: engine.release_lease(""), "lease id is empty"),
+            ("leases of a rate limit", lambda: engine.leases("minute"),
+             "not a concurrency limit")]:
+        expect_error(expect, "invalid_argument", call, what, words)
+    expect_error(expect, "unknown_limit", lambda: engine.acquire_lease("nope", "u"),
+                 "a lease of no limit")
+    expect(engine.leases("uploads", "u") == [], "the bad calls took nothing")
 
 
 def demo_acquire(expect):

@@ -72,7 +72,9 @@ enum {
   QUOTA_REASON_HOOK_DENIED = 4,           /* a before_consume hook said no */
   QUOTA_REASON_STORE_UNAVAILABLE = 5,     /* allowed undecided: the database failed and
                                            * options.fail_open is 1 */
-  QUOTA_REASON_BLOCKED = 6 /* locked out after a denial (a limit's block) until retry_after_ms */
+  QUOTA_REASON_BLOCKED = 6, /* locked out after a denial (a limit's block) until retry_after_ms */
+  QUOTA_REASON_LEASE_EXPIRED = 7 /* quota_renew_lease: the lease is unknown, released or
+                                  * expired; retry_after_ms is -1 */
 };
 
 /* How usage is counted (quota::Algorithm). */
@@ -80,7 +82,13 @@ enum {
   QUOTA_SLIDING_LOG = 0,
   QUOTA_FIXED_WINDOW = 1,
   QUOTA_SLIDING_WINDOW = 2,
-  QUOTA_TOKEN_BUCKET = 3
+  QUOTA_TOKEN_BUCKET = 3,
+  /* At most `maximum` units held at once by unexpired leases (quota_acquire_lease), each of
+   * which expires period_ms (its TTL: 1000 ... 86400000, 1 s ... 1 day) after it was taken or
+   * renewed; burst must be QUOTA_NO_BURST (docs/concepts.md, "How many at once"). Take
+   * leases with quota_acquire_lease: quota_consume on such a limit takes one too, but does not
+   * say its id, so that it can only expire. */
+  QUOTA_CONCURRENCY = 4
 };
 
 /* quota_define's burst for "none": a token bucket's capacity is then its maximum, and the
@@ -422,6 +430,82 @@ QUOTA_API int quota_acquire_all(quota_engine* engine, const char* const* limits,
                                 const size_t* limit_lengths, size_t count, const char* owner,
                                 size_t owner_length, int64_t cost, int64_t max_wait_ms,
                                 quota_cancel* cancel, quota_result* result, size_t* deciding);
+
+/* Concurrency leases (quota/lease.h; docs/concepts.md, "How many at once"): on a limit of
+ * QUOTA_CONCURRENCY, an acquire takes `cost` units as one lease, held until it is released or
+ * its TTL runs out, so that a holder that crashes gives its units back by itself.
+ *
+ *   quota_lease_result r;
+ *   if (quota_acquire_lease(engine, "uploads", 7, "user123", 7, 1, &r) == QUOTA_OK &&
+ *       r.result.allowed) {
+ *     upload();  // if longer than the TTL: quota_renew_lease(..., 0, NULL) on the way
+ *     quota_release_lease(engine, r.lease, strlen(r.lease), NULL);
+ *   }
+ *
+ * A lease id is QUOTA_LEASE_ID_LENGTH hex digits; it is passed back as any string is, with its
+ * length. */
+#define QUOTA_LEASE_ID_LENGTH 32
+
+/* What quota_acquire_lease and quota_renew_lease answer (quota::LeaseResult). */
+typedef struct quota_lease_result {
+  /* The answer as every operation's. acquire: allowed when the lease was taken; denied,
+   * retry_after_ms is the wait until enough held units expire (-1: the cost is above the
+   * capacity). reset_at_ms is the owner's last lease expiry. renew: allowed, or
+   * QUOTA_REASON_LEASE_EXPIRED. */
+  quota_result result;
+  /* The lease's id, NUL-terminated: the lease taken or renewed; "" when none was (denied, an
+   * exempt owner, a shadow-mode allowance; a renewal that answers lease_expired). */
+  char lease[QUOTA_LEASE_ID_LENGTH + 1];
+  /* When the lease expires (Unix ms): now + TTL; 0 when no lease was taken. */
+  int64_t expires_at_ms;
+  /* 1: answered from an idempotency key's stored answer (a keyed acquire); 0 otherwise. */
+  int replayed;
+} quota_lease_result;
+
+/* Takes `cost` units of the concurrency limit `limit` for `owner` as one lease, when the units
+ * held by the owner's unexpired leases plus `cost` fit its capacity (one statement, exact
+ * across threads, processes and hosts). *result must not be NULL: it receives the lease's id,
+ * without which the lease can only expire. QUOTA_ERROR_INVALID_ARGUMENT for a limit that is
+ * not a concurrency limit (use quota_consume there), QUOTA_ERROR_UNKNOWN_LIMIT for none. */
+QUOTA_API int quota_acquire_lease(quota_engine* engine, const char* limit, size_t limit_length,
+                                  const char* owner, size_t owner_length, int64_t cost,
+                                  quota_lease_result* result);
+
+/* Moves an unexpired lease's expiry to now + ttl_ms (1000 ... 86400000), or now + its limit's
+ * TTL with ttl_ms 0. An unknown, released or expired lease answers QUOTA_OK with
+ * result.allowed 0 and reason QUOTA_REASON_LEASE_EXPIRED: acquire a new one. `result` may be
+ * NULL. QUOTA_ERROR_INVALID_ARGUMENT (changing nothing) for a ttl_ms out of range, or a lease
+ * id that is empty or longer than 64 bytes (the same for quota_release_lease). */
+QUOTA_API int quota_renew_lease(quota_engine* engine, const char* lease, size_t lease_length,
+                                int64_t ttl_ms, quota_lease_result* result);
+
+/* Frees the lease at once. *was_held (may be NULL) is 1 when it was held, 0 when there was
+ * nothing to free (unknown, released before, or expired): releasing twice is harmless. */
+QUOTA_API int quota_release_lease(quota_engine* engine, const char* lease, size_t lease_length,
+                                  int* was_held);
+
+/* An unexpired lease, as quota_leases reports it (quota::LeaseInfo). The strings are valid
+ * during the call only and are not NUL-terminated. */
+typedef struct quota_lease_info {
+  const char* lease;
+  size_t lease_length;
+  const char* owner;
+  size_t owner_length;
+  int64_t cost;           /* the units it holds */
+  int64_t expires_at_ms;  /* when it expires unless renewed */
+  int64_t acquired_at_ms; /* when it was taken */
+} quota_lease_info;
+
+/* Receives one lease (quota_leases). */
+typedef void (*quota_lease_fn)(void* context, const quota_lease_info* lease);
+
+/* The unexpired leases of the concurrency limit `limit` (quota::Engine::leases): calls
+ * `callback(context, lease)` once per lease, by owner and expiry, before it returns; with
+ * owner NULL (and owner_length 0) every owner's, else `owner`'s only. *count (may be NULL)
+ * receives how many calls it made. Changes nothing. */
+QUOTA_API int quota_leases(quota_engine* engine, const char* limit, size_t limit_length,
+                           const char* owner, size_t owner_length, quota_lease_fn callback,
+                           void* context, size_t* count);
 
 /* The message of the last call on this thread that failed, as NUL-terminated UTF-8; "" after
  * a call that returned QUOTA_OK. Valid until the next quota_* call on this thread. */

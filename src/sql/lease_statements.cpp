@@ -7,9 +7,10 @@
 // with the owner's row locked: on SQLite under the write lock, which the statement takes before
 // it reads; on PostgreSQL under the row lock of the upsert, its lease reads made by VOLATILE
 // functions that read after the lock is held (migrations/postgresql/0012_concurrency_leases.sql).
-// The proposed row of the INSERT is the decision over an owner without a row; an existing
-// owner's conflict decides again over its row in DO UPDATE, as PostgreSQL's statements of the
-// other algorithms do (src/sql/dialect.h, "The proposed row").
+// On PostgreSQL the proposed row of the INSERT is the decision over an owner without a row;
+// an existing owner's conflict decides again over its row in DO UPDATE, as PostgreSQL's
+// statements of the other algorithms do (src/sql/dialect.h, "The proposed row"). On SQLite
+// the proposed row reads the owner's row and decides once (kSqliteWrite).
 //
 // Example (limit "uploads": concurrency, maximum 2, TTL 10000 ms; owner "u"):
 //   acquire :now=1000  -> allowed 1, remaining 1, lease L1, expires_at_ms 11000
@@ -20,6 +21,7 @@
 #include "sql/lease_statements.h"
 
 #include <stdexcept>
+#include <string_view>
 
 #include "sql/fragments.h"
 
@@ -120,8 +122,9 @@ constexpr const char* kOverrides = R"(
       LEFT JOIN quota_overrides AS o ON o.limit_name = {key_limit} AND o.owner = {key_owner}
       LEFT JOIN quota_overrides AS a ON a.limit_name = '*' AND a.owner = {key_owner})";
 
-// A write's inputs: the request, the limit (if it is a concurrency limit) and the row {row}
-// (quota_lease_owners in DO UPDATE; `nobody`, joined to nothing, in the proposed row).
+// A write's inputs: the request, the limit (if it is a concurrency limit) and the row {row}:
+// on PostgreSQL quota_lease_owners in DO UPDATE and `nobody`, joined to nothing, in the
+// proposed row; on SQLite the owner's row `s`, joined by its key (kOwnerRow).
 constexpr const char* kWriteInputs = R"(
       SELECT r.limit_name AS key_limit, r.owner AS key_owner, r.cost AS cost, r.now AS now,
              l.maximum AS maximum, {capacity} AS capacity, l.period_ms AS period_ms,
@@ -133,6 +136,8 @@ constexpr const char* kWriteInputs = R"(
       LEFT JOIN quota_limits AS l ON l.name = r.limit_name AND l.algorithm = 'concurrency'{overrides}{nobody})";
 
 constexpr const char* kNobody = "\n      LEFT JOIN quota_lease_owners AS nobody ON FALSE";
+constexpr const char* kOwnerRow =
+    "\n      LEFT JOIN quota_lease_owners AS s ON s.limit_name = r.limit_name AND s.owner = r.owner";
 
 constexpr const char* kCheckInputs = R"(
       SELECT l.name AS key_limit, {owner} AS key_owner, {request_cost} AS cost,
@@ -151,16 +156,34 @@ constexpr const char* kValues =
     "maximum, period_ms, cost, t, denied, {shadow_count}, {granted}, reason,\n"
     "          remaining, retry_after_ms, reset_at_ms, {shadow_flag}, lease, expires_at_ms";
 
+// The answer of a write: the row as the decision left it.
+constexpr const char* kReturning = R"(
+RETURNING last_allowed AS allowed, last_reason AS reason, last_remaining AS remaining,
+  last_retry_after_ms AS retry_after_ms, last_reset_at_ms AS reset_at_ms, denied,
+  last_shadow_denied AS shadow_denied, last_lease AS lease, last_expires_at_ms AS expires_at_ms)";
+
+// PostgreSQL's write: the proposed row decides for an owner without a row; an existing
+// owner's conflict decides again in DO UPDATE, over the row it has locked (never over a
+// snapshot read before the lock: src/sql/dialect.h, "The proposed row").
 constexpr const char* kWrite = R"(INSERT INTO quota_lease_owners (limit_name, owner, {columns})
-SELECT key_limit, key_owner, {proposed_values}
+SELECT key_limit, key_owner, {values}
 FROM ({proposed}) AS decision WHERE TRUE
 ON CONFLICT (limit_name, owner) DO UPDATE SET
   ({columns}) =
   (SELECT {values}
-   FROM ({decision}) AS decision)
-RETURNING last_allowed AS allowed, last_reason AS reason, last_remaining AS remaining,
-  last_retry_after_ms AS retry_after_ms, last_reset_at_ms AS reset_at_ms, denied,
-  last_shadow_denied AS shadow_denied, last_lease AS lease, last_expires_at_ms AS expires_at_ms)";
+   FROM ({decision}) AS decision){returning})";
+
+// SQLite's write decides once: the statement holds the write lock from its first
+// instruction, so the proposed row, which reads the owner's row through a join, is the
+// decision over the state that the write changes, and a conflict writes it as it is. (Twice
+// as cheap as deciding again in DO UPDATE: docs/performance-notes.md, "What an acquire
+// costs".)
+constexpr const char* kSqliteWrite = R"(INSERT INTO quota_lease_owners (limit_name, owner, {columns})
+SELECT key_limit, key_owner, {values}
+FROM ({decision}) AS decision WHERE TRUE
+ON CONFLICT (limit_name, owner) DO UPDATE SET
+  ({columns}) =
+  ({excluded}){returning})";
 
 constexpr const char* kCheck = R"(SELECT allowed, reason, remaining, retry_after_ms, reset_at_ms, denied,
   FALSE AS shadow_denied,
@@ -212,12 +235,32 @@ std::string decision(Operation operation, const Dialect& dialect, const std::str
                           {"new_id", reads.new_id}});
 }
 
-std::string write_inputs(bool proposed) {
+// The inputs of a write that reads the owner's row as `row`, joined by `join` (or, for
+// quota_lease_owners in DO UPDATE, the conflicting row itself: no join).
+std::string write_inputs(const char* row, const char* join) {
   return fill(kWriteInputs, {{"capacity", kCapacity},
                              {"overrides", fill(kOverrides, {{"key_limit", "r.limit_name"},
                                                              {"key_owner", "r.owner"}})},
-                             {"row", proposed ? "nobody" : "quota_lease_owners"},
-                             {"nobody", proposed ? kNobody : ""}});
+                             {"row", row},
+                             {"nobody", join}});
+}
+
+// kColumns, each as `excluded.` spells it.
+std::string excluded_columns() {
+  std::string spelled;
+  std::string_view columns = kColumns;
+  while (!columns.empty()) {
+    const std::size_t comma = columns.find(',');
+    std::string_view column = columns.substr(0, comma);
+    while (!column.empty() && (column.front() == ' ' || column.front() == '\n')) {
+      column.remove_prefix(1);
+    }
+    if (!spelled.empty()) spelled += ", ";
+    spelled += "excluded.";
+    spelled += column;
+    columns = comma == std::string_view::npos ? std::string_view() : columns.substr(comma + 1);
+  }
+  return spelled;
 }
 
 std::string build(Operation operation, const Dialect& dialect) {
@@ -232,11 +275,22 @@ std::string build(Operation operation, const Dialect& dialect) {
   const std::string values = fill(kValues, {{"shadow_count", parts.shadow_count},
                                             {"granted", parts.granted},
                                             {"shadow_flag", parts.shadow_flag}});
-  return finish(fill(kWrite, {{"columns", kColumns},
-                              {"proposed_values", values},
-                              {"values", values},
-                              {"proposed", decision(operation, dialect, write_inputs(true))},
-                              {"decision", decision(operation, dialect, write_inputs(false))}}),
+  if (dialect.name == kPostgresql.name) {
+    return finish(
+        fill(kWrite,
+             {{"columns", kColumns},
+              {"values", values},
+              {"proposed", decision(operation, dialect, write_inputs("nobody", kNobody))},
+              {"decision", decision(operation, dialect, write_inputs("quota_lease_owners", ""))},
+              {"returning", kReturning}}),
+        dialect);
+  }
+  return finish(fill(kSqliteWrite,
+                     {{"columns", kColumns},
+                      {"values", values},
+                      {"decision", decision(operation, dialect, write_inputs("s", kOwnerRow))},
+                      {"excluded", excluded_columns()},
+                      {"returning", kReturning}}),
                 dialect);
 }
 

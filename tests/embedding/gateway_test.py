@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """example.gateway: starts examples/gateway on 127.0.0.1 (a free port, a fresh database,
-5 requests per address and 3 per API key in 60 s), sends it eight requests over loopback,
-checks each status and the RateLimit-Policy, RateLimit and Retry-After fields, then stops it
+5 requests per address and 3 per API key in 60 s, 4 in flight), sends it eight requests over
+loopback one after another, checks each status and the RateLimit-Policy, RateLimit and
+Retry-After fields, then stops it
 with SIGTERM and expects a clean exit. Before that it scrapes GET /metrics (never limited),
 parses Prometheus's text format and checks the counters against the requests made. Then reads the database: the per-key owners are the
 keys' digests ("key:" and 16 hex digits of SHA-256), no key appears anywhere in the file, and
@@ -21,9 +22,10 @@ import tempfile
 
 POLICY_IP = '"per-ip";q=5;w=60'
 POLICY_KEY = '"per-key";q=3;w=60'
+POLICY_INFLIGHT = '"inflight";q=4;qu="concurrent-requests"'
 # Distinctive keys, so that a search of the file's bytes cannot match anything else.
 ALICE, BOB = "sk-alice-5ba1f7c3e9", "sk-bob-0d94c2a8b6"
-LIMIT_ITEM = re.compile(r'^"(per-ip|per-key)";r=(\d+);t=(\d+)$')
+LIMIT_ITEM = re.compile(r'^"(per-ip|per-key)";r=(\d+);t=(\d+)$|^"(inflight)";r=(\d+)$')
 
 
 def request(port, key):
@@ -40,7 +42,10 @@ def limits(response):
     remaining = {}
     for item in response.getheader("RateLimit", "").split(", "):
         match = LIMIT_ITEM.match(item)
-        assert match, f"RateLimit item {item!r} is not \"name\";r=N;t=N"
+        assert match, f"RateLimit item {item!r} is not \"name\";r=N;t=N or \"inflight\";r=N"
+        if match.group(4):  # requests at once: no window
+            remaining["inflight"] = int(match.group(5))
+            continue
         # Within the window: the seconds until the quota is restored, rounded up.
         assert 1 <= int(match.group(3)) <= 60, item
         remaining[match.group(1)] = int(match.group(2))
@@ -52,7 +57,7 @@ def main():
     database = os.path.join(tempfile.mkdtemp(dir=scratch, prefix="gateway-"), "gateway.db")
     process = subprocess.Popen(
         [gateway, "--db", database, "--host", "127.0.0.1", "--port", "0", "--per-ip", "5",
-         "--per-key", "3", "--window", "60"], stdout=subprocess.PIPE, text=True)
+         "--per-key", "3", "--window", "60", "--inflight", "4"], stdout=subprocess.PIPE, text=True)
     try:
         line = process.stdout.readline()
         match = re.match(r"listening on http://127\.0\.0\.1:(\d+)$", line.strip())
@@ -60,18 +65,21 @@ def main():
         port = int(match.group(1))
 
         # (API key, status, RateLimit-Policy, {policy: remaining}, refused by)
-        both = f"{POLICY_IP}, {POLICY_KEY}"
+        # Each request holds one of its key's (or address's) 4 slots while it is served, and
+        # gives it back when done: one after another, 3 are left every time.
+        both = f"{POLICY_IP}, {POLICY_KEY}, {POLICY_INFLIGHT}"
         script = [
-            (ALICE, 200, both, {"per-ip": 4, "per-key": 2}, None),
-            (ALICE, 200, both, {"per-ip": 3, "per-key": 1}, None),
-            (ALICE, 200, both, {"per-ip": 2, "per-key": 0}, None),
+            (ALICE, 200, both, {"per-ip": 4, "per-key": 2, "inflight": 3}, None),
+            (ALICE, 200, both, {"per-ip": 3, "per-key": 1, "inflight": 3}, None),
+            (ALICE, 200, both, {"per-ip": 2, "per-key": 0, "inflight": 3}, None),
             # The key's limit refuses: one decision, so the address is not charged either.
-            (ALICE, 429, both, {"per-ip": 2, "per-key": 0}, "per-key"),
-            (BOB, 200, both, {"per-ip": 1, "per-key": 2}, None),
-            (BOB, 200, both, {"per-ip": 0, "per-key": 1}, None),
+            (ALICE, 429, both, {"per-ip": 2, "per-key": 0, "inflight": 3}, "per-key"),
+            (BOB, 200, both, {"per-ip": 1, "per-key": 2, "inflight": 3}, None),
+            (BOB, 200, both, {"per-ip": 0, "per-key": 1, "inflight": 3}, None),
             # The address's limit refuses: bob's key keeps its unit.
-            (BOB, 429, both, {"per-ip": 0, "per-key": 1}, "per-ip"),
-            (None, 429, POLICY_IP, {"per-ip": 0}, "per-ip"),
+            (BOB, 429, both, {"per-ip": 0, "per-key": 1, "inflight": 3}, "per-ip"),
+            (None, 429, f"{POLICY_IP}, {POLICY_INFLIGHT}", {"per-ip": 0, "inflight": 3},
+             "per-ip"),
         ]
         for number, (key, status, policy, remaining, refused_by) in enumerate(script, 1):
             got_status, response, body = request(port, key)

@@ -42,7 +42,8 @@ README_FILE = re.compile(r"<!-- test-file: (\S+) -->\n```[\w+-]*\n(.*?)```\n", r
 USED_FILES = ["main.cpp", "main.cpp.out", "find_package/CMakeLists.txt",
               "add_subdirectory/CMakeLists.txt", "pkg-config.sh", "c-api/main.c",
               "c-api/pkg-config.sh", "c-api/main.c.out", "c-api-calendar/main.c",
-              "c-api-calendar/main.c.out", "python/app.py", "python/app.py.out",
+              "c-api-calendar/main.c.out", "c-api-leases/main.c", "c-api-leases/main.c.out",
+              "python/app.py", "python/app.py.out",
               "calendar/main.cpp", "calendar/main.cpp.out", "components/CMakeLists.txt",
               "prometheus/CMakeLists.txt", "prometheus/main.cpp", "prometheus/main.cpp.out"]
 API_SYMBOL = re.compile(r"^(quota_\w+|quota::.*|(typeinfo|typeinfo name|vtable) for quota::.*)$")
@@ -175,7 +176,9 @@ def pkg_config_builds(args, files, work, prefix, env):
     for source, script, expected in [("main.cpp", "pkg-config.sh", "main.cpp.out"),
                                      ("c-api/main.c", "c-api/pkg-config.sh", "c-api/main.c.out"),
                                      ("c-api-calendar/main.c", "c-api/pkg-config.sh",
-                                      "c-api-calendar/main.c.out")]:
+                                      "c-api-calendar/main.c.out"),
+                                     ("c-api-leases/main.c", "c-api/pkg-config.sh",
+                                      "c-api-leases/main.c.out")]:
         project = os.path.join(work, os.path.dirname(source) or "cpp")
         write_project(files, project, [source])
         run(files[script], cwd=project, env=env)

@@ -1,0 +1,317 @@
+/* The C API's concurrency leases (quota_acquire_lease, quota_renew_lease, quota_release_lease,
+ * quota_leases), from C: compiled as C11 and linked like a C user would.
+ *
+ *   c_api_lease_test SCRATCH_DIR
+ *
+ * Files go to a new folder inside SCRATCH_DIR, removed at the end. Each check prints nothing
+ * when it holds; a failure prints its line and the library's last error, and the program exits
+ * 1. Time is a fixed clock that the test moves. */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "quota/quota.h"
+
+static int failures = 0;
+
+#define CHECK(condition)                                                                    \
+  do {                                                                                      \
+    if (!(condition)) {                                                                     \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed (last error: \"%s\")\n", __FILE__, __LINE__, \
+              #condition, quota_last_error());                                              \
+      ++failures;                                                                           \
+    }                                                                                       \
+  } while (0)
+
+/* Strings with their lengths, as every call takes them. */
+#define TEXT(literal) literal, sizeof(literal) - 1
+
+/* The message of the last failure contains `words`. */
+#define SAYS(words) (strstr(quota_last_error(), words) != NULL)
+
+static const int64_t start_ms = 1700000000000;
+static int64_t now_ms = 1700000000000;
+static int64_t fixed_clock(void* context) { return *(const int64_t*)context; }
+
+static char scratch[4096];
+static char database[4200];
+
+static quota_engine* open_engine(void) {
+  quota_options options;
+  quota_options_init(&options);
+  options.clock = fixed_clock;
+  options.clock_context = &now_ms;
+  quota_engine* engine = NULL;
+  CHECK(quota_open(database, strlen(database), &options, &engine) == QUOTA_OK);
+  CHECK(engine != NULL);
+  return engine;
+}
+
+/* 32 lowercase or uppercase hex digits. */
+static int is_lease_id(const char* id) {
+  if (strlen(id) != QUOTA_LEASE_ID_LENGTH) return 0;
+  for (const char* c = id; *c; ++c) {
+    if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f') || (*c >= 'A' && *c <= 'F'))) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* What quota_leases reported. */
+struct listed {
+  int calls;
+  char ids[4][QUOTA_LEASE_ID_LENGTH + 1];
+  char owners[4][8];
+  int64_t costs[4];
+  int64_t expiries[4];
+  int64_t acquired[4];
+};
+
+static void on_lease(void* context, const quota_lease_info* lease) {
+  struct listed* listed = context;
+  if (listed->calls < 4 && lease->lease_length == QUOTA_LEASE_ID_LENGTH &&
+      lease->owner_length < sizeof listed->owners[0]) {
+    memcpy(listed->ids[listed->calls], lease->lease, lease->lease_length);
+    listed->ids[listed->calls][lease->lease_length] = '\0';
+    memcpy(listed->owners[listed->calls], lease->owner, lease->owner_length);
+    listed->owners[listed->calls][lease->owner_length] = '\0';
+    listed->costs[listed->calls] = lease->cost;
+    listed->expiries[listed->calls] = lease->expires_at_ms;
+    listed->acquired[listed->calls] = lease->acquired_at_ms;
+  }
+  ++listed->calls;
+}
+
+static size_t count_leases(quota_engine* engine) {
+  struct listed listed;
+  memset(&listed, 0, sizeof listed);
+  size_t count = 99;
+  CHECK(quota_leases(engine, TEXT("uploads"), NULL, 0, on_lease, &listed, &count) == QUOTA_OK);
+  CHECK(count == (size_t)listed.calls);
+  return count;
+}
+
+static void test_names_and_definition(quota_engine* engine) {
+  CHECK(strcmp(quota_algorithm_name(QUOTA_CONCURRENCY), "concurrency") == 0);
+  CHECK(strcmp(quota_reason_name(QUOTA_REASON_LEASE_EXPIRED), "lease_expired") == 0);
+  quota_limit stored;
+  CHECK(quota_ensure(engine, TEXT("uploads"), QUOTA_CONCURRENCY, 2, 60000, QUOTA_NO_BURST,
+                     &stored) == QUOTA_OK);
+  CHECK(stored.algorithm == QUOTA_CONCURRENCY && stored.maximum == 2 && stored.period_ms == 60000 &&
+        stored.burst == QUOTA_NO_BURST);
+  CHECK(quota_define(engine, TEXT("send"), QUOTA_SLIDING_LOG, 5, 60000, QUOTA_NO_BURST) ==
+        QUOTA_OK);
+
+  /* A concurrency limit takes no burst, and a TTL of 1 s to 1 day. */
+  CHECK(quota_define(engine, TEXT("bad"), QUOTA_CONCURRENCY, 2, 60000, 3) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_define(engine, TEXT("bad"), QUOTA_CONCURRENCY, 2, 999, QUOTA_NO_BURST) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_define(engine, TEXT("bad"), 5, 2, 60000, QUOTA_NO_BURST) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(SAYS("QUOTA_CONCURRENCY"));
+  int removed = 1;
+  CHECK(quota_remove(engine, TEXT("bad"), &removed) == QUOTA_OK && removed == 0);
+}
+
+static void test_acquire_renew_release(quota_engine* engine) {
+  quota_lease_result a, b, c;
+  memset(&a, 0x5A, sizeof a);
+  CHECK(quota_acquire_lease(engine, TEXT("uploads"), TEXT("u1"), 1, &a) == QUOTA_OK);
+  CHECK(a.result.allowed == 1 && a.result.reason == QUOTA_REASON_OK);
+  CHECK(a.result.remaining == 1 && a.result.retry_after_ms == 0);
+  CHECK(is_lease_id(a.lease));
+  CHECK(a.expires_at_ms == start_ms + 60000 && a.result.reset_at_ms == start_ms + 60000);
+  CHECK(a.replayed == 0);
+
+  now_ms = start_ms + 1000;
+  CHECK(quota_acquire_lease(engine, TEXT("uploads"), TEXT("u1"), 1, &b) == QUOTA_OK);
+  CHECK(b.result.allowed == 1 && b.result.remaining == 0 && is_lease_id(b.lease));
+  CHECK(strcmp(a.lease, b.lease) != 0);
+  CHECK(b.expires_at_ms == start_ms + 61000);
+
+  /* Full: denied until the first lease expires, and no lease taken. */
+  now_ms = start_ms + 2000;
+  CHECK(quota_acquire_lease(engine, TEXT("uploads"), TEXT("u1"), 1, &c) == QUOTA_OK);
+  CHECK(c.result.allowed == 0 && c.result.reason == QUOTA_REASON_RATE_LIMITED);
+  CHECK(c.result.retry_after_ms == 58000 && c.result.denied == 1);
+  CHECK(c.lease[0] == '\0' && c.expires_at_ms == 0);
+  CHECK(quota_acquire_lease(engine, TEXT("uploads"), TEXT("u1"), 3, &c) == QUOTA_OK);
+  CHECK(c.result.allowed == 0 && c.result.reason == QUOTA_REASON_COST_EXCEEDS_CAPACITY);
+  CHECK(c.result.retry_after_ms == -1);
+  /* Another owner has its own capacity. */
+  CHECK(quota_acquire_lease(engine, TEXT("uploads"), TEXT("u2"), 2, &c) == QUOTA_OK);
+  CHECK(c.result.allowed == 1 && c.result.remaining == 0 && is_lease_id(c.lease));
+
+  /* The list: every owner's, then one owner's. */
+  struct listed listed;
+  memset(&listed, 0, sizeof listed);
+  size_t count = 0;
+  CHECK(quota_leases(engine, TEXT("uploads"), NULL, 0, on_lease, &listed, &count) == QUOTA_OK);
+  CHECK(count == 3 && listed.calls == 3);
+  CHECK(strcmp(listed.owners[0], "u1") == 0 && strcmp(listed.ids[0], a.lease) == 0);
+  CHECK(listed.costs[0] == 1 && listed.expiries[0] == start_ms + 60000 &&
+        listed.acquired[0] == start_ms);
+  CHECK(strcmp(listed.ids[1], b.lease) == 0 && listed.acquired[1] == start_ms + 1000);
+  CHECK(strcmp(listed.owners[2], "u2") == 0 && listed.costs[2] == 2);
+  memset(&listed, 0, sizeof listed);
+  CHECK(quota_leases(engine, TEXT("uploads"), TEXT("u2"), on_lease, &listed, NULL) == QUOTA_OK);
+  CHECK(listed.calls == 1 && strcmp(listed.ids[0], c.lease) == 0);
+  memset(&listed, 0, sizeof listed);
+  CHECK(quota_leases(engine, TEXT("uploads"), TEXT("nobody"), on_lease, &listed, &count) ==
+        QUOTA_OK);
+  CHECK(count == 0 && listed.calls == 0);
+
+  /* Renewal: the limit's TTL (0), then one of the call's own. */
+  quota_lease_result renewed;
+  now_ms = start_ms + 10000;
+  CHECK(quota_renew_lease(engine, a.lease, strlen(a.lease), 0, &renewed) == QUOTA_OK);
+  CHECK(renewed.result.allowed == 1 && strcmp(renewed.lease, a.lease) == 0);
+  CHECK(renewed.expires_at_ms == start_ms + 70000);
+  CHECK(renewed.result.remaining == 0 && renewed.result.reset_at_ms == start_ms + 70000);
+  CHECK(quota_renew_lease(engine, a.lease, strlen(a.lease), 5000, &renewed) == QUOTA_OK);
+  CHECK(renewed.result.allowed == 1 && renewed.expires_at_ms == start_ms + 15000);
+  CHECK(quota_renew_lease(engine, a.lease, strlen(a.lease), 0, NULL) == QUOTA_OK);
+
+  /* Release frees the units at once; twice is harmless. */
+  int was_held = -1;
+  CHECK(quota_release_lease(engine, a.lease, strlen(a.lease), &was_held) == QUOTA_OK);
+  CHECK(was_held == 1);
+  CHECK(quota_release_lease(engine, a.lease, strlen(a.lease), &was_held) == QUOTA_OK);
+  CHECK(was_held == 0);
+  CHECK(quota_release_lease(engine, a.lease, strlen(a.lease), NULL) == QUOTA_OK);
+  CHECK(quota_renew_lease(engine, a.lease, strlen(a.lease), 0, &renewed) == QUOTA_OK);
+  CHECK(renewed.result.allowed == 0 && renewed.result.reason == QUOTA_REASON_LEASE_EXPIRED);
+  CHECK(renewed.result.retry_after_ms == -1 && renewed.lease[0] == '\0');
+  /* An id that was never issued is simply not held. */
+  CHECK(quota_release_lease(engine, TEXT("0123456789abcdef0123456789abcdef"), &was_held) ==
+        QUOTA_OK);
+  CHECK(was_held == 0);
+
+  quota_lease_result d;
+  CHECK(quota_acquire_lease(engine, TEXT("uploads"), TEXT("u1"), 1, &d) == QUOTA_OK);
+  CHECK(d.result.allowed == 1 && d.result.remaining == 0);
+
+  /* A holder that never releases: its units come back at its expiry, not before. */
+  now_ms = b.expires_at_ms - 1;
+  CHECK(quota_acquire_lease(engine, TEXT("uploads"), TEXT("u1"), 1, &c) == QUOTA_OK);
+  CHECK(c.result.allowed == 0 && c.result.retry_after_ms == 1);
+  now_ms = b.expires_at_ms;
+  CHECK(quota_renew_lease(engine, b.lease, strlen(b.lease), 0, &renewed) == QUOTA_OK);
+  CHECK(renewed.result.reason == QUOTA_REASON_LEASE_EXPIRED);
+  CHECK(quota_release_lease(engine, b.lease, strlen(b.lease), &was_held) == QUOTA_OK);
+  CHECK(was_held == 0);
+  CHECK(quota_acquire_lease(engine, TEXT("uploads"), TEXT("u1"), 1, &c) == QUOTA_OK);
+  CHECK(c.result.allowed == 1);
+  CHECK(quota_release_lease(engine, c.lease, strlen(c.lease), NULL) == QUOTA_OK);
+  CHECK(quota_release_lease(engine, d.lease, strlen(d.lease), NULL) == QUOTA_OK);
+  now_ms = start_ms + 200000; /* u2's lease has expired too */
+  CHECK(count_leases(engine) == 0);
+}
+
+static void test_bad_input(quota_engine* engine) {
+  quota_lease_result untouched;
+  memset(&untouched, 0, sizeof untouched);
+  untouched.result.remaining = 777;
+  untouched.expires_at_ms = 888;
+  strcpy(untouched.lease, "kept");
+
+  /* NULL pointers. */
+  CHECK(quota_acquire_lease(NULL, TEXT("uploads"), TEXT("u1"), 1, &untouched) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(SAYS("engine is NULL"));
+  CHECK(quota_acquire_lease(engine, TEXT("uploads"), TEXT("u1"), 1, NULL) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(SAYS("result is NULL"));
+  CHECK(quota_acquire_lease(engine, NULL, 7, TEXT("u1"), 1, &untouched) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(SAYS("the limit name is NULL"));
+  CHECK(quota_renew_lease(NULL, TEXT("0123456789abcdef0123456789abcdef"), 0, &untouched) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_release_lease(NULL, TEXT("0123456789abcdef0123456789abcdef"), NULL) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_leases(NULL, TEXT("uploads"), NULL, 0, on_lease, NULL, NULL) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_leases(engine, TEXT("uploads"), NULL, 0, NULL, NULL, NULL) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(SAYS("callback is NULL"));
+  CHECK(count_leases(engine) == 0); /* nothing was acquired by the refused calls */
+
+  /* Bad lease ids. */
+  CHECK(quota_renew_lease(engine, NULL, 0, 0, &untouched) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(SAYS("lease id is empty"));
+  CHECK(quota_renew_lease(engine, NULL, 32, 0, &untouched) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(SAYS("the lease id is NULL"));
+  CHECK(quota_release_lease(engine, "", 0, NULL) == QUOTA_ERROR_INVALID_ARGUMENT);
+  char long_id[65];
+  memset(long_id, 'a', sizeof long_id);
+  CHECK(quota_release_lease(engine, long_id, sizeof long_id, NULL) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(SAYS("65 bytes"));
+
+  /* Bad TTLs. */
+  const int64_t ttls[] = {-1, 999, 86400001};
+  for (size_t i = 0; i < sizeof ttls / sizeof ttls[0]; ++i) {
+    CHECK(quota_renew_lease(engine, TEXT("0123456789abcdef0123456789abcdef"), ttls[i],
+                            &untouched) == QUOTA_ERROR_INVALID_ARGUMENT);
+    CHECK(SAYS("ttl_ms") && SAYS("or 0 for the limit's TTL"));
+  }
+
+  /* Bad costs and owners, not a concurrency limit, no limit at all. */
+  CHECK(quota_acquire_lease(engine, TEXT("uploads"), TEXT("u1"), 0, &untouched) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_acquire_lease(engine, TEXT("uploads"), "", 0, 1, &untouched) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_acquire_lease(engine, TEXT("send"), TEXT("u1"), 1, &untouched) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(SAYS("not a concurrency limit"));
+  CHECK(quota_leases(engine, TEXT("send"), NULL, 0, on_lease, NULL, NULL) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(SAYS("not a concurrency limit"));
+  CHECK(quota_acquire_lease(engine, TEXT("nope"), TEXT("u1"), 1, &untouched) ==
+        QUOTA_ERROR_UNKNOWN_LIMIT);
+  CHECK(quota_leases(engine, TEXT("nope"), NULL, 0, on_lease, NULL, NULL) ==
+        QUOTA_ERROR_UNKNOWN_LIMIT);
+
+  /* A failed call leaves *result as it was. */
+  CHECK(untouched.result.remaining == 777 && untouched.expires_at_ms == 888);
+  CHECK(strcmp(untouched.lease, "kept") == 0);
+  CHECK(count_leases(engine) == 0);
+
+  /* And succeeds after: the last error is cleared. */
+  quota_lease_result ok;
+  CHECK(quota_acquire_lease(engine, TEXT("uploads"), TEXT("u1"), 1, &ok) == QUOTA_OK);
+  CHECK(strcmp(quota_last_error(), "") == 0);
+  CHECK(quota_release_lease(engine, ok.lease, strlen(ok.lease), NULL) == QUOTA_OK);
+}
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: c_api_lease_test SCRATCH_DIR\n");
+    return 2;
+  }
+  snprintf(scratch, sizeof scratch, "%s/c-api-lease-XXXXXX", argv[1]);
+  if (mkdtemp(scratch) == NULL) {
+    perror(scratch);
+    return 2;
+  }
+  snprintf(database, sizeof database, "%s/leases.db", scratch);
+  quota_engine* engine = open_engine();
+  test_names_and_definition(engine);
+  test_acquire_renew_release(engine);
+  test_bad_input(engine);
+  quota_close(engine);
+
+  static const char* const suffixes[] = {"", "-wal", "-shm"};
+  for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; ++i) {
+    char path[4300];
+    snprintf(path, sizeof path, "%s%s", database, suffixes[i]);
+    unlink(path);
+  }
+  CHECK(rmdir(scratch) == 0);
+  if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
+  return failures ? 1 : 0;
+}
