@@ -1044,6 +1044,8 @@ std::optional<StatementKind> plain_kind(Operation operation, StatementKind kind)
       return StatementKind::plain_sliding_window;
     case StatementKind::token_bucket:
       return StatementKind::plain_token_bucket;
+    case StatementKind::concurrency:
+      return StatementKind::plain_concurrency;
     default:
       return std::nullopt;
   }
@@ -1068,6 +1070,7 @@ Algorithm stored_algorithm(StatementKind kind) {
     case StatementKind::plain_token_bucket:
       return Algorithm::token_bucket;
     case StatementKind::concurrency:
+    case StatementKind::plain_concurrency:
       return Algorithm::concurrency;
   }
   throw std::logic_error("unknown statement kind");
@@ -1078,6 +1081,7 @@ const std::string& statement(Operation operation, StatementKind kind) {
 }
 
 const std::string& statement(const Dialect& dialect, Operation operation, StatementKind kind) {
+  if (kind == StatementKind::plain_concurrency) return sql::plain_lease_statement(dialect, operation);
   if (kind == StatementKind::concurrency && operation != Operation::reset) {
     return sql::lease_statement(dialect, operation);
   }
@@ -1104,7 +1108,7 @@ const std::string& statement(const Dialect& dialect, Operation operation, Statem
 }
 
 const char* state_table(StatementKind kind) {
-  if (kind == StatementKind::concurrency) return "quota_lease_owners";
+  if (stored_algorithm(kind) == Algorithm::concurrency) return "quota_lease_owners";
   return family_of(general_kind(kind)).table;
 }
 
@@ -1120,6 +1124,8 @@ std::string_view kind_name(StatementKind kind) {
       return "plain_sliding_window";
     case StatementKind::plain_token_bucket:
       return "plain_token_bucket";
+    case StatementKind::plain_concurrency:
+      return "plain_concurrency";
     default:
       return to_string(stored_algorithm(kind));
   }

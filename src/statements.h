@@ -46,8 +46,10 @@ enum class StatementKind {
   plain_sliding_window,
   plain_token_bucket,
   // A concurrency limit's leases (src/sql/lease_statements.h): check, consume (acquire),
-  // record and reset, no plain statements.
+  // record and reset.
   concurrency,
+  // A plain concurrency limit's consume (acquire) and record.
+  plain_concurrency,
 };
 
 // The statements' kind of a limit of `algorithm`, with a calendar period or not.
@@ -59,7 +61,8 @@ inline StatementKind kind_of(Algorithm algorithm, bool calendar = false) {
 
 inline bool is_plain(StatementKind kind) {
   return kind == StatementKind::plain_fixed_window ||
-         kind == StatementKind::plain_sliding_window || kind == StatementKind::plain_token_bucket;
+         kind == StatementKind::plain_sliding_window || kind == StatementKind::plain_token_bucket ||
+         kind == StatementKind::plain_concurrency;
 }
 
 // The plain statements' kind of `operation` on a limit of statements' kind `kind`, or

@@ -192,6 +192,32 @@ constexpr const char* kCheck = R"(SELECT allowed, reason, remaining, retry_after
   CAST(NULL AS bigint) AS blocked_until_ms
 FROM ({decision}) AS decision)";
 
+// A plain limit's acquire and record on SQLite (StatementKind::plain_concurrency; the plain
+// statements of src/statements.cpp, "A plain limit's consume and record", do the same for the
+// window and bucket algorithms): an UPDATE of an existing owner's row, so that nothing is
+// proposed and the INSERT's ephemeral copy of the table it reads is not made, deciding by the
+// same kDecision over inputs where the policies are constants (no override, no shadow mode).
+// Its guard is the limit's `plain` flag (migration 0010): a limit that is no longer plain, or
+// no longer a concurrency limit, leaves the decision without a row, the SET writes NULL into
+// maximum, and the table's "unknown limit" check refuses the statement, which changes
+// nothing; the engine reads the limit again and runs the general statement. An owner without
+// a row matches nothing and answers no row: the engine runs the general statement, which
+// makes it. The engine binds a valid cost and time (NULL: the database's clock).
+constexpr const char* kPlainInputs = R"(
+      SELECT l.name AS key_limit, {owner} AS key_owner, {cost_param} AS cost,
+             coalesce({now_ms}, {database_now}) AS now, l.maximum AS maximum,
+             l.maximum AS capacity, l.period_ms AS period_ms, NULL AS policy, FALSE AS shadow,
+             quota_lease_owners.seen_ms AS s_seen, quota_lease_owners.denied AS s_denied,
+             quota_lease_owners.shadow_denied AS s_shadow_denied
+      FROM quota_limits AS l
+      WHERE l.name = {limit} AND l.algorithm = 'concurrency' AND l.plain)";
+
+constexpr const char* kPlainWrite = R"(UPDATE quota_lease_owners SET
+  ({columns}) =
+  (SELECT {values}
+   FROM ({decision}) AS decision)
+WHERE limit_name = {limit} AND owner = {owner}{returning})";
+
 struct OperationParts {
   const char* recorded;      // does it take the lease?
   const char* denied;        // does it count a denial?
@@ -294,6 +320,23 @@ std::string build(Operation operation, const Dialect& dialect) {
                 dialect);
 }
 
+// The plain statement of `operation` (consume or record): on SQLite kPlainWrite; on
+// PostgreSQL the general statement, whose DO UPDATE already decides once for an existing owner
+// and whose proposed row is the one decision over no row (an UPDATE's lease reads would be
+// made before the row lock on the first attempt).
+std::string build_plain(Operation operation, const Dialect& dialect) {
+  if (dialect.name == kPostgresql.name) return build(operation, dialect);
+  const OperationParts parts = parts_of(operation);
+  const std::string values = fill(kValues, {{"shadow_count", parts.shadow_count},
+                                            {"granted", parts.granted},
+                                            {"shadow_flag", parts.shadow_flag}});
+  return finish(fill(kPlainWrite, {{"columns", kColumns},
+                                   {"values", values},
+                                   {"decision", decision(operation, dialect, kPlainInputs)},
+                                   {"returning", kReturning}}),
+                dialect);
+}
+
 // renew's and release's parameters, in each dialect's spelling: SQLite's names, PostgreSQL's
 // numbers with their types.
 struct Parameter {
@@ -359,12 +402,14 @@ std::string build_release(const Dialect& dialect) {
 }
 
 struct Built {
-  std::string check, consume, record, renew, release;
+  std::string check, consume, record, renew, release, plain_consume, plain_record;
 };
 
 Built build_all(const Dialect& dialect) {
-  return {build(Operation::check, dialect), build(Operation::consume, dialect),
-          build(Operation::record, dialect), build_renew(dialect), build_release(dialect)};
+  return {build(Operation::check, dialect),          build(Operation::consume, dialect),
+          build(Operation::record, dialect),         build_renew(dialect),
+          build_release(dialect),                    build_plain(Operation::consume, dialect),
+          build_plain(Operation::record, dialect)};
 }
 
 const Built& built(const Dialect& dialect) {
@@ -387,6 +432,18 @@ const std::string& lease_statement(const Dialect& dialect, Operation operation) 
       break;
   }
   throw std::logic_error("no lease statement for this operation");
+}
+
+const std::string& plain_lease_statement(const Dialect& dialect, Operation operation) {
+  switch (operation) {
+    case Operation::consume:
+      return built(dialect).plain_consume;
+    case Operation::record:
+      return built(dialect).plain_record;
+    default:
+      break;
+  }
+  throw std::logic_error("no plain lease statement for this operation");
 }
 
 const std::string& renew_statement(const Dialect& dialect) { return built(dialect).renew; }

@@ -25,6 +25,11 @@ namespace quota::detail::sql {
 // no statement here (std::logic_error).
 const std::string& lease_statement(const Dialect& dialect, Operation operation);
 
+// A plain concurrency limit's consume (acquire) or record (StatementKind::plain_concurrency):
+// the same answer as lease_statement's for an owner with a row, no row for an owner without
+// one, and "unknown limit" for a limit no longer plain (src/sql/lease_statements.cpp).
+const std::string& plain_lease_statement(const Dialect& dialect, Operation operation);
+
 // renew: moves an unexpired lease's expiry to t + ttl; one row (allowed 1, reason 'ok',
 // lease, limit_name, owner, cost, expires_at_ms), or none when the lease is unknown or expired.
 const std::string& renew_statement(const Dialect& dialect);

@@ -66,7 +66,8 @@ TEST_CASE("every plain limit's statement matches its golden file in tests/sql/",
   for (const detail::Dialect* dialect : {&detail::kSqlite, &detail::kPostgresql}) {
     for (Operation operation : {Operation::consume, Operation::record}) {
       for (StatementKind kind :
-           {StatementKind::plain_fixed_window, StatementKind::plain_sliding_window, StatementKind::plain_token_bucket}) {
+           {StatementKind::plain_fixed_window, StatementKind::plain_sliding_window, StatementKind::plain_token_bucket,
+            StatementKind::plain_concurrency}) {
         CHECK(detail::plain_kind(operation, detail::general_kind(kind)) == kind);
         const std::filesystem::path path = golden_path(*dialect, operation, kind);
         const std::string text = detail::statement(*dialect, operation, kind) + "\n";

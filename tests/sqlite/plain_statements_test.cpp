@@ -122,6 +122,123 @@ TEST_CASE("a plain limit's statements answer and write what the general statemen
   }
 }
 
+// A concurrency limit's state a later request reads: the owner's row and its leases (their
+// ids aside, which are random).
+std::vector<std::vector<std::string>> lease_state_of(RawDb& db) {
+  auto rows = db.rows(
+      "SELECT limit_name, owner, maximum, period_ms, cost, seen_ms, denied, shadow_denied "
+      "FROM quota_lease_owners ORDER BY limit_name, owner");
+  for (auto& lease : db.rows("SELECT limit_name, owner, cost, expires_at_ms, acquired_at_ms "
+                             "FROM quota_leases ORDER BY limit_name, owner, expires_at_ms, cost")) {
+    rows.push_back(std::move(lease));
+  }
+  return rows;
+}
+
+TEST_CASE("a plain concurrency limit's acquire and record answer and write what the general "
+          "statements do",
+          "[plain][lease]") {
+  for (const std::uint64_t seed : {1u, 2u}) {
+    CAPTURE(seed);
+    std::mt19937_64 random(seed);
+    auto between = [&](std::int64_t low, std::int64_t high) {
+      return std::uniform_int_distribution<std::int64_t>(low, high)(random);
+    };
+    TempDir dir;
+    const std::string general_path = dir.file("general.db");
+    const std::string plain_path = dir.file("plain.db");
+    const std::int64_t maximum = between(1, 5);
+    const std::int64_t ttl = between(1, 5) * 1000;
+    for (const std::string& path : {general_path, plain_path}) {
+      Engine::open(path).define(make_limit("p", Algorithm::concurrency, maximum, ttl));
+    }
+    RawDb general(general_path);
+    RawDb plain(plain_path);
+    const auto general_kind = detail::kind_of(Algorithm::concurrency);
+    const auto kind = detail::plain_kind(Operation::consume, general_kind);
+    REQUIRE(kind == detail::StatementKind::plain_concurrency);
+    std::int64_t now = T;
+    int by_plain = 0;
+    for (int step = 0; step < 600; ++step) {
+      const std::int64_t move = between(0, 9);
+      now += move < 3 ? 0 : move < 9 ? between(1, ttl / 3) : -between(1, ttl);
+      const std::string owner = std::string(1, static_cast<char>('a' + between(0, 3)));
+      const std::int64_t cost = between(0, 7) == 0 ? between(maximum, maximum + 2) : 1;
+      const Operation operation = between(0, 9) == 0 ? Operation::record : Operation::consume;
+      CAPTURE(step, owner, cost, now - T, detail::operation_name(operation));
+      if (between(0, 99) == 0) {
+        // Another maximum or TTL of the same limit: the owners' leases are kept.
+        const std::string change = fmt::format(
+            "UPDATE quota_limits SET maximum = {}, period_ms = {}", between(1, 5), between(1, 5) * 1000);
+        general.exec(change);
+        plain.exec(change);
+      }
+      if (between(0, 29) == 0) {
+        // A release of one of the owner's leases, the same in both.
+        const std::string release = fmt::format(
+            "DELETE FROM quota_leases WHERE owner = '{}' AND expires_at_ms = (SELECT "
+            "min(expires_at_ms) FROM quota_leases WHERE owner = '{}')",
+            owner, owner);
+        general.exec(release);
+        plain.exec(release);
+      }
+      Outcome expected = run(general.handle(), detail::statement(operation, general_kind), "p",
+                             owner, cost, now);
+      REQUIRE(expected.error.empty());
+      Outcome got = run(plain.handle(), detail::statement(operation, *kind), "p", owner, cost, now);
+      REQUIRE(got.error.empty());
+      if (got.answered) {
+        ++by_plain;
+      } else {
+        got = run(plain.handle(), detail::statement(operation, general_kind), "p", owner, cost, now);
+      }
+      REQUIRE(got.row.size() == 9);
+      REQUIRE(expected.row.size() == 9);
+      // The lease's id is random: taken or not, alike; otherwise the same answer.
+      CHECK((got.row[7] == "NULL") == (expected.row[7] == "NULL"));
+      got.row[7] = expected.row[7];
+      REQUIRE(got.row == expected.row);
+      REQUIRE(lease_state_of(plain) == lease_state_of(general));
+    }
+    CHECK(by_plain > 500);
+  }
+}
+
+TEST_CASE("a plain concurrency statement answers nothing for a new owner and refuses a limit "
+          "no longer plain, changing nothing",
+          "[plain][lease]") {
+  EngineOnFile f;
+  f.engine.define(make_limit("p", Algorithm::concurrency, 3, 10000));
+  f.clock.set(T);
+  CHECK(f.engine.acquire_lease("p", "a").allowed);
+  const std::string plain_consume =
+      detail::statement(Operation::consume, detail::StatementKind::plain_concurrency);
+  std::string before = dump(f.path);
+  Outcome outcome = run(f.raw.handle(), plain_consume, "p", "new", 1, T + 1);
+  CHECK_FALSE(outcome.answered);
+  CHECK(outcome.error.empty());
+  CHECK(dump(f.path) == before);
+  for (const char* change : {"UPDATE quota_limits SET shadow = 1",
+                             "INSERT INTO quota_overrides VALUES ('p', 'a', 'exempt', NULL, NULL)",
+                             "INSERT INTO quota_overrides VALUES ('*', 'a', 'deny', NULL, NULL)"}) {
+    CAPTURE(change);
+    f.raw.exec(change);
+    before = dump(f.path);
+    outcome = run(f.raw.handle(), plain_consume, "p", "a", 1, T + 1);
+    CHECK_FALSE(outcome.answered);
+    CHECK(outcome.error.find("unknown limit") != std::string::npos);
+    CHECK(dump(f.path) == before);
+    f.raw.exec("UPDATE quota_limits SET shadow = 0");
+    f.raw.exec("DELETE FROM quota_overrides");
+  }
+  // The engine runs it first, and notices an override set by another connection.
+  CHECK(f.engine.consume("p", "a").remaining == 1);
+  f.raw.exec("INSERT INTO quota_overrides VALUES ('p', 'a', 'deny', NULL, NULL)");
+  const Result denied = f.engine.consume("p", "a");
+  CHECK_FALSE(denied.allowed);
+  CHECK(denied.reason == Reason::owner_denied);
+}
+
 TEST_CASE("a plain statement answers nothing for an owner without state", "[plain]") {
   EngineOnFile f;
   f.engine.define(make_limit("p", Algorithm::fixed_window, 3, 1000));
