@@ -12,7 +12,9 @@ FROM (
          ELSE greatest(capacity - held_after, 0) END AS remaining,
     CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 WHEN allowed THEN 0
          WHEN cost > capacity THEN -1
-         ELSE coalesce(quota_leases_freed_at(key_limit, key_owner, t, excess), t + period_ms) - now END AS retry_after_ms,
+         WHEN NOT recorded OR quota_leases_freed_at(key_limit, key_owner, t, excess) < t + period_ms THEN coalesce(quota_leases_freed_at(key_limit, key_owner, t, excess), t + period_ms) - now
+         WHEN excess <= cost THEN t + period_ms - now
+         ELSE greatest(t + period_ms, quota_leases_freed_at(key_limit, key_owner, t, excess_later)) - now END AS retry_after_ms,
     greatest(coalesce(quota_leases_last_expiry(key_limit, key_owner, t), t), CASE WHEN recorded THEN t + period_ms ELSE t END)
       AS reset_at_ms,
     CASE WHEN recorded THEN t + period_ms END AS expires_at_ms,
@@ -21,6 +23,7 @@ FROM (
     SELECT *,
       held + CASE WHEN recorded THEN cost ELSE 0 END AS held_after,
       held + CASE WHEN recorded THEN cost ELSE 0 END + cost - capacity AS excess,
+      held + CASE WHEN recorded THEN cost ELSE 0 END - capacity AS excess_later,
       denied_before + int4(NOT allowed AND NOT shadow) AS denied
     FROM (
       SELECT *, allowed AND policy IS DISTINCT FROM 'exempt' AS recorded
@@ -64,7 +67,9 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
          ELSE greatest(capacity - held_after, 0) END AS remaining,
     CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 WHEN allowed THEN 0
          WHEN cost > capacity THEN -1
-         ELSE coalesce(quota_leases_freed_at(key_limit, key_owner, t, excess), t + period_ms) - now END AS retry_after_ms,
+         WHEN NOT recorded OR quota_leases_freed_at(key_limit, key_owner, t, excess) < t + period_ms THEN coalesce(quota_leases_freed_at(key_limit, key_owner, t, excess), t + period_ms) - now
+         WHEN excess <= cost THEN t + period_ms - now
+         ELSE greatest(t + period_ms, quota_leases_freed_at(key_limit, key_owner, t, excess_later)) - now END AS retry_after_ms,
     greatest(coalesce(quota_leases_last_expiry(key_limit, key_owner, t), t), CASE WHEN recorded THEN t + period_ms ELSE t END)
       AS reset_at_ms,
     CASE WHEN recorded THEN t + period_ms END AS expires_at_ms,
@@ -73,6 +78,7 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
     SELECT *,
       held + CASE WHEN recorded THEN cost ELSE 0 END AS held_after,
       held + CASE WHEN recorded THEN cost ELSE 0 END + cost - capacity AS excess,
+      held + CASE WHEN recorded THEN cost ELSE 0 END - capacity AS excess_later,
       denied_before + int4(NOT allowed AND NOT shadow) AS denied
     FROM (
       SELECT *, allowed AND policy IS DISTINCT FROM 'exempt' AS recorded

@@ -13,7 +13,9 @@ UPDATE quota_lease_owners SET
          ELSE max(capacity - held_after, 0) END AS remaining,
     CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 WHEN allowed THEN 0
          WHEN cost > capacity THEN -1
-         ELSE coalesce((SELECT min(x.expires_at_ms) FROM quota_leases AS x WHERE x.owner = key_owner AND x.limit_name = key_limit AND x.expires_at_ms > t AND (SELECT sum(e.cost) FROM quota_leases AS e WHERE e.owner = key_owner AND e.limit_name = key_limit AND e.expires_at_ms > t AND e.expires_at_ms <= x.expires_at_ms) >= excess), t + period_ms) - now END AS retry_after_ms,
+         WHEN NOT recorded OR (SELECT min(x.expires_at_ms) FROM quota_leases AS x WHERE x.owner = key_owner AND x.limit_name = key_limit AND x.expires_at_ms > t AND (SELECT sum(e.cost) FROM quota_leases AS e WHERE e.owner = key_owner AND e.limit_name = key_limit AND e.expires_at_ms > t AND e.expires_at_ms <= x.expires_at_ms) >= excess) < t + period_ms THEN coalesce((SELECT min(x.expires_at_ms) FROM quota_leases AS x WHERE x.owner = key_owner AND x.limit_name = key_limit AND x.expires_at_ms > t AND (SELECT sum(e.cost) FROM quota_leases AS e WHERE e.owner = key_owner AND e.limit_name = key_limit AND e.expires_at_ms > t AND e.expires_at_ms <= x.expires_at_ms) >= excess), t + period_ms) - now
+         WHEN excess <= cost THEN t + period_ms - now
+         ELSE max(t + period_ms, (SELECT min(x.expires_at_ms) FROM quota_leases AS x WHERE x.owner = key_owner AND x.limit_name = key_limit AND x.expires_at_ms > t AND (SELECT sum(e.cost) FROM quota_leases AS e WHERE e.owner = key_owner AND e.limit_name = key_limit AND e.expires_at_ms > t AND e.expires_at_ms <= x.expires_at_ms) >= excess_later)) - now END AS retry_after_ms,
     max(coalesce((SELECT max(e.expires_at_ms) FROM quota_leases AS e WHERE e.owner = key_owner AND e.limit_name = key_limit AND e.expires_at_ms > t), t), CASE WHEN recorded THEN t + period_ms ELSE t END)
       AS reset_at_ms,
     CASE WHEN recorded THEN t + period_ms END AS expires_at_ms,
@@ -22,6 +24,7 @@ UPDATE quota_lease_owners SET
     SELECT *,
       held + CASE WHEN recorded THEN cost ELSE 0 END AS held_after,
       held + CASE WHEN recorded THEN cost ELSE 0 END + cost - capacity AS excess,
+      held + CASE WHEN recorded THEN cost ELSE 0 END - capacity AS excess_later,
       denied_before + (NOT allowed AND NOT shadow) AS denied
     FROM (
       SELECT *, allowed AND policy IS DISTINCT FROM 'exempt' AS recorded
