@@ -5,7 +5,9 @@
 // lease's id and expiry; the holder releases it when done (release_lease), or renews it while
 // it works for longer than the TTL (renew_lease). A holder that dies holds nothing after the
 // lease's TTL: nothing waits on a crashed process. quota::Lease does the release in its
-// destructor.
+// destructor. An acquire is decided as a consume is (hooks, metrics, the failure policy); with
+// an idempotency key, its retry answers the same lease. Engine::consume_all takes leases with
+// rate limits at once, all or nothing (Decision::leases, quota/policy.h).
 #pragma once
 
 #include <chrono>

@@ -38,10 +38,6 @@ void validate_ttl(std::chrono::milliseconds ttl) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 // acquire_lease's answer: the decision's Result and the lease it took (none: empty, 0).
 LeaseResult with_lease(const Result& result, detail::Held& held) {
   LeaseResult answer;
