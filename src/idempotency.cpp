@@ -49,10 +49,15 @@ std::optional<StoredAnswer> find_answer(Store& store, const KeyPlace& place, std
   found.request = text_of(row.at(0));
   found.decided_by = text_of(row.at(1));
   found.result = result_of(row, 2);
+  if (!is_null(row.at(9))) {
+    found.leases.push_back({std::string(place.limit), std::string(place.owner), text_of(row.at(9)),
+                            integer_of(row.at(10))});
+  }
   return found;
 }
 
-StoredAnswer replay(StoredAnswer found, const std::string& request, std::string_view key) {
+StoredAnswer replay(Store& store, const std::vector<KeyPlace>& places, StoredAnswer found,
+                    const std::string& request, std::string_view key, std::int64_t now) {
   if (found.request != request) {
     throw Error(ErrorCode::idempotency_conflict,
                 fmt::format("the idempotency key {} was used for another request ({}), not for "
@@ -60,6 +65,15 @@ StoredAnswer replay(StoredAnswer found, const std::string& request, std::string_
                             bounded(key), found.request, request));
   }
   found.result.replayed = true;
+  if (places.size() > 1) {
+    // consume_all: each place's row holds that place's lease.
+    found.leases.clear();
+    for (const KeyPlace& place : places) {
+      if (auto row = find_answer(store, place, key, now)) {
+        for (LeaseGrant& lease : row->leases) found.leases.push_back(std::move(lease));
+      }
+    }
+  }
   return found;
 }
 
@@ -73,13 +87,18 @@ bool claim(Store& store, const KeyPlace& place, std::string_view key, const std:
 void store_answer(Store& store, const KeyPlace& place, std::string_view key,
                   const StoredAnswer& answer) {
   const Result& result = answer.result;
+  const auto lease = std::find_if(answer.leases.begin(), answer.leases.end(), [&](const LeaseGrant& held) {
+    return held.limit == place.limit && held.owner == place.owner;
+  });
+  const bool held = lease != answer.leases.end();
   store.execute(kStoreAnswer,
                 {Value(std::string(place.limit)), Value(std::string(place.owner)),
                  Value(std::string(key)),
                  answer.decided_by.empty() ? Value() : Value(answer.decided_by),
                  Value(std::int64_t{result.allowed}), Value(std::string(to_string(result.reason))),
                  Value(result.remaining), Value(result.retry_after_ms), Value(result.reset_at_ms),
-                 Value(result.denied), Value(std::int64_t{result.shadow_denied})});
+                 Value(result.denied), Value(std::int64_t{result.shadow_denied}),
+                 held ? Value(lease->lease) : Value(), held ? Value(lease->expires_at_ms) : Value()});
 }
 
 }  // namespace quota::detail

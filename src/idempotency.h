@@ -1,6 +1,7 @@
-// Idempotency keys (SPEC §14; docs/concepts.md, "Retries"): a consume, record or consume_all
-// made with a key stores its answer with the key, in the same transaction as the request; a
-// request with the same limit, owner and key within the key's lifetime is answered from it.
+// Idempotency keys (SPEC §14; docs/concepts.md, "Retries"): a consume, record, consume_all or
+// acquire_lease made with a key stores its answer with the key (and the lease it took, if
+// any), in the same transaction as the request; a request with the same limit, owner and key
+// within the key's lifetime is answered from it.
 //
 // The statements below are the whole protocol, written once with numbered parameters (as
 // every statement of the engine other than the request statements, src/store.h), the same
@@ -28,11 +29,11 @@
 namespace quota::detail {
 
 // ?1 limit, ?2 owner, ?3 key, ?4 now: request, decided_by, allowed, reason, remaining,
-// retry_after_ms, reset_at_ms, denied, shadow_denied of the key's row while now <
-// expires_at_ms.
+// retry_after_ms, reset_at_ms, denied, shadow_denied, lease, lease_expires_at_ms of the key's
+// row while now < expires_at_ms.
 inline constexpr const char* kFindKey =
     "SELECT request, decided_by, allowed, reason, remaining, retry_after_ms, reset_at_ms, "
-    "denied, shadow_denied FROM quota_idempotency "
+    "denied, shadow_denied, lease, lease_expires_at_ms FROM quota_idempotency "
     "WHERE limit_name = ?1 AND owner = ?2 AND key = ?3 AND expires_at_ms > ?4";
 
 // ?1 limit, ?2 owner, ?3 key, ?4 request, ?5 expires_at_ms, ?6 now: the key's row, with no
@@ -44,22 +45,25 @@ inline constexpr const char* kClaimKey =
     "ON CONFLICT (limit_name, owner, key) DO UPDATE SET request = excluded.request, "
     "decided_by = NULL, allowed = NULL, reason = NULL, remaining = NULL, "
     "retry_after_ms = NULL, reset_at_ms = NULL, denied = NULL, shadow_denied = NULL, "
-    "expires_at_ms = excluded.expires_at_ms "
+    "lease = NULL, lease_expires_at_ms = NULL, expires_at_ms = excluded.expires_at_ms "
     "WHERE quota_idempotency.expires_at_ms <= ?6";
 
 // ?1 limit, ?2 owner, ?3 key, ?4 decided_by, ?5 allowed, ?6 reason, ?7 remaining,
-// ?8 retry_after_ms, ?9 reset_at_ms, ?10 denied, ?11 shadow_denied.
+// ?8 retry_after_ms, ?9 reset_at_ms, ?10 denied, ?11 shadow_denied, ?12 lease,
+// ?13 lease_expires_at_ms (the lease this place's limit took; NULL: none).
 inline constexpr const char* kStoreAnswer =
     "UPDATE quota_idempotency SET decided_by = ?4, allowed = (?5 <> 0), reason = ?6, "
     "remaining = ?7, "
-    "retry_after_ms = ?8, reset_at_ms = ?9, denied = ?10, shadow_denied = (?11 <> 0) "
+    "retry_after_ms = ?8, reset_at_ms = ?9, denied = ?10, shadow_denied = (?11 <> 0), "
+    "lease = ?12, lease_expires_at_ms = ?13 "
     "WHERE limit_name = ?1 AND owner = ?2 AND key = ?3";
 
 inline constexpr std::size_t kMaxKeyBytes = 255;
 
 
 // What a keyed request asked, as the key's row stores it: "consume 1", "record 5",
-// "consume_all 1 a:u,b:u" (every limit:owner of the call, sorted).
+// "acquire 2" (acquire_lease), "consume_all 1 a:u,b:u" (every limit:owner of the call,
+// sorted).
 std::string request_text(std::string_view operation, std::int64_t cost);
 std::string request_text(const std::vector<Charge>& charges, std::int64_t cost);
 
@@ -74,13 +78,18 @@ struct StoredAnswer {
   std::string request;
   std::string decided_by;  // consume_all's deciding limit; empty otherwise
   Result result;           // result.replayed: answered from the key's row
+  // The leases the request took, each stored in its own place's row (a place holds at most
+  // one: that of its limit and owner), in the order of the places.
+  std::vector<LeaseGrant> leases = {};
 };
 
 // The parts of run_keyed (src/idempotency.cpp).
 std::optional<StoredAnswer> find_answer(Store& store, const KeyPlace& place, std::string_view key,
                                         std::int64_t now);
-// A replay of `found` for `request` (result.replayed set), or throws the conflict error.
-StoredAnswer replay(StoredAnswer found, const std::string& request, std::string_view key);
+// A replay of `found` (read from one of `places`) for `request` (result.replayed set), with
+// the leases of every place; or throws the conflict error.
+StoredAnswer replay(Store& store, const std::vector<KeyPlace>& places, StoredAnswer found,
+                    const std::string& request, std::string_view key, std::int64_t now);
 bool claim(Store& store, const KeyPlace& place, std::string_view key, const std::string& request,
            std::int64_t now, std::int64_t ttl_ms);
 void store_answer(Store& store, const KeyPlace& place, std::string_view key,
@@ -97,12 +106,16 @@ StoredAnswer run_keyed(Store& store, const std::vector<KeyPlace>& places, std::s
                        const std::string& request, std::int64_t now, std::int64_t ttl_ms,
                        Decide&& decide) {
   for (const KeyPlace& place : places) {
-    if (auto found = find_answer(store, place, key, now)) return replay(std::move(*found), request, key);
+    if (auto found = find_answer(store, place, key, now)) {
+      return replay(store, places, std::move(*found), request, key, now);
+    }
   }
   for (const KeyPlace& place : places) {
     if (claim(store, place, key, request, now, ttl_ms)) continue;
     // Another transaction stored the key first (PostgreSQL: the claim waited for it to end).
-    if (auto found = find_answer(store, place, key, now)) return replay(std::move(*found), request, key);
+    if (auto found = find_answer(store, place, key, now)) {
+      return replay(store, places, std::move(*found), request, key, now);
+    }
     throw Error(ErrorCode::busy, "another request with the same idempotency key was being "
                                  "decided at the same time: try again");
   }

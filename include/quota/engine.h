@@ -279,8 +279,17 @@ class QUOTA_API Engine {
   // not return; record takes one even over the capacity; reset releases every lease of the
   // owner). Throws Error: invalid_argument (bad name, owner or cost; a limit that is not a
   // concurrency limit), unknown_limit.
+  // It is decided as consume is: under Options::failure_policy (a fail_open allowance,
+  // Reason::store_unavailable, holds no lease: its id is empty), with the limit's hooks
+  // (before_consume may refuse it), counted in metrics() and seen by watch.
   LeaseResult acquire_lease(std::string_view limit, std::string_view owner,
                             std::int64_t cost = 1);
+  // acquire_lease with an idempotency key (as consume's): a retry within
+  // Options::idempotency_ttl answers the first acquire's lease (same id and expires_at_ms),
+  // `replayed` set, and takes nothing; the key used for another request throws Error
+  // (idempotency_conflict). Throws Error (invalid_argument) for a bad key.
+  LeaseResult acquire_lease(std::string_view limit, std::string_view owner, std::int64_t cost,
+                            std::string_view idempotency_key);
   // Moves an unexpired lease's expiry to now + `ttl` (default: its limit's TTL; 1 s to 1
   // day). An unknown, released or expired lease answers allowed false, reason lease_expired,
   // retry_after_ms -1. Throws Error (invalid_argument) for an empty lease id or a bad ttl.
@@ -331,7 +340,10 @@ class QUOTA_API Engine {
   // denial. The deciding limit is the denying one with the longest wait (-1 counting as
   // longest; the first given on a tie), or when all allow the one with the fewest units
   // remaining. A before_consume hook that returns false decides before any limit is
-  // consumed. Throws Error (invalid_argument) for an empty list or a limit named twice.
+  // consumed. A concurrency limit among them takes a lease (SPEC §13: "at most 10 a minute
+  // and at most 2 at once" in one call): Decision::leases lists those an allowance took, to
+  // release with release_lease; a denial holds none. acquire_all answers them the same way.
+  // Throws Error (invalid_argument) for an empty list or a limit named twice.
   Decision consume_all(const std::vector<std::string_view>& limits, std::string_view owner,
                        std::int64_t cost = 1);
   // The same with an owner per limit: a gateway charges a request to its client address on
@@ -340,8 +352,8 @@ class QUOTA_API Engine {
   Decision consume_all(const std::vector<Charge>& charges, std::int64_t cost = 1);
   // consume_all with an idempotency key (see consume): the key is stored for every limit and
   // owner of the call; a retry with the same set of limits and owners and the same cost is
-  // answered with the first Decision, `replayed` set; the key used for anything else throws
-  // Error (idempotency_conflict), changing nothing.
+  // answered with the first Decision (its leases too), `replayed` set; the key used for
+  // anything else throws Error (idempotency_conflict), changing nothing.
   Decision consume_all(const std::vector<std::string_view>& limits, std::string_view owner,
                        std::int64_t cost, std::string_view idempotency_key);
   Decision consume_all(const std::vector<Charge>& charges, std::int64_t cost,

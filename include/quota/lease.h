@@ -5,7 +5,9 @@
 // lease's id and expiry; the holder releases it when done (release_lease), or renews it while
 // it works for longer than the TTL (renew_lease). A holder that dies holds nothing after the
 // lease's TTL: nothing waits on a crashed process. quota::Lease does the release in its
-// destructor.
+// destructor. An acquire is decided as a consume is (hooks, metrics, the failure policy); with
+// an idempotency key, its retry answers the same lease. Engine::consume_all takes leases with
+// rate limits at once, all or nothing (Decision::leases, quota/policy.h).
 #pragma once
 
 #include <chrono>
@@ -26,7 +28,9 @@ class Engine;
 // the owner's last lease expiry, denied, shadow_denied) and the lease.
 struct LeaseResult : Result {
   // The lease's opaque id (32 hex digits, unique in the database); empty when no lease was
-  // taken: denied, an exempt owner (which uses no quota), or a shadow-mode allowance.
+  // taken: denied, an exempt owner (which uses no quota), a shadow-mode allowance, or an
+  // allowance of Options::failure_policy fail_open while the database failed
+  // (Reason::store_unavailable: allowed, but nothing is held and nothing needs releasing).
   std::string lease;
   // When the lease expires (Unix ms): t + TTL; 0 when no lease was taken.
   std::int64_t expires_at_ms = 0;
@@ -55,6 +59,10 @@ class QUOTA_API Lease {
   // Engine::acquire_lease(limit, owner, cost); throws as it does. `engine` must outlive the
   // Lease.
   Lease(Engine& engine, std::string_view limit, std::string_view owner, std::int64_t cost = 1);
+  // The same with an idempotency key: a retry with the key holds the first acquire's lease
+  // (result().replayed true), so the Lease of either releases it.
+  Lease(Engine& engine, std::string_view limit, std::string_view owner, std::int64_t cost,
+        std::string_view idempotency_key);
   Lease(Lease&& other) noexcept;
   Lease& operator=(Lease&& other) noexcept;
   Lease(const Lease&) = delete;

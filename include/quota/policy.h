@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "quota/export.h"
 #include "quota/result.h"
@@ -106,10 +107,26 @@ struct BatchRequest {
   std::int64_t cost = 1;
 };
 
-// The answer of Engine::consume_all: the limit that decided and its Result.
+// A lease that Engine::consume_all (or acquire_all) took on a concurrency limit of the call
+// (quota/lease.h): release it with Engine::release_lease(lease) when done, or let it expire.
+struct LeaseGrant {
+  std::string limit;
+  std::string owner;
+  std::string lease;               // the lease's id (32 hex digits)
+  std::int64_t expires_at_ms = 0;  // when it expires (Unix ms): t + the limit's TTL
+
+  friend bool operator==(const LeaseGrant&, const LeaseGrant&) = default;
+};
+
+// The answer of Engine::consume_all: the limit that decided and its Result, and the leases
+// it took. `leases` has one entry per concurrency limit of the call that took a lease, in
+// the order of the call, when the call is allowed; a denied call holds nothing (every lease
+// it took is undone with the rest), nor does an exempt owner, a shadow-mode allowance or a
+// fail_open answer (Reason::store_unavailable).
 struct Decision {
   std::string limit;
   Result result;
+  std::vector<LeaseGrant> leases = {};
 };
 
 // Throws Error(ErrorCode::invalid_argument) for an override whose names or numbers are

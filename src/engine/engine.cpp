@@ -304,7 +304,7 @@ Result Engine::consume(std::string_view limit, std::string_view owner, std::int6
   validate_owner(owner);
   validate_cost(cost);
   validate_idempotency_key(idempotency_key);
-  return impl_->decide_keyed(Operation::consume, limit, owner, cost, idempotency_key);
+  return impl_->decide(Operation::consume, limit, owner, cost, idempotency_key);
 }
 
 Result Engine::record(std::string_view limit, std::string_view owner, std::int64_t cost,
@@ -313,7 +313,7 @@ Result Engine::record(std::string_view limit, std::string_view owner, std::int64
   validate_owner(owner);
   validate_cost(cost);
   validate_idempotency_key(idempotency_key);
-  return impl_->decide_keyed(Operation::record, limit, owner, cost, idempotency_key);
+  return impl_->decide(Operation::record, limit, owner, cost, idempotency_key);
 }
 
 std::vector<Result> Engine::consume_many(const std::vector<BatchRequest>& requests) {

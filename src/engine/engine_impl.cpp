@@ -58,6 +58,13 @@ bool is_store_failure(ErrorCode code) {
   return code == ErrorCode::busy || code == ErrorCode::io || code == ErrorCode::not_a_database;
 }
 
+Error not_concurrency(std::string_view limit, Algorithm algorithm, std::string_view call) {
+  return Error(ErrorCode::invalid_argument,
+               fmt::format("limit '{}' is {}, not a concurrency limit: {} works on limits "
+                           "defined with the concurrency algorithm; use consume on a rate limit",
+                           limit, to_string(algorithm), call));
+}
+
 // The owners of `limit` with a row of state: only the table of the limit's algorithm holds
 // its owners (a change of algorithm discards the others' rows).
 std::vector<std::string> owners_of(Store& store, StatementKind kind, std::string_view limit) {
@@ -152,24 +159,6 @@ void Engine::Impl::tell_watchers() {
   if (detail::WatchHub* watching = hub_signal.load(std::memory_order_acquire)) watching->poke();
 }
 
-Result Engine::Impl::decide(Operation operation, std::string_view limit, std::string_view owner,
-                            std::int64_t cost) {
-  const detail::Measured measured(counters);
-  Result result = counted(measured, [&] {
-    return decide<Result>(
-        [&] {
-          if (grouping) return grouped(operation, limit, owner, cost);
-          std::lock_guard lock(mutex);
-          return run_with_hooks(operation, limit, owner, cost);
-        },
-        1);
-  });
-  counters.decided(limit, result, measured.elapsed());
-  // The watches look again after a write, with the lock released.
-  if (operation != Operation::check) tell_watchers();
-  return result;
-}
-
 namespace {
 
 // A keyed request's transaction (src/idempotency.h): on SQLite it holds the write lock from
@@ -203,29 +192,55 @@ class KeyedTransaction {
 
 }  // namespace
 
-Result Engine::Impl::decide_keyed(Operation operation, std::string_view limit,
-                                  std::string_view owner, std::int64_t cost,
-                                  std::string_view key) {
+Result Engine::Impl::decide(Operation operation, std::string_view limit, std::string_view owner,
+                            std::int64_t cost, std::optional<std::string_view> key,
+                            detail::Held* held) {
   const detail::Measured measured(counters);
   Result result = counted(measured, [&] {
     return decide<Result>(
         [&] {
+          if (grouping && !key && !held) return grouped(operation, limit, owner, cost);
           std::lock_guard lock(mutex);
+          if (held && held->only_concurrency) require_concurrency(limit);
+          // The lease goes out only with the answer that took it: never with a fail_open one.
+          detail::Held taken;
+          taken.only_concurrency = held && held->only_concurrency;
+          detail::Held* const taking = held ? &taken : nullptr;
+          if (!key) {
+            Result decided = run_with_hooks(operation, limit, owner, cost, std::nullopt, taking);
+            if (held) *held = std::move(taken);
+            return decided;
+          }
           KeyedTransaction transaction(*store);
           const std::int64_t at = now();
-          const detail::StoredAnswer answer = detail::run_keyed(
-              *store, {{limit, owner}}, key,
-              detail::request_text(operation == Operation::consume ? "consume" : "record", cost),
-              at, options.idempotency_ttl.count(), [&] {
-                return detail::StoredAnswer{{}, {}, run_with_hooks(operation, limit, owner, cost, at)};
+          const char* asked = operation == Operation::record ? "record"
+                              : taken.only_concurrency      ? "acquire"
+                                                            : "consume";
+          detail::StoredAnswer answer = detail::run_keyed(
+              *store, {{limit, owner}}, *key, detail::request_text(asked, cost), at,
+              options.idempotency_ttl.count(), [&] {
+                detail::Held took;
+                took.only_concurrency = taken.only_concurrency;
+                detail::StoredAnswer decided{
+                    {}, {}, run_with_hooks(operation, limit, owner, cost, at, &took)};
+                if (!took.lease.empty()) {
+                  decided.leases.push_back({std::string(limit), std::string(owner),
+                                            std::move(took.lease), took.expires_at_ms});
+                }
+                return decided;
               });
           transaction.end(answer);
+          if (held && !answer.leases.empty()) {
+            held->lease = std::move(answer.leases.front().lease);
+            held->expires_at_ms = answer.leases.front().expires_at_ms;
+          }
           return answer.result;
         },
         1);
   });
   counters.decided(limit, result, measured.elapsed());
-  if (!result.replayed) tell_watchers();
+  // The watches look again after a write, with the lock released.
+  if (operation != Operation::check && !result.replayed) tell_watchers();
   return result;
 }
 
@@ -242,10 +257,11 @@ Decision Engine::Impl::consume_all_keyed(const std::vector<Charge>& charges, std
           *store, places, key, detail::request_text(charges, cost), now(),
           options.idempotency_ttl.count(), [&] {
             Decision decided = *consume_all(charges, cost);
-            return detail::StoredAnswer{{}, std::move(decided.limit), decided.result};
+            return detail::StoredAnswer{{}, std::move(decided.limit), decided.result,
+                                        std::move(decided.leases)};
           });
       transaction.end(answer);
-      return Decision{answer.decided_by, answer.result};
+      return Decision{answer.decided_by, answer.result, answer.leases};
     });
   });
   counters.decided(decision.limit, decision.result, measured.elapsed());
@@ -430,11 +446,20 @@ std::optional<detail::StatementKind> Engine::Impl::statement_kind(std::string_vi
 }
 
 Result Engine::Impl::run(Operation operation, std::string_view limit, std::string_view owner,
-                         std::int64_t cost) {
+                         std::int64_t cost, detail::Held* held) {
   // On the server's clock a lone statement reads the time itself (its :now is NULL), so
   // that it costs no round trip of its own.
   return run_at(operation, limit, owner, cost,
-                options.server_clock ? std::nullopt : std::optional<std::int64_t>(now()));
+                options.server_clock ? std::nullopt : std::optional<std::int64_t>(now()), held);
+}
+
+void Engine::Impl::require_concurrency(std::string_view limit) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const auto kind = statement_kind(limit, attempt > 0);
+    if (!kind) throw unknown_limit(limit);
+    if (*kind == detail::StatementKind::concurrency) return;
+    if (attempt > 0) throw detail::not_concurrency(limit, detail::stored_algorithm(*kind), "acquire_lease");
+  }
 }
 
 std::int64_t Engine::Impl::now() {
@@ -451,10 +476,17 @@ std::int64_t Engine::Impl::now() {
 }
 
 Result Engine::Impl::run_at(Operation operation, std::string_view limit, std::string_view owner,
-                            std::int64_t cost, std::optional<std::int64_t> now) {
+                            std::int64_t cost, std::optional<std::int64_t> now,
+                            detail::Held* held) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     const auto kind = statement_kind(limit, attempt > 0);
     if (!kind) throw unknown_limit(limit);
+    const bool leasing = *kind == detail::StatementKind::concurrency;
+    if (held && held->only_concurrency && !leasing) {
+      // Redefined by another connection since the caller's look.
+      if (attempt == 0) continue;
+      throw detail::not_concurrency(limit, detail::stored_algorithm(*kind), "acquire_lease");
+    }
     if (operation == Operation::refund && *kind == detail::StatementKind::concurrency) {
       throw Error(ErrorCode::invalid_argument,
                   fmt::format("refund does not apply to concurrency limit '{}': release the "
@@ -471,7 +503,14 @@ Result Engine::Impl::run_at(Operation operation, std::string_view limit, std::st
         if (row) return detail::result_of(*row);
       }
       const std::optional<Row> row = store->run(operation, *kind, {limit, owner, cost, now});
-      if (row) return detail::result_of(*row);
+      if (row) {
+        // A concurrency limit's consume answers its lease after the Result's columns.
+        if (held && leasing && operation == Operation::consume && !detail::is_null(row->at(7))) {
+          held->lease = text_of(row->at(7));
+          held->expires_at_ms = integer_of(row->at(8));
+        }
+        return detail::result_of(*row);
+      }
     } catch (const Error& error) {
       if (error.code() != ErrorCode::unknown_limit) throw;
     }
@@ -528,12 +567,13 @@ void Engine::Impl::after_decision(const Hooks& limit_hooks,
 
 Result Engine::Impl::run_with_hooks(Operation operation, std::string_view limit,
                                     std::string_view owner, std::int64_t cost,
-                                    std::optional<std::int64_t> at) {
+                                    std::optional<std::int64_t> at, detail::Held* held) {
   const bool consuming = operation == Operation::consume;
   const Hooks* limit_hooks =
       consuming || operation == Operation::record ? hooks_of(limit) : nullptr;
   if (!limit_hooks) {
-    return at ? run_at(operation, limit, owner, cost, at) : run(operation, limit, owner, cost);
+    return at ? run_at(operation, limit, owner, cost, at, held)
+              : run(operation, limit, owner, cost, held);
   }
   const Request request{limit, owner, cost, at ? *at : now()};
   OperationSavepoint savepoint(*store);
@@ -543,8 +583,8 @@ Result Engine::Impl::run_with_hooks(Operation operation, std::string_view limit,
   } else if (limit_hooks->before_record) {
     limit_hooks->before_record(request);
   }
-  const Result result =
-      refused ? hook_denial(request) : run_at(operation, limit, owner, cost, request.now_ms);
+  const Result result = refused ? hook_denial(request)
+                                : run_at(operation, limit, owner, cost, request.now_ms, held);
   after_decision(*limit_hooks, consuming ? limit_hooks->after_consume : limit_hooks->after_record,
                  request, result);
   savepoint.release();
@@ -651,12 +691,21 @@ std::optional<Decision> Engine::Impl::consume_all(const std::vector<Charge>& cha
     }
   }
   std::vector<Result> results;
+  std::vector<LeaseGrant> leases;
   std::size_t deciding = 0;
   for (std::size_t i = 0; i < charges.size(); ++i) {
-    results.push_back(run_at(Operation::consume, charges[i].limit, charges[i].owner, cost, at));
+    detail::Held held;
+    results.push_back(
+        run_at(Operation::consume, charges[i].limit, charges[i].owner, cost, at, &held));
+    if (!held.lease.empty()) {
+      leases.push_back({std::string(charges[i].limit), std::string(charges[i].owner),
+                        std::move(held.lease), held.expires_at_ms});
+    }
     if (decides_over(results[i], results[deciding])) deciding = i;
   }
   const bool allowed = results[deciding].allowed;
+  // A denial holds nothing: the rollback below deletes the leases taken.
+  if (!allowed) leases.clear();
   if (!allowed) {
     savepoint.roll_back();
     if (!final) {
@@ -674,7 +723,7 @@ std::optional<Decision> Engine::Impl::consume_all(const std::vector<Charge>& cha
     }
   }
   savepoint.release();
-  return Decision{std::string(charges[deciding].limit), results[deciding]};
+  return Decision{std::string(charges[deciding].limit), results[deciding], std::move(leases)};
 }
 
 Decision Engine::Impl::check_all(const std::vector<Charge>& charges, std::int64_t cost) {

@@ -44,6 +44,18 @@ Error unknown_limit(std::string_view name, std::vector<std::string> meant = {});
 // A failure of the database itself rather than of the request: what fail_open answers.
 bool is_store_failure(ErrorCode code);
 
+// Where a consume on a concurrency limit puts the lease it took (run_at): its id, empty when
+// it took none (denied, exempt, shadow mode, not a concurrency limit), and its expiry.
+// `only_concurrency`: acquire_lease's consume, which refuses a limit of another algorithm.
+struct Held {
+  bool only_concurrency = false;
+  std::string lease;
+  std::int64_t expires_at_ms = 0;
+};
+
+// The refusal of a lease call (`call`) on a limit that is not a concurrency limit.
+Error not_concurrency(std::string_view limit, Algorithm algorithm, std::string_view call);
+
 // Every stored limit, by name; the limit `name`, or nullopt.
 std::vector<Limit> list_locked(Store& store);
 std::optional<Limit> get_locked(Store& store, std::string_view name);
@@ -201,14 +213,15 @@ struct QUOTA_ENGINE_IMPL_HIDDEN Engine::Impl {
     }
   }
 
+  // consume, check, record and acquire_lease (validated): one request under the failure
+  // policy, with the limit's hooks, counted in Engine::metrics and told to the watches.
+  // `key`: an idempotency key (src/idempotency.h): the key's lookup, the request and its
+  // stored answer run in one transaction of their own (a savepoint of the application's).
+  // `held`: acquire_lease's consume, which answers the lease it took there (nothing on a
+  // fail_open answer). A request with a key or a lease never joins a group commit.
   Result decide(detail::Operation operation, std::string_view limit, std::string_view owner,
-                std::int64_t cost);
-
-  // consume or record with an idempotency key (src/idempotency.h), decided as decide does
-  // but never grouped: the key's lookup, the request and its stored answer in one
-  // transaction of their own (a savepoint of the application's).
-  Result decide_keyed(detail::Operation operation, std::string_view limit,
-                      std::string_view owner, std::int64_t cost, std::string_view key);
+                std::int64_t cost, std::optional<std::string_view> key = std::nullopt,
+                detail::Held* held = nullptr);
   // consume_all with an idempotency key, the same way (validated).
   Decision consume_all_keyed(const std::vector<Charge>& charges, std::int64_t cost,
                              std::string_view key);
@@ -274,14 +287,21 @@ struct QUOTA_ENGINE_IMPL_HIDDEN Engine::Impl {
   // Runs `operation`'s one statement. The statement of each algorithm only matches limits
   // of that algorithm, so a limit redefined by another connection is noticed (no row, or
   // "unknown limit") and the statement of its new algorithm is run instead.
+  // `held`: see run_at.
   Result run(detail::Operation operation, std::string_view limit, std::string_view owner,
-             std::int64_t cost);
+             std::int64_t cost, detail::Held* held = nullptr);
+
+  // acquire_lease's check that `limit` is a concurrency limit (read again once when the
+  // cache says it is not); throws unknown_limit or not_concurrency.
+  void require_concurrency(std::string_view limit);
 
   // Now: Options::clock, or the database's own clock (Options::server_clock).
   std::int64_t now();
 
+  // `held`: where a consume of a concurrency limit puts the lease it took (a limit of another
+  // algorithm leaves it empty, or with held->only_concurrency throws not_concurrency).
   Result run_at(detail::Operation operation, std::string_view limit, std::string_view owner,
-                std::int64_t cost, std::optional<std::int64_t> now);
+                std::int64_t cost, std::optional<std::int64_t> now, detail::Held* held = nullptr);
 
   // `owner`'s usage of `limit` at `now` and the check of `cost` then, by the limit's check
   // statement (which changes nothing); nullopt when the statement finds no such limit.
@@ -311,8 +331,10 @@ struct QUOTA_ENGINE_IMPL_HIDDEN Engine::Impl {
   // limit without hooks runs its statement alone; with hooks, the before hook (which may
   // refuse a consume), the statement and the after hooks share one savepoint.
   // `at`: the batch's time (consume_many), or none: now.
+  // `held`: see run_at (a consume that before_consume refused takes no lease).
   Result run_with_hooks(detail::Operation operation, std::string_view limit, std::string_view owner,
-                        std::int64_t cost, std::optional<std::int64_t> at = std::nullopt);
+                        std::int64_t cost, std::optional<std::int64_t> at = std::nullopt,
+                        detail::Held* held = nullptr);
 
   // consume_many, check_many, record_many (validated): in one transaction, every request
   // or none, run in the order of (limit, owner) (requests of one owner of one limit in the
@@ -333,7 +355,8 @@ struct QUOTA_ENGINE_IMPL_HIDDEN Engine::Impl {
 
   // consume_all: every limit's before_consume first, then every consume in one savepoint;
   // on a denial, everything is rolled back and the deciding limit alone is consumed again,
-  // which denies again (same state, same time) and so counts the denial.
+  // which denies again (same state, same time) and so counts the denial. An allowance
+  // answers the leases its concurrency limits took (Decision::leases); a denial none.
   // `final` false: a waiting attempt of acquire, whose denial is rolled back entirely and
   // answered as nullopt (no denial counted, no block started, no after hook or on_exceeded
   // called); a hook's refusal is final all the same.

@@ -38,20 +38,13 @@ void validate_ttl(std::chrono::milliseconds ttl) {
   }
 }
 
-// The row of the acquire statement: Result's columns, then lease and expires_at_ms.
-LeaseResult read_acquired(const Row& row) {
-  LeaseResult result;
-  static_cast<Result&>(result) = detail::result_of(row);
-  result.lease = text_of(row.at(7));
-  result.expires_at_ms = integer_of(row.at(8));
-  return result;
-}
-
-Error not_concurrency(std::string_view limit, Algorithm algorithm, std::string_view call) {
-  return Error(ErrorCode::invalid_argument,
-               fmt::format("limit '{}' is {}, not a concurrency limit: {} works on limits "
-                           "defined with the concurrency algorithm; use consume on a rate limit",
-                           limit, to_string(algorithm), call));
+// acquire_lease's answer: the decision's Result and the lease it took (none: empty, 0).
+LeaseResult with_lease(const Result& result, detail::Held& held) {
+  LeaseResult answer;
+  static_cast<Result&>(answer) = result;
+  answer.lease = std::move(held.lease);
+  answer.expires_at_ms = answer.lease.empty() ? 0 : held.expires_at_ms;
+  return answer;
 }
 
 }  // namespace
@@ -61,28 +54,23 @@ LeaseResult Engine::acquire_lease(std::string_view limit, std::string_view owner
   validate_limit_name(limit);
   validate_owner(owner);
   validate_cost(cost);
-  return impl_->writing([&] {
-    // The limit's kind from the cache, read again once when it is not (or no longer) a
-    // concurrency limit: another connection may have redefined it.
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      const auto kind = impl_->statement_kind(limit, attempt > 0);
-      if (!kind) throw detail::unknown_limit(limit);
-      if (*kind != StatementKind::concurrency) {
-        if (attempt == 0) continue;
-        throw not_concurrency(limit, detail::stored_algorithm(*kind), "acquire_lease");
-      }
-      try {
-        const std::optional<std::int64_t> now =
-            impl_->options.server_clock ? std::nullopt : std::optional(impl_->now());
-        const std::optional<Row> row =
-            impl_->store->run(Operation::consume, *kind, {limit, owner, cost, now});
-        if (row) return read_acquired(*row);
-      } catch (const Error& error) {
-        if (error.code() != ErrorCode::unknown_limit) throw;
-      }
-    }
-    throw detail::unknown_limit(limit);
-  });
+  detail::Held held;
+  held.only_concurrency = true;
+  const Result result = impl_->decide(Operation::consume, limit, owner, cost, std::nullopt, &held);
+  return with_lease(result, held);
+}
+
+LeaseResult Engine::acquire_lease(std::string_view limit, std::string_view owner,
+                                  std::int64_t cost, std::string_view idempotency_key) {
+  validate_limit_name(limit);
+  validate_owner(owner);
+  validate_cost(cost);
+  validate_idempotency_key(idempotency_key);
+  detail::Held held;
+  held.only_concurrency = true;
+  const Result result =
+      impl_->decide(Operation::consume, limit, owner, cost, idempotency_key, &held);
+  return with_lease(result, held);
 }
 
 LeaseResult Engine::renew_lease(std::string_view lease,
@@ -142,7 +130,7 @@ std::vector<LeaseInfo> Engine::leases(std::string_view limit,
     if (impl_->store->query(detail::sql::concurrency_limit_query(), {Value(name)}).empty()) {
       const std::optional<Limit> found = detail::get_locked(*impl_->store, limit);
       if (!found) throw detail::unknown_limit(limit);
-      throw not_concurrency(limit, found->algorithm, "leases");
+      throw detail::not_concurrency(limit, found->algorithm, "leases");
     }
     const std::vector<Row> rows = impl_->store->query(
         detail::sql::lease_list_query(),
@@ -162,6 +150,10 @@ std::vector<LeaseInfo> Engine::leases(std::string_view limit,
 
 Lease::Lease(Engine& engine, std::string_view limit, std::string_view owner, std::int64_t cost)
     : engine_(&engine), result_(engine.acquire_lease(limit, owner, cost)) {}
+
+Lease::Lease(Engine& engine, std::string_view limit, std::string_view owner, std::int64_t cost,
+             std::string_view idempotency_key)
+    : engine_(&engine), result_(engine.acquire_lease(limit, owner, cost, idempotency_key)) {}
 
 Lease::Lease(Lease&& other) noexcept
     : engine_(std::exchange(other.engine_, nullptr)), result_(std::move(other.result_)) {

@@ -45,7 +45,8 @@ USED_FILES = ["main.cpp", "main.cpp.out", "find_package/CMakeLists.txt",
               "c-api-calendar/main.c.out", "c-api-leases/main.c", "c-api-leases/main.c.out",
               "python/app.py", "python/app.py.out",
               "calendar/main.cpp", "calendar/main.cpp.out", "components/CMakeLists.txt",
-              "prometheus/CMakeLists.txt", "prometheus/main.cpp", "prometheus/main.cpp.out"]
+              "prometheus/CMakeLists.txt", "prometheus/main.cpp", "prometheus/main.cpp.out",
+              "leases/main.cpp", "leases/main.cpp.out"]
 API_SYMBOL = re.compile(r"^(quota_\w+|quota::.*|(typeinfo|typeinfo name|vtable) for quota::.*)$")
 
 
@@ -228,6 +229,9 @@ def step_find_package(args, work, files):
     installed_consumer(args, work, files, "calendar",
                        ["find_package/CMakeLists.txt", "calendar/main.cpp"],
                        "calendar/main.cpp.out")
+    installed_consumer(args, work, files, "leases",
+                       ["find_package/CMakeLists.txt", "leases/main.cpp"],
+                       "leases/main.cpp.out")
 
 
 def step_prometheus(args, work, files):

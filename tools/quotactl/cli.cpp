@@ -131,6 +131,11 @@ void declare_record(CLI::App& command, Arguments& arguments) {
   declare_key(command, arguments);
 }
 
+void declare_lease_acquire(CLI::App& command, Arguments& arguments) {
+  declare_request(command, arguments);
+  declare_key(command, arguments);
+}
+
 void declare_override_owner(CLI::App& command, Arguments& arguments) {
   command.add_option("NAME", arguments.limit, "the limit's name, or '*' for every limit")
       ->required()
@@ -277,7 +282,7 @@ constexpr Command kCommands[] = {
     {"lease", "concurrency leases: acquire, renew, release, list", nullptr, nullptr},
     {"lease acquire",
      "take --cost units (default 1) of a concurrency limit as one lease (exit 1 when denied)",
-     declare_request, run_lease_acquire},
+     declare_lease_acquire, run_lease_acquire},
     {"lease renew", "move an unexpired lease's expiry to now + TTL (exit 1 when it has expired)",
      declare_lease_renew, run_lease_renew},
     {"lease release", "free a lease at once (releasing twice is harmless)", declare_lease_id,

@@ -45,6 +45,30 @@ void validate_lease_argument(const std::string& lease) {
   }
 }
 
+// The human line of an acquire, without its end of line.
+void print_acquired(Session& session, const quota::LeaseResult& result) {
+  if (!result.lease.empty()) {
+    session.out << fmt::format("allowed: lease {} until {} (in {}), {} left", result.lease,
+                               format_time(result.expires_at_ms),
+                               format_duration(result.expires_at_ms - session.now),
+                               result.remaining);
+  } else if (result.allowed) {
+    session.out << fmt::format("allowed without a lease ({}), {} left",
+                               result.reason == quota::Reason::store_unavailable
+                                   ? "the database failed and the failure policy is fail_open"
+                               : result.shadow_denied ? "shadow mode: enforcing would deny"
+                                                      : "the owner is exempt",
+                               result.remaining);
+  } else if (result.retry_after_ms < 0) {
+    session.out << fmt::format("denied ({}): never allowed", quota::to_string(result.reason));
+  } else {
+    session.out << fmt::format("denied ({}): a lease frees up in {} (at {})",
+                               quota::to_string(result.reason),
+                               format_duration(result.retry_after_ms),
+                               format_time(session.now + result.retry_after_ms));
+  }
+}
+
 }  // namespace
 
 int run_lease_acquire(Session& session, const Arguments& arguments) {
@@ -52,36 +76,24 @@ int run_lease_acquire(Session& session, const Arguments& arguments) {
   quota::validate_owner(arguments.owner);
   std::int64_t cost = 1;
   if (arguments.cost) cost = parse_whole(*arguments.cost, "--cost", 1, quota::kMaximumBound);
+  if (arguments.key) quota::validate_idempotency_key(*arguments.key);
   quota::Engine engine = session.open_engine();
-  const quota::LeaseResult result = engine.acquire_lease(arguments.limit, arguments.owner, cost);
+  const quota::LeaseResult result =
+      arguments.key ? engine.acquire_lease(arguments.limit, arguments.owner, cost, *arguments.key)
+                    : engine.acquire_lease(arguments.limit, arguments.owner, cost);
   const int status = result.allowed ? 0 : 1;
   if (session.json) {
     nlohmann::ordered_json document = {{"limit", arguments.limit}, {"owner", arguments.owner}};
     document.update(lease_json(result));
+    // A request made with --key also says whether it was answered from the key.
+    if (arguments.key) document["replayed"] = result.replayed;
     session.emit(document);
     return status;
   }
-  if (!result.lease.empty()) {
-    session.out << fmt::format("allowed: lease {} until {} (in {}), {} left\n", result.lease,
-                               format_time(result.expires_at_ms),
-                               format_duration(result.expires_at_ms - session.now),
-                               result.remaining);
-  } else if (result.allowed) {
-    session.out << fmt::format("allowed without a lease ({}), {} left\n",
-                               result.shadow_denied ? "shadow mode: enforcing would deny"
-                                                    : "the owner is exempt",
-                               result.remaining);
-  } else if (result.retry_after_ms < 0) {
-    session.out << fmt::format("denied ({}): never allowed\n", quota::to_string(result.reason));
-  } else {
-    session.out << fmt::format("denied ({}): a lease frees up in {} (at {})\n",
-                               quota::to_string(result.reason),
-                               format_duration(result.retry_after_ms),
-                               format_time(session.now + result.retry_after_ms));
-  }
+  print_acquired(session, result);
+  session.out << replayed_note(result) << '\n';
   return status;
 }
-
 int run_lease_renew(Session& session, const Arguments& arguments) {
   validate_lease_argument(arguments.lease);
   const std::optional<std::chrono::milliseconds> ttl = parse_ttl(arguments);

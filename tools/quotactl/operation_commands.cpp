@@ -140,11 +140,6 @@ std::string human_line(const Session& session, Operation operation, const Reques
   return line;
 }
 
-// After the human line of a request answered from its idempotency key's stored answer.
-std::string replayed_note(const quota::Result& result) {
-  return result.replayed ? " [replayed: the answer stored with this key; nothing charged]" : "";
-}
-
 // What the human line shows of the request's limit, read after the operation.
 Shown shown_of(quota::Engine& engine, const Request& request) {
   Shown shown;
@@ -195,6 +190,15 @@ int consume_all(Session& session, const Arguments& arguments) {
   if (session.json) {
     nlohmann::ordered_json document = to_json(request, decision.result);
     document["limits"] = limits;
+    // The leases its concurrency limits took (none when denied).
+    nlohmann::ordered_json leases = nlohmann::ordered_json::array();
+    for (const quota::LeaseGrant& lease : decision.leases) {
+      leases.push_back({{"limit", lease.limit},
+                        {"owner", lease.owner},
+                        {"lease", lease.lease},
+                        {"expires_at_ms", lease.expires_at_ms}});
+    }
+    document["leases"] = std::move(leases);
     session.emit(document);
     return status;
   }
@@ -202,6 +206,12 @@ int consume_all(Session& session, const Arguments& arguments) {
                             shown_of(engine, request))
               << fmt::format(" [decided by {} of {} limits]", decision.limit, limits.size())
               << replayed_note(decision.result) << '\n';
+  for (const quota::LeaseGrant& lease : decision.leases) {
+    session.out << fmt::format("  lease {} on {} until {} (in {}): `quotactl lease release {}` "
+                               "frees it\n",
+                               lease.lease, lease.limit, format_time(lease.expires_at_ms),
+                               format_duration(lease.expires_at_ms - session.now), lease.lease);
+  }
   return status;
 }
 

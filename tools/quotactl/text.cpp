@@ -79,6 +79,10 @@ std::string format_period_at_most(milliseconds longest, std::string_view typed) 
   return fmt::format("{}ms", std::max<std::int64_t>(longest.count(), 1));
 }
 
+std::string replayed_note(const quota::Result& result) {
+  return result.replayed ? " [replayed: the answer stored with this key; nothing charged]" : "";
+}
+
 std::string format_duration(std::int64_t milliseconds) {
   if (milliseconds < 0) return "never";
   if (milliseconds < 1000) return fmt::format("{}ms", milliseconds);

@@ -12,6 +12,7 @@
 
 #include "quota/error.h"
 #include "quota/limit.h"
+#include "quota/result.h"
 
 namespace quotactl {
 
@@ -37,6 +38,9 @@ std::string format_period_at_most(std::chrono::milliseconds longest, std::string
 // A wait or an age for a person, exact to the millisecond: 500ms, 1.234s, 59.9s, 1m 30s,
 // 2h 5m, 1d 0.001s.
 std::string format_duration(std::int64_t milliseconds);
+
+// After the human line of a request answered from its idempotency key's stored answer.
+std::string replayed_note(const quota::Result& result);
 
 // Unix milliseconds as ISO-8601 UTC: 2023-11-14T22:13:20.000Z.
 std::string format_time(std::int64_t unix_ms);
