@@ -37,6 +37,11 @@ const std::string& release_statement(const Dialect& dialect);
 // expiry: lease, owner, cost, expires_at_ms, acquired_at_ms. Store::query's spelling.
 const char* lease_list_query();
 
+// The quota_usage view's rows of concurrency limits (src/sql/usage_view.h): the check's answer
+// over every row of quota_lease_owners, at the database's clock, for a cost of 1 (limit_name,
+// owner, used, remaining, denied, reset_at_ms, shadow_denied, blocked_until_ms).
+std::string lease_usage_rows(const Dialect& dialect);
+
 // Whether limit ?1 is a concurrency limit: one row (its TTL, period_ms) when it is.
 const char* concurrency_limit_query();
 
