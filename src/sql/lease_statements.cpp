@@ -16,7 +16,9 @@
 //   acquire :now=2000  -> allowed 1, remaining 0, lease L2, expires_at_ms 12000
 //   acquire :now=3000  -> allowed 0, rate_limited, retry 8000 (L1 expires at 11000)
 //   release L1 :now=4000 -> held 1;  acquire :now=4000 -> allowed 1 (L3, until 14000)
-// tests/common/lease_test.cpp runs these.
+// tests/common/lease_test.cpp runs these. With a block of 60000 ms (migration 0014), the
+// denial at 3000 would also block u until 63000: every acquire then answers 'blocked' (retry
+// 63000 - t) until 63000, released leases or not (tests/common/lease_lockout_test.cpp).
 #include "sql/lease_statements.h"
 
 #include <stdexcept>

@@ -19,6 +19,8 @@ namespace quota::detail::sql {
 //   acquire returns one row: allowed, reason, remaining, retry_after_ms, reset_at_ms, denied,
 //     shadow_denied, lease (NULL when nothing was taken) and expires_at_ms (the lease's expiry).
 //   record is an acquire that takes the lease even over the capacity (allowed: within it).
+//   A limit's block_ms locks an owner out after a rate_limited acquire, as the other
+//   algorithms' blocks do (quota_lease_owners.blocked_until_ms; check returns it).
 //   check returns the columns of every check (src/statements.h), no row for an unknown limit.
 // Each write fails with "unknown limit" for a limit that is not a concurrency limit.
 // Operation::reset is every limit's reset (it releases all of the owner's leases); refund has
