@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "connection_string.h"
+#include "idempotency.h"
 #include "location.h"
 #include "migrations.h"
 #include "open_store.h"
@@ -218,6 +219,60 @@ std::string statement(Dialect dialect, std::string_view operation, Algorithm alg
                             "fixed_window",
                             quota::to_string(algorithm)));
   }
+}
+
+namespace {
+
+// The operation as a key's row names it (Engine::acquire_lease with a key stores "acquire").
+std::string_view keyed_operation(std::string_view operation) {
+  if (operation == "consume" || operation == "acquire" || operation == "record") return operation;
+  throw Error(ErrorCode::invalid_argument,
+              fmt::format("--key works with consume, record and acquire, not {}: drop --key, or "
+                          "name one of those",
+                          operation));
+}
+
+// The library's numbered marks in `dialect`'s spelling (PostgreSQL's store rewrites them so).
+std::string spelled(Dialect dialect, const char* sql) {
+  return dialect == Dialect::postgresql ? detail::dollar_parameters(sql) : std::string(sql);
+}
+
+}  // namespace
+
+std::string keyed_request_text(std::string_view operation, std::int64_t cost) {
+  return detail::request_text(keyed_operation(operation), cost);
+}
+
+std::vector<KeyedStep> keyed_statements(Dialect dialect, std::string_view operation,
+                                        Algorithm algorithm, bool calendar) {
+  const std::string_view keyed = keyed_operation(operation);
+  std::string request = statement(dialect, operation, algorithm, calendar);
+  return {
+      {"find_key",
+       spelled(dialect, detail::kFindKey),
+       {"limit", "owner", "key", "now"},
+       fmt::format("no row: go on. A row whose request is this request's text ('{}': the "
+                   "operation and the cost) is the answer, replayed: end the transaction, "
+                   "changing nothing. A row with another request is a conflict "
+                   "(idempotency_conflict): end it, changing nothing",
+                   detail::request_text(keyed, 1))},
+      {"claim_key",
+       spelled(dialect, detail::kClaimKey),
+       {"limit", "owner", "key", "request", "expires_at_ms", "now"},
+       "1 row changed: go on (expires_at_ms: now + the key's lifetime). 0 rows: another "
+       "transaction stored the key first: run find_key again for its answer"},
+      {"request",
+       std::move(request),
+       {"limit", "owner", "cost", "now"},
+       "its row is the answer: go on"},
+      {"store_answer",
+       spelled(dialect, detail::kStoreAnswer),
+       {"limit", "owner", "key", "decided_by", "allowed", "reason", "remaining", "retry_after_ms",
+        "reset_at_ms", "denied", "shadow_denied", "lease", "lease_expires_at_ms"},
+       "the request's answer into the key's row (decided_by NULL; allowed and shadow_denied as "
+       "1 or 0; lease and lease_expires_at_ms the acquire's lease and expires_at_ms, NULL for "
+       "any other request or when no lease was taken), then commit"},
+  };
 }
 
 }  // namespace quota::admin

@@ -162,8 +162,8 @@ class Reader {
 
   Limit read_limit(const toml::table& table) {
     require_known(table,
-                  {"name", "algorithm", "max", "per", "burst", "shadow", "block", "utc_offset",
-                   "anchor"},
+                  {"name", "algorithm", "max", "per", "ttl", "burst", "shadow", "block",
+                   "utc_offset", "anchor"},
                   "in a [[limit]]");
     const toml::node& name_node = required(table, "name", "a [[limit]]");
     Limit limit;
@@ -181,10 +181,10 @@ class Reader {
       const std::optional<Algorithm> algorithm = parse_algorithm(name);
       if (!algorithm) {
         const std::vector<std::string> meant = likely_meant(
-            name, {"sliding_log", "fixed_window", "sliding_window", "token_bucket"});
+            name, {"sliding_log", "fixed_window", "sliding_window", "token_bucket", "concurrency"});
         fail(node->source(),
              fmt::format("unknown algorithm '{}'{}: use sliding_log, fixed_window, "
-                         "sliding_window or token_bucket",
+                         "sliding_window, token_bucket or concurrency",
                          bounded(name),
                          meant.empty() ? "" : fmt::format(" (did you mean '{}'?)", meant.front())));
       }
@@ -192,6 +192,19 @@ class Reader {
     }
     const toml::node& max_node = required(table, "max", where);
     const std::int64_t maximum = whole(max_node, "max", 1, kMaximumBound);
+    if (const toml::node* ttl_node = table.get("ttl")) {
+      // A concurrency limit: `ttl` (how long a lease lives), which implies the algorithm.
+      if (table.get("algorithm") && limit.algorithm != Algorithm::concurrency) {
+        fail(ttl_node->source(),
+             fmt::format("'ttl' is only for concurrency limits; {} is {}: give it a period "
+                         "with 'per', or algorithm = \"concurrency\"",
+                         where, to_string(limit.algorithm)));
+      }
+      limit.algorithm = Algorithm::concurrency;
+    }
+    if (limit.algorithm == Algorithm::concurrency) {
+      return read_concurrency_limit(table, std::move(limit), maximum, where);
+    }
     const toml::node& per_node = required(table, "per", where);
     const std::string per = text(per_node, "per");
     if (const std::optional<Calendar> calendar = parse_calendar(per)) {
@@ -232,6 +245,32 @@ class Reader {
     at(max_node, [&] { validate_limit(limit); });
     // As the database holds it: a token bucket's burst is its capacity.
     if (limit.algorithm == Algorithm::token_bucket && !limit.burst) limit.burst = limit.maximum;
+    return limit;
+  }
+
+  // A concurrency limit's keys after `max`: `ttl` (1s to 1d), `block` and `shadow`; no `per`,
+  // `burst` or calendar.
+  Limit read_concurrency_limit(const toml::table& table, Limit limit, std::int64_t maximum,
+                               const std::string& where) const {
+    for (const char* key : {"per", "burst", "utc_offset", "anchor"}) {
+      if (const toml::node* node = table.get(key)) {
+        fail(node->source(),
+             fmt::format("a concurrency limit takes no '{}'; {} holds at most 'max' units at "
+                         "once, each lease living 'ttl' (\"30s\") unless renewed: drop '{}'",
+                         key, where, key));
+      }
+    }
+    const toml::node* ttl_node = table.get("ttl");
+    if (!ttl_node) {
+      fail(table.source(), fmt::format("{} is a concurrency limit and lacks 'ttl': give how long "
+                                       "a lease lives unless renewed, ttl = \"30s\" (1s to 1d)",
+                                       where));
+    }
+    limit.maximum = maximum;
+    limit.period = duration(*ttl_node, "ttl");
+    if (const toml::node* node = table.get("shadow")) limit.shadow = flag(*node, "shadow");
+    if (const toml::node* node = table.get("block")) limit.block = duration(*node, "block");
+    at(*ttl_node, [&] { validate_limit(limit); });
     return limit;
   }
 

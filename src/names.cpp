@@ -330,11 +330,6 @@ void validate_limit(const Limit& limit) {
           "invalid TTL {} ms for concurrency limit '{}': use 1 s to 1 day (1000 to {} ms)",
           limit.period.count(), limit.name, kLeaseTtlMax.count()));
     }
-    if (limit.block) {
-      invalid(fmt::format(
-          "a lockout (block) is not available on concurrency limit '{}': drop the block",
-          limit.name));
-    }
   }
   validate_calendar(limit);
   validate_products(limit);

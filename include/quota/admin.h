@@ -127,4 +127,25 @@ QUOTA_API std::string statement(Dialect dialect, std::string_view operation, Alg
 // :now; $1, $2). renew and release are the same for every concurrency limit.
 QUOTA_API std::vector<std::string> lease_operations();
 
+// One statement of the keyed protocol (SPEC §14; docs/sql.md, "Idempotency keys").
+struct KeyedStep {
+  std::string name;                     // find_key, claim_key, request, store_answer
+  std::string sql;                      // in the dialect's spelling
+  std::vector<std::string> parameters;  // the values it takes, in order
+  std::string then;                     // what to do with its answer
+};
+
+// The statements the library runs, in order and in one transaction, for `operation`
+// (consume, record, or acquire: a concurrency limit's consume) made with an idempotency key:
+// the key's lookup, its claim, the request's own statement (`statement`'s), and the store of
+// its answer; the texts the library runs (src/idempotency.h). SQLite's keyed statements take
+// ?1, ?2, ..., PostgreSQL's $1, $2, ..., in the order of `parameters`. Throws Error
+// (invalid_argument) for another operation, and as `statement` does.
+QUOTA_API std::vector<KeyedStep> keyed_statements(Dialect dialect, std::string_view operation,
+                                                  Algorithm algorithm, bool calendar = false);
+
+// What a keyed request stores as its request text, which a retry must match: "consume 1"
+// (the operation as the library runs it, and the cost).
+QUOTA_API std::string keyed_request_text(std::string_view operation, std::int64_t cost);
+
 }  // namespace quota::admin

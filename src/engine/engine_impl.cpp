@@ -493,6 +493,15 @@ Result Engine::Impl::run_at(Operation operation, std::string_view limit, std::st
                               "lease (Engine::release_lease) to free its units",
                               limit));
     }
+    // A concurrency limit's consume answers its lease after the Result's columns (its plain
+    // statement as its general one).
+    const auto answer = [&](const Row& row) {
+      if (held && leasing && operation == Operation::consume && !detail::is_null(row.at(7))) {
+        held->lease = text_of(row.at(7));
+        held->expires_at_ms = integer_of(row.at(8));
+      }
+      return detail::result_of(row);
+    };
     try {
       // A plain limit's statement first; it answers nothing for an owner without state,
       // whose first request the general statement makes, and fails with "unknown limit"
@@ -500,17 +509,10 @@ Result Engine::Impl::run_at(Operation operation, std::string_view limit, std::st
       const auto plain = detail::plain_kind(operation, *kind);
       if (plain && plain_limits.find(limit) != plain_limits.end()) {
         const std::optional<Row> row = store->run(operation, *plain, {limit, owner, cost, now});
-        if (row) return detail::result_of(*row);
+        if (row) return answer(*row);
       }
       const std::optional<Row> row = store->run(operation, *kind, {limit, owner, cost, now});
-      if (row) {
-        // A concurrency limit's consume answers its lease after the Result's columns.
-        if (held && leasing && operation == Operation::consume && !detail::is_null(row->at(7))) {
-          held->lease = text_of(row->at(7));
-          held->expires_at_ms = integer_of(row->at(8));
-        }
-        return detail::result_of(*row);
-      }
+      if (row) return answer(*row);
     } catch (const Error& error) {
       if (error.code() != ErrorCode::unknown_limit) throw;
     }

@@ -262,13 +262,7 @@ struct FinishConnection {
 std::string scrubbed(std::string message, const std::string& conninfo);
 
 // ?1, ?2, ... -> $1, $2, ...: the store's statements are written once, in SQLite's marks.
-std::string numbered_parameters(const std::string& sql) {
-  std::string text = sql;
-  for (std::size_t i = 0; i + 1 < text.size(); ++i) {
-    if (text[i] == '?' && text[i + 1] >= '1' && text[i + 1] <= '9') text[i] = '$';
-  }
-  return text;
-}
+std::string numbered_parameters(const std::string& sql) { return dollar_parameters(sql); }
 
 // The server's notices (a DROP's cascade, say) are not the library's to print. One is noted:
 // a FATAL error that arrives while no request is out, the server's farewell before it ends

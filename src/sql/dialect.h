@@ -64,6 +64,7 @@
 // FALSE); an existing owner's conflict then decides again over its locked row.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 namespace quota::detail {
@@ -153,5 +154,14 @@ inline constexpr Dialect kPostgresql = {
     // so moves it. Any write on the server moves it; an idle server keeps it.
     "SELECT CAST(pg_current_snapshot() AS text)",
 };
+
+// ?1, ?2, ... -> $1, $2, ...: a statement written once in SQLite's numbered marks
+// (src/store.h) in PostgreSQL's.
+inline std::string dollar_parameters(std::string sql) {
+  for (std::size_t i = 0; i + 1 < sql.size(); ++i) {
+    if (sql[i] == '?' && sql[i + 1] >= '1' && sql[i + 1] <= '9') sql[i] = '$';
+  }
+  return sql;
+}
 
 }  // namespace quota::detail

@@ -17,7 +17,9 @@
 //   acquire :now=2000  -> allowed 1, remaining 0, lease L2, expires_at_ms 12000
 //   acquire :now=3000  -> allowed 0, rate_limited, retry 8000 (L1 expires at 11000)
 //   release L1 :now=4000 -> held 1;  acquire :now=4000 -> allowed 1 (L3, until 14000)
-// tests/common/lease_test.cpp runs these.
+// tests/common/lease_test.cpp runs these. With a block of 60000 ms (migration 0014), the
+// denial at 3000 would also block u until 63000: every acquire then answers 'blocked' (retry
+// 63000 - t) until 63000, released leases or not (tests/common/lease_lockout_test.cpp).
 #include "sql/lease_statements.h"
 
 #include <stdexcept>
@@ -67,25 +69,41 @@ const LeaseReads& reads_of(const Dialect& dialect) {
 
 // The decision, over {inputs}: key_limit, key_owner, maximum (the limit's; NULL: no such
 // concurrency limit), capacity (the owner's, after its override), period_ms (the TTL), cost,
-// now, policy, shadow, s_seen, s_denied, s_shadow_denied. An exempt owner is always allowed
-// and takes no lease; a denied one never is. {recorded} and {denied} are the operation's.
+// now, policy, shadow, block_ms, s_seen, s_denied, s_shadow_denied, s_blocked_until. An exempt
+// owner is always allowed and takes no lease; a denied one never is. {recorded}, {denied} and
+// {blocked_until} are the operation's.
+//
 // A denial waits until the held leases free `excess` units. A record's own new lease is one
 // of them, freed at t + TTL, which a lease renewed for longer outlives: the wait ends at the
 // first of the other leases' expiries before t + TTL that frees them all without it
 // ({freed_at}), else at t + TTL once the others have freed what is left, excess_later
 // ({freed_after}).
+//
+// Lockouts are the other algorithms' (src/statements.cpp, migrations/0007_lockouts.sql): a
+// block holds while t is before the owner's stored end, on a limit with block_ms that is not
+// in shadow mode, for an owner that is not exempt. `allowed` stays the verdict of the leases
+// (and the override), so that a blocked answer waits for the longer of the block and the
+// leases; an acquire denied as rate_limited starts a block of block_ms and waits at least that.
+// Every wait is measured from t, and answered from the caller's own time `now`.
 constexpr const char* kDecision = R"(
   SELECT *,
-    CASE WHEN allowed THEN 'ok' WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied'
+    CASE WHEN reason = 'blocked' AND own_retry >= 0
+         THEN {max}(s_blocked_until - t, own_retry) + (t - now) {started}
+         WHEN own_retry > 0 THEN own_retry + (t - now) ELSE own_retry END AS retry_after_ms,
+    {blocked_until} AS blocked_until_ms
+  FROM (
+  SELECT *,
+    CASE WHEN allowed AND NOT blocked THEN 'ok'
+         WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN blocked THEN 'blocked'
          WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
     CASE WHEN policy IS NOT DISTINCT FROM 'exempt' THEN capacity
-         WHEN policy IS NOT DISTINCT FROM 'deny' THEN 0
+         WHEN policy IS NOT DISTINCT FROM 'deny' OR blocked THEN 0
          ELSE {max}(capacity - held_after, 0) END AS remaining,
     CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 WHEN allowed THEN 0
          WHEN cost > capacity THEN -1
-         WHEN NOT recorded OR {freed_at} < t + period_ms THEN coalesce({freed_at}, t + period_ms) - now
-         WHEN excess <= cost THEN t + period_ms - now
-         ELSE {max}(t + period_ms, {freed_after}) - now END AS retry_after_ms,
+         WHEN NOT recorded OR {freed_at} < t + period_ms THEN coalesce({freed_at}, t + period_ms) - t
+         WHEN excess <= cost THEN period_ms
+         ELSE {max}(t + period_ms, {freed_after}) - t END AS own_retry,
     {max}(coalesce({last_expiry}, t), CASE WHEN recorded THEN t + period_ms ELSE t END)
       AS reset_at_ms,
     CASE WHEN recorded THEN t + period_ms END AS expires_at_ms,
@@ -103,7 +121,9 @@ constexpr const char* kDecision = R"(
           CASE policy WHEN 'exempt' THEN TRUE WHEN 'deny' THEN FALSE
                ELSE cost <= capacity AND held + cost <= capacity END AS allowed
         FROM (
-          SELECT *, {held} AS held, coalesce(s_denied, 0) AS denied_before
+          SELECT *, {held} AS held, coalesce(s_denied, 0) AS denied_before,
+            coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow
+                     AND policy IS DISTINCT FROM 'exempt', FALSE) AS blocked
           FROM (
             SELECT *, {clock.t} AS t
             FROM ({inputs}) AS inputs {barrier}
@@ -111,7 +131,8 @@ constexpr const char* kDecision = R"(
         ) AS counted
       ) AS decided {barrier}
     ) AS booked
-  ) AS answered)";
+  ) AS answered
+  ) AS reasoned)";
 
 // The owner's capacity: its override's maximum (its own for the limit, else its '*' one).
 constexpr const char* kCapacity =
@@ -128,9 +149,9 @@ constexpr const char* kOverrides = R"(
 constexpr const char* kWriteInputs = R"(
       SELECT r.limit_name AS key_limit, r.owner AS key_owner, r.cost AS cost, r.now AS now,
              l.maximum AS maximum, {capacity} AS capacity, l.period_ms AS period_ms,
-             coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow,
+             coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow, l.block_ms AS block_ms,
              {row}.seen_ms AS s_seen, {row}.denied AS s_denied,
-             {row}.shadow_denied AS s_shadow_denied
+             {row}.shadow_denied AS s_shadow_denied, {row}.blocked_until_ms AS s_blocked_until
       FROM (SELECT {limit} AS limit_name, {owner} AS owner, {request_cost} AS cost,
                    {request_now} AS now) AS r
       LEFT JOIN quota_limits AS l ON l.name = r.limit_name AND l.algorithm = 'concurrency'{overrides}{nobody})";
@@ -143,18 +164,36 @@ constexpr const char* kCheckInputs = R"(
       SELECT l.name AS key_limit, {owner} AS key_owner, {request_cost} AS cost,
              {request_now} AS now, l.maximum AS maximum, {capacity} AS capacity,
              l.period_ms AS period_ms, coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow,
-             s.seen_ms AS s_seen, s.denied AS s_denied, s.shadow_denied AS s_shadow_denied
+             l.block_ms AS block_ms, s.seen_ms AS s_seen, s.denied AS s_denied,
+             s.shadow_denied AS s_shadow_denied, s.blocked_until_ms AS s_blocked_until
       FROM quota_limits AS l
       LEFT JOIN quota_lease_owners AS s ON s.owner = {owner} AND s.limit_name = l.name{overrides}
       WHERE l.name = {limit} AND l.algorithm = 'concurrency')";
 
+// The quota_usage view's inputs: the check's over every owner's row, at the database's clock,
+// for a cost of 1.
+constexpr const char* kViewInputs = R"(
+      SELECT l.name AS key_limit, s.owner AS key_owner, 1 AS cost,
+             {database_now} AS now, l.maximum AS maximum, {capacity} AS capacity,
+             l.period_ms AS period_ms, coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow,
+             l.block_ms AS block_ms, s.seen_ms AS s_seen, s.denied AS s_denied,
+             s.shadow_denied AS s_shadow_denied, s.blocked_until_ms AS s_blocked_until
+      FROM quota_lease_owners AS s
+      JOIN quota_limits AS l ON l.name = s.limit_name{overrides}
+      WHERE l.algorithm = 'concurrency')";
+
+constexpr const char* kUsageRows = R"(SELECT key_limit AS limit_name, key_owner AS owner, used,
+         remaining, denied, reset_at_ms, shadow_denials AS shadow_denied, blocked_until_ms
+  FROM ({check}) AS usage_concurrency)";
+
 constexpr const char* kColumns =
     "maximum, period_ms, cost, seen_ms, denied, shadow_denied, last_allowed, last_reason,\n"
     "   last_remaining, last_retry_after_ms, last_reset_at_ms, last_shadow_denied, last_lease,\n"
-    "   last_expires_at_ms";
+    "   last_expires_at_ms, blocked_until_ms";
 constexpr const char* kValues =
     "maximum, period_ms, cost, t, denied, {shadow_count}, {granted}, reason,\n"
-    "          remaining, retry_after_ms, reset_at_ms, {shadow_flag}, lease, expires_at_ms";
+    "          remaining, retry_after_ms, reset_at_ms, {shadow_flag}, lease, expires_at_ms,\n"
+    "          blocked_until_ms";
 
 // The answer of a write: the row as the decision left it.
 constexpr const char* kReturning = R"(
@@ -185,11 +224,11 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
   ({columns}) =
   ({excluded}){returning})";
 
-constexpr const char* kCheck = R"(SELECT allowed, reason, remaining, retry_after_ms, reset_at_ms, denied,
-  FALSE AS shadow_denied,
+constexpr const char* kCheck = R"(SELECT allowed AND NOT blocked AS allowed, reason, remaining,
+  retry_after_ms, reset_at_ms, denied, FALSE AS shadow_denied,
   CASE WHEN policy IS NOT DISTINCT FROM 'exempt' THEN 0 ELSE held END AS used,
   coalesce(s_shadow_denied, 0) AS shadow_denials, capacity,
-  CAST(NULL AS bigint) AS blocked_until_ms
+  CASE WHEN blocked THEN s_blocked_until END AS blocked_until_ms{usage_key}
 FROM ({decision}) AS decision)";
 
 // A plain limit's acquire and record on SQLite (StatementKind::plain_concurrency; the plain
@@ -207,8 +246,10 @@ constexpr const char* kPlainInputs = R"(
       SELECT l.name AS key_limit, {owner} AS key_owner, {cost_param} AS cost,
              coalesce({now_ms}, {database_now}) AS now, l.maximum AS maximum,
              l.maximum AS capacity, l.period_ms AS period_ms, NULL AS policy, FALSE AS shadow,
-             quota_lease_owners.seen_ms AS s_seen, quota_lease_owners.denied AS s_denied,
-             quota_lease_owners.shadow_denied AS s_shadow_denied
+             NULL AS block_ms, quota_lease_owners.seen_ms AS s_seen,
+             quota_lease_owners.denied AS s_denied,
+             quota_lease_owners.shadow_denied AS s_shadow_denied,
+             quota_lease_owners.blocked_until_ms AS s_blocked_until
       FROM quota_limits AS l
       WHERE l.name = {limit} AND l.algorithm = 'concurrency' AND l.plain)";
 
@@ -219,26 +260,39 @@ constexpr const char* kPlainWrite = R"(UPDATE quota_lease_owners SET
 WHERE limit_name = {limit} AND owner = {owner}{returning})";
 
 struct OperationParts {
-  const char* recorded;      // does it take the lease?
-  const char* denied;        // does it count a denial?
-  const char* granted;       // the answer's allowed
-  const char* shadow_count;  // the owner's shadow_denied after it
-  const char* shadow_flag;   // the answer's shadow_denied
+  const char* recorded;       // does it take the lease?
+  const char* denied;         // does it count a denial?
+  const char* granted;        // the answer's allowed
+  const char* shadow_count;   // the owner's shadow_denied after it
+  const char* shadow_flag;    // the answer's shadow_denied
+  const char* blocked_until;  // the end of the owner's block after it (NULL: none)
+  const char* started;        // a WHEN of the answer's wait, for a denial that starts a block
 };
+
+// A blocked operation keeps the end it found; an acquire denied as rate_limited (never in
+// shadow mode) starts a block; any other write clears an end that has passed.
+constexpr const char* kBlockKept = "CASE WHEN blocked THEN s_blocked_until END";
+constexpr const char* kBlockStarted =
+    "CASE WHEN blocked THEN s_blocked_until "
+    "WHEN reason = 'rate_limited' AND NOT shadow THEN t + block_ms END";
 
 OperationParts parts_of(Operation operation) {
   switch (operation) {
     case Operation::check:
-      return {"FALSE", "FALSE", "allowed", "", ""};
+      return {"FALSE", "FALSE", "allowed AND NOT blocked", "", "", kBlockKept, ""};
     case Operation::consume:
       // Shadow mode: never denied; a would-be denial takes nothing and is counted apart.
-      return {"allowed AND policy IS DISTINCT FROM 'exempt'", "NOT allowed AND NOT shadow",
-              "allowed OR shadow",
+      return {"allowed AND NOT blocked AND policy IS DISTINCT FROM 'exempt'",
+              "(NOT allowed OR blocked) AND NOT shadow",
+              "(allowed AND NOT blocked) OR shadow",
               "coalesce(s_shadow_denied, 0) + {as_integer}(NOT allowed AND shadow)",
-              "NOT allowed AND shadow"};
+              "NOT allowed AND shadow",
+              kBlockStarted,
+              "WHEN reason = 'rate_limited' AND NOT shadow "
+              "THEN {max}(own_retry, coalesce(block_ms, 0)) + (t - now) "};
     case Operation::record:
-      return {"policy IS DISTINCT FROM 'exempt'", "FALSE", "allowed",
-              "coalesce(s_shadow_denied, 0)", "FALSE"};
+      return {"policy IS DISTINCT FROM 'exempt'", "FALSE", "allowed AND NOT blocked",
+              "coalesce(s_shadow_denied, 0)", "FALSE", kBlockKept, ""};
     default:
       break;
   }
@@ -252,6 +306,8 @@ std::string decision(Operation operation, const Dialect& dialect, const std::str
   return fill(kDecision, {{"inputs", inputs},
                           {"recorded", parts.recorded},
                           {"denied", parts.denied},
+                          {"blocked_until", parts.blocked_until},
+                          {"started", parts.started},
                           {"held", fill(reads.held, owner_leases)},
                           {"last_expiry", fill(reads.last_expiry, owner_leases)},
                           {"freed_at", fill(reads.freed_at, {{"owner_leases", kOwnerLeases},
@@ -295,7 +351,9 @@ std::string build(Operation operation, const Dialect& dialect) {
         fill(kCheckInputs, {{"capacity", kCapacity},
                             {"overrides", fill(kOverrides, {{"key_limit", "l.name"},
                                                             {"key_owner", "{owner}"}})}});
-    return finish(fill(kCheck, {{"decision", decision(operation, dialect, inputs)}}), dialect);
+    return finish(fill(kCheck, {{"decision", decision(operation, dialect, inputs)},
+                                {"usage_key", ""}}),
+                  dialect);
   }
   const OperationParts parts = parts_of(operation);
   const std::string values = fill(kValues, {{"shadow_count", parts.shadow_count},
@@ -447,6 +505,17 @@ const std::string& plain_lease_statement(const Dialect& dialect, Operation opera
 }
 
 const std::string& renew_statement(const Dialect& dialect) { return built(dialect).renew; }
+
+std::string lease_usage_rows(const Dialect& dialect) {
+  const std::string inputs =
+      fill(kViewInputs, {{"capacity", kCapacity},
+                         {"overrides", fill(kOverrides, {{"key_limit", "s.limit_name"},
+                                                         {"key_owner", "s.owner"}})}});
+  const std::string check =
+      fill(kCheck, {{"decision", decision(Operation::check, dialect, inputs)},
+                    {"usage_key", ", key_limit, key_owner"}});
+  return finish(fill(kUsageRows, {{"check", check}}), dialect);
+}
 
 const std::string& release_statement(const Dialect& dialect) { return built(dialect).release; }
 

@@ -19,6 +19,8 @@ namespace quota::detail::sql {
 //   acquire returns one row: allowed, reason, remaining, retry_after_ms, reset_at_ms, denied,
 //     shadow_denied, lease (NULL when nothing was taken) and expires_at_ms (the lease's expiry).
 //   record is an acquire that takes the lease even over the capacity (allowed: within it).
+//   A limit's block_ms locks an owner out after a rate_limited acquire, as the other
+//   algorithms' blocks do (quota_lease_owners.blocked_until_ms; check returns it).
 //   check returns the columns of every check (src/statements.h), no row for an unknown limit.
 // Each write fails with "unknown limit" for a limit that is not a concurrency limit.
 // Operation::reset is every limit's reset (it releases all of the owner's leases); refund has
@@ -41,6 +43,11 @@ const std::string& release_statement(const Dialect& dialect);
 // The unexpired leases of limit ?1 (of owner ?2, or every owner when NULL) at ?3, by owner and
 // expiry: lease, owner, cost, expires_at_ms, acquired_at_ms. Store::query's spelling.
 const char* lease_list_query();
+
+// The quota_usage view's rows of concurrency limits (src/sql/usage_view.h): the check's answer
+// over every row of quota_lease_owners, at the database's clock, for a cost of 1 (limit_name,
+// owner, used, remaining, denied, reset_at_ms, shadow_denied, blocked_until_ms).
+std::string lease_usage_rows(const Dialect& dialect);
 
 // Whether limit ?1 is a concurrency limit: one row (its TTL, period_ms) when it is.
 const char* concurrency_limit_query();

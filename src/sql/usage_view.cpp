@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "sql/fragments.h"
+#include "sql/lease_statements.h"
 #include "statements.h"
 
 namespace quota::detail::sql {
@@ -18,25 +19,40 @@ FROM (
 ) AS usage_rows
 WHERE used > 0 OR denied > 0 OR shadow_denied > 0)";
 
+// The kinds of limit, each with a helper view quota_usage_<kind name>.
+constexpr StatementKind kViewKinds[] = {
+    StatementKind::sliding_log,    StatementKind::fixed_window, StatementKind::calendar_window,
+    StatementKind::sliding_window, StatementKind::token_bucket, StatementKind::concurrency};
+
 }  // namespace
 
 std::string usage_view(const Dialect& dialect) {
   const bool postgresql = dialect.name == kPostgresql.name;
   std::string parts;
   std::string rows;
-  for (StatementKind kind : {StatementKind::sliding_log, StatementKind::fixed_window,
-                             StatementKind::calendar_window, StatementKind::sliding_window,
-                             StatementKind::token_bucket}) {
+  for (StatementKind kind : kViewKinds) {
     const std::string name = "quota_usage_" + std::string(kind_name(kind));
+    // Concurrency limits: the lease check's answer (src/sql/lease_statements.cpp).
+    const std::string view_rows = kind == StatementKind::concurrency
+                                      ? lease_usage_rows(dialect)
+                                      : finish(usage_rows(kind), dialect);
     parts += std::string(postgresql ? "CREATE OR REPLACE VIEW " : "CREATE VIEW ") + name +
-             " AS\n" + finish(usage_rows(kind), dialect) + ";\n\n";
+             " AS\n" + view_rows + ";\n\n";
     if (!rows.empty()) rows += "\n  UNION ALL\n  ";
     rows += "SELECT * FROM " + name;
   }
-  // SQLite drops and creates; PostgreSQL replaces, so that the privileges granted stay.
-  const char* create = postgresql ? "CREATE OR REPLACE VIEW quota_usage AS\n"
-                                  : "DROP VIEW quota_usage;\n\nCREATE VIEW quota_usage AS\n";
-  return parts + create + finish(fill(kView, {{"rows", rows}}), dialect);
+  // SQLite drops (the views of an earlier generated migration too) and creates; PostgreSQL
+  // replaces, so that the privileges granted stay.
+  if (postgresql) {
+    return parts + "CREATE OR REPLACE VIEW quota_usage AS\n" +
+           finish(fill(kView, {{"rows", rows}}), dialect);
+  }
+  std::string drops = "DROP VIEW IF EXISTS quota_usage;\n";
+  for (StatementKind kind : kViewKinds) {
+    drops += fmt::format("DROP VIEW IF EXISTS quota_usage_{};\n", kind_name(kind));
+  }
+  return drops + "\n" + parts + "CREATE VIEW quota_usage AS\n" +
+         finish(fill(kView, {{"rows", rows}}), dialect);
 }
 
 std::string usage_view_migration(const Dialect& dialect, int version) {

@@ -263,8 +263,8 @@ TEST_CASE("bad lease input is refused and changes nothing", "[lease]") {
   with_burst.burst = 3;
   refused([&] { f.engine.define(with_burst); }, ErrorCode::invalid_argument, "drop the burst");
   Limit with_block = uploads();
-  with_block.block = milliseconds(1000);
-  refused([&] { f.engine.define(with_block); }, ErrorCode::invalid_argument, "drop the block");
+  with_block.block = milliseconds(0);  // a block is taken (lease_lockout_test.cpp), not this one
+  refused([&] { f.engine.define(with_block); }, ErrorCode::invalid_argument, "1 ms to 366 days");
   refused([&] { f.engine.acquire_lease("rate", "u"); }, ErrorCode::invalid_argument,
           "not a concurrency limit");
   refused([&] { f.engine.acquire_lease("nope", "u"); }, ErrorCode::unknown_limit, "unknown limit");

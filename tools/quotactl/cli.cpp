@@ -229,6 +229,9 @@ void declare_sql(CLI::App& command, Arguments& arguments) {
       .add_option("NAME", arguments.sql_limit,
                   "a limit, for the statement of its algorithm (default: sliding_log's)")
       ->type_name("");
+  command.add_flag("--key", arguments.sql_key,
+                   "consume, record or acquire with an idempotency key: the statements of the "
+                   "keyed protocol in order, each with what to do with its answer");
 }
 
 void declare_migrate(CLI::App& command, Arguments& arguments) {

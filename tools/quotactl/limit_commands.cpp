@@ -118,13 +118,12 @@ void refuse_calendar_options(const Arguments& arguments) {
 // The limit as typed, checked as far as possible without the database: only the algorithm
 // may still come from the existing limit.
 // `--algo concurrency --ttl DURATION` (--ttl alone implies concurrency): a concurrency limit,
-// which takes no --per, --burst, calendar or block.
+// which takes no --per, --burst or calendar; --block locks an owner out after a denial.
 Limit parse_concurrency_limit(const Arguments& arguments, std::int64_t maximum) {
   for (const auto& [option, given] :
        {std::pair{"--per", arguments.per.has_value()}, std::pair{"--burst", arguments.burst.has_value()},
         std::pair{"--utc-offset", arguments.utc_offset.has_value()},
-        std::pair{"--anchor", arguments.anchor.has_value()},
-        std::pair{"--block", arguments.block.has_value()}}) {
+        std::pair{"--anchor", arguments.anchor.has_value()}}) {
     if (!given) continue;
     throw quota::Error(
         quota::ErrorCode::invalid_argument,
@@ -142,6 +141,7 @@ Limit parse_concurrency_limit(const Arguments& arguments, std::int64_t maximum) 
   limit.algorithm = Algorithm::concurrency;
   limit.maximum = maximum;
   limit.period = parse_duration(*arguments.ttl, "--ttl");
+  if (arguments.block) limit.block = parse_duration(*arguments.block, "--block");
   quota::validate_limit(limit);
   return limit;
 }

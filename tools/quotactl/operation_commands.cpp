@@ -566,6 +566,40 @@ std::string psql_text(const std::string& name, quota::Algorithm algorithm,
       name, quota::to_string(algorithm), statement, limit.value_or("send"));
 }
 
+// The keyed protocol as text to read and run: each statement after what it takes and what to
+// do with its answer, in one transaction.
+std::string keyed_text(const std::string& operation, quota::Algorithm algorithm,
+                       quota::admin::Dialect dialect,
+                       const std::vector<quota::admin::KeyedStep>& steps) {
+  const bool server = dialect == quota::admin::Dialect::postgresql;
+  std::string text = fmt::format(
+      "-- The statements quota runs for {} on {} limits with an idempotency key, in {}'s\n"
+      "-- dialect (docs/sql.md, \"Idempotency keys\"): in this order, in one transaction.\n"
+      "-- now is Unix ms (the request's time: give the same number to every statement).\n",
+      operation, quota::to_string(algorithm), server ? "PostgreSQL" : "SQLite");
+  text += server ? "BEGIN;\n"
+                 : "-- Bind each statement's parameters before it (.parameter set ?1 'send', "
+                   "...).\nBEGIN IMMEDIATE;\n";
+  int number = 0;
+  for (const quota::admin::KeyedStep& step : steps) {
+    ++number;
+    std::string parameters;
+    for (std::size_t i = 0; i < step.parameters.size(); ++i) {
+      const bool named = step.name == "request" && !server;
+      parameters += (i ? ", " : "") +
+                    (named ? ":" + step.parameters[i]
+                           : fmt::format("{}{}", server ? "$" : "?", i + 1) + " " +
+                                 step.parameters[i]);
+    }
+    text += fmt::format("\n-- {}. {} ({})\n-- then: {}.\n", number, step.name, parameters,
+                        step.then);
+    text += server ? fmt::format("PREPARE quota_{} AS\n{};\n", step.name, step.sql)
+                   : step.sql + ";\n";
+  }
+  text += "COMMIT;\n";
+  return text;
+}
+
 }  // namespace
 
 int run_sql(Session& session, const Arguments& arguments) {
@@ -584,6 +618,26 @@ int run_sql(Session& session, const Arguments& arguments) {
     calendar = limit.calendar.has_value();
   }
   const quota::admin::Dialect dialect = quota::admin::dialect_of(session.db_path);
+  if (arguments.sql_key) {
+    const std::vector<quota::admin::KeyedStep> steps =
+        quota::admin::keyed_statements(dialect, operation, algorithm, calendar);
+    if (session.json) {
+      auto array = nlohmann::ordered_json::array();
+      for (const quota::admin::KeyedStep& step : steps) {
+        array.push_back({{"step", step.name},
+                         {"parameters", step.parameters},
+                         {"then", step.then},
+                         {"sql", step.sql}});
+      }
+      session.emit({{"operation", operation},
+                    {"algorithm", quota::to_string(algorithm)},
+                    {"dialect", quota::admin::to_string(dialect)},
+                    {"steps", array}});
+    } else {
+      session.out << keyed_text(operation, algorithm, dialect, steps);
+    }
+    return 0;
+  }
   const std::string statement = quota::admin::statement(dialect, operation, algorithm, calendar);
   if (operation == "renew" || operation == "release") {
     if (session.json) {

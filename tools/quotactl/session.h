@@ -29,6 +29,7 @@ struct Arguments {
   std::string owner;                     // OWNER
   std::string operation;                 // sql's consume|check|record|reset|refund
   std::optional<std::string> sql_limit;  // sql's optional NAME
+  bool sql_key = false;                  // sql --key: the keyed protocol
   std::vector<std::string> topic;        // help's COMMAND words
   std::optional<std::string> cost;
   std::optional<std::string> maximum;

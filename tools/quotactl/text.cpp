@@ -350,8 +350,12 @@ std::string format_limit_period(const quota::Limit& limit) {
 
 std::string describe_limit(const quota::Limit& limit) {
   if (limit.algorithm == quota::Algorithm::concurrency) {
-    return fmt::format("{} at once, leases of {} (concurrency{})", limit.maximum,
-                       format_period(limit.period), limit.shadow ? ", shadow mode" : "");
+    return fmt::format("{} at once, leases of {} (concurrency{}{})", limit.maximum,
+                       format_period(limit.period),
+                       limit.block ? fmt::format(", blocks for {} after a denial",
+                                                 format_period(*limit.block))
+                                   : "",
+                       limit.shadow ? ", shadow mode" : "");
   }
   std::string text = fmt::format("{} per {} ({}", limit.maximum, format_limit_period(limit),
                                  quota::to_string(limit.algorithm));

@@ -1,3 +1,11 @@
+DROP VIEW IF EXISTS quota_usage;
+DROP VIEW IF EXISTS quota_usage_sliding_log;
+DROP VIEW IF EXISTS quota_usage_fixed_window;
+DROP VIEW IF EXISTS quota_usage_calendar_window;
+DROP VIEW IF EXISTS quota_usage_sliding_window;
+DROP VIEW IF EXISTS quota_usage_token_bucket;
+DROP VIEW IF EXISTS quota_usage_concurrency;
+
 CREATE VIEW quota_usage_sliding_log AS
 SELECT usage_limit AS limit_name, usage_owner AS owner, used,
          remaining, denied, reset_at_ms, shadow_denials AS shadow_denied, blocked_until_ms
@@ -308,7 +316,72 @@ FROM (
     ) AS decided LIMIT -1 OFFSET 0
   ) AS recorded) AS decision) AS usage_token_bucket;
 
-DROP VIEW quota_usage;
+CREATE VIEW quota_usage_concurrency AS
+SELECT key_limit AS limit_name, key_owner AS owner, used,
+         remaining, denied, reset_at_ms, shadow_denials AS shadow_denied, blocked_until_ms
+  FROM (SELECT allowed AND NOT blocked AS allowed, reason, remaining,
+  retry_after_ms, reset_at_ms, denied, FALSE AS shadow_denied,
+  CASE WHEN policy IS NOT DISTINCT FROM 'exempt' THEN 0 ELSE held END AS used,
+  coalesce(s_shadow_denied, 0) AS shadow_denials, capacity,
+  CASE WHEN blocked THEN s_blocked_until END AS blocked_until_ms, key_limit, key_owner
+FROM (
+  SELECT *,
+    CASE WHEN reason = 'blocked' AND own_retry >= 0
+         THEN max(s_blocked_until - t, own_retry) + (t - now) 
+         WHEN own_retry > 0 THEN own_retry + (t - now) ELSE own_retry END AS retry_after_ms,
+    CASE WHEN blocked THEN s_blocked_until END AS blocked_until_ms
+  FROM (
+  SELECT *,
+    CASE WHEN allowed AND NOT blocked THEN 'ok'
+         WHEN policy IS NOT DISTINCT FROM 'deny' THEN 'owner_denied' WHEN blocked THEN 'blocked'
+         WHEN cost > capacity THEN 'cost_exceeds_capacity' ELSE 'rate_limited' END AS reason,
+    CASE WHEN policy IS NOT DISTINCT FROM 'exempt' THEN capacity
+         WHEN policy IS NOT DISTINCT FROM 'deny' OR blocked THEN 0
+         ELSE max(capacity - held_after, 0) END AS remaining,
+    CASE WHEN policy IS NOT DISTINCT FROM 'deny' THEN -1 WHEN allowed THEN 0
+         WHEN cost > capacity THEN -1
+         WHEN NOT recorded OR (SELECT min(x.expires_at_ms) FROM quota_leases AS x WHERE x.owner = key_owner AND x.limit_name = key_limit AND x.expires_at_ms > t AND (SELECT sum(e.cost) FROM quota_leases AS e WHERE e.owner = key_owner AND e.limit_name = key_limit AND e.expires_at_ms > t AND e.expires_at_ms <= x.expires_at_ms) >= excess) < t + period_ms THEN coalesce((SELECT min(x.expires_at_ms) FROM quota_leases AS x WHERE x.owner = key_owner AND x.limit_name = key_limit AND x.expires_at_ms > t AND (SELECT sum(e.cost) FROM quota_leases AS e WHERE e.owner = key_owner AND e.limit_name = key_limit AND e.expires_at_ms > t AND e.expires_at_ms <= x.expires_at_ms) >= excess), t + period_ms) - t
+         WHEN excess <= cost THEN period_ms
+         ELSE max(t + period_ms, (SELECT min(x.expires_at_ms) FROM quota_leases AS x WHERE x.owner = key_owner AND x.limit_name = key_limit AND x.expires_at_ms > t AND (SELECT sum(e.cost) FROM quota_leases AS e WHERE e.owner = key_owner AND e.limit_name = key_limit AND e.expires_at_ms > t AND e.expires_at_ms <= x.expires_at_ms) >= excess_later)) - t END AS own_retry,
+    max(coalesce((SELECT max(e.expires_at_ms) FROM quota_leases AS e WHERE e.owner = key_owner AND e.limit_name = key_limit AND e.expires_at_ms > t), t), CASE WHEN recorded THEN t + period_ms ELSE t END)
+      AS reset_at_ms,
+    CASE WHEN recorded THEN t + period_ms END AS expires_at_ms,
+    CASE WHEN recorded THEN lower(hex(randomblob(16))) END AS lease
+  FROM (
+    SELECT *,
+      held + CASE WHEN recorded THEN cost ELSE 0 END AS held_after,
+      held + CASE WHEN recorded THEN cost ELSE 0 END + cost - capacity AS excess,
+      held + CASE WHEN recorded THEN cost ELSE 0 END - capacity AS excess_later,
+      denied_before + (FALSE) AS denied
+    FROM (
+      SELECT *, FALSE AS recorded
+      FROM (
+        SELECT *,
+          CASE policy WHEN 'exempt' THEN TRUE WHEN 'deny' THEN FALSE
+               ELSE cost <= capacity AND held + cost <= capacity END AS allowed
+        FROM (
+          SELECT *, (SELECT coalesce(sum(e.cost), 0) FROM quota_leases AS e WHERE e.owner = key_owner AND e.limit_name = key_limit AND e.expires_at_ms > t) AS held, coalesce(s_denied, 0) AS denied_before,
+            coalesce(s_blocked_until > t AND block_ms IS NOT NULL AND NOT shadow
+                     AND policy IS DISTINCT FROM 'exempt', FALSE) AS blocked
+          FROM (
+            SELECT *, max(now, coalesce(s_seen, 0)) AS t
+            FROM (
+      SELECT l.name AS key_limit, s.owner AS key_owner, 1 AS cost,
+             CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) AS now, l.maximum AS maximum, CASE WHEN l.name IS NULL THEN NULL WHEN coalesce(o.policy, a.policy) = 'maximum' THEN CASE WHEN o.policy IS NULL THEN a.maximum ELSE o.maximum END ELSE l.maximum END AS capacity,
+             l.period_ms AS period_ms, coalesce(o.policy, a.policy) AS policy, l.shadow AS shadow,
+             l.block_ms AS block_ms, s.seen_ms AS s_seen, s.denied AS s_denied,
+             s.shadow_denied AS s_shadow_denied, s.blocked_until_ms AS s_blocked_until
+      FROM quota_lease_owners AS s
+      JOIN quota_limits AS l ON l.name = s.limit_name
+      LEFT JOIN quota_overrides AS o ON o.limit_name = s.limit_name AND o.owner = s.owner
+      LEFT JOIN quota_overrides AS a ON a.limit_name = '*' AND a.owner = s.owner
+      WHERE l.algorithm = 'concurrency') AS inputs LIMIT -1 OFFSET 0
+          ) AS clocked LIMIT -1 OFFSET 0
+        ) AS counted
+      ) AS decided LIMIT -1 OFFSET 0
+    ) AS booked
+  ) AS answered
+  ) AS reasoned) AS decision) AS usage_concurrency;
 
 CREATE VIEW quota_usage AS
 SELECT limit_name, owner, used, remaining, denied, reset_at_ms,
@@ -324,5 +397,7 @@ FROM (
   SELECT * FROM quota_usage_sliding_window
   UNION ALL
   SELECT * FROM quota_usage_token_bucket
+  UNION ALL
+  SELECT * FROM quota_usage_concurrency
 ) AS usage_rows
 WHERE used > 0 OR denied > 0 OR shadow_denied > 0
