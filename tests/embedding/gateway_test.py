@@ -133,7 +133,8 @@ def parse_exposition(text):
 def check_metrics(port):
     """The counters after the script: consume_all counts its deciding limit's answer, and each
     request with a key also checks the other limit (the RateLimit fields): per-ip answered 6
-    allowed (2 consumes, 4 checks) and 2 rate_limited, per-key 6 allowed and 1 rate_limited."""
+    allowed (2 consumes, 4 checks) and 2 rate_limited, per-key 6 allowed and 1 rate_limited;
+    each of the 8 requests took its in-flight lease (inflight: 8 allowed)."""
     for _ in range(2):  # a scrape is not a request: the counts stay
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         connection.request("GET", "/metrics")
@@ -150,13 +151,14 @@ def check_metrics(port):
     decisions = {(labels["limit"], labels["reason"]): value
                  for name, labels, value in samples if name == "quota_decisions_total"}
     assert decisions == {("per-ip", "allowed"): 6, ("per-ip", "rate_limited"): 2,
-                         ("per-key", "allowed"): 6, ("per-key", "rate_limited"): 1}, decisions
+                         ("per-key", "allowed"): 6, ("per-key", "rate_limited"): 1,
+                         ("inflight", "allowed"): 8}, decisions
     values = {name: value for name, labels, value in samples if not labels}
     assert values["quota_fail_open_total"] == 0, values
-    assert values["quota_operation_duration_seconds_count"] == 15, values
+    assert values["quota_operation_duration_seconds_count"] == 23, values
     buckets = [(float(labels["le"]), value) for name, labels, value in samples
                if name == "quota_operation_duration_seconds_bucket"]
-    assert buckets == sorted(buckets) and buckets[-1] == (float("inf"), 15), buckets
+    assert buckets == sorted(buckets) and buckets[-1] == (float("inf"), 23), buckets
     print(f"/metrics: {len(samples)} samples as expected")
 
 
