@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -143,9 +144,14 @@ std::string read_file(const std::string& path) {
 }
 
 int fork_child(const std::function<int()>& body) {
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid > 0) return pid;
+  // A child dies with the test process: one that a failed REQUIRE left behind (a lease holder
+  // waiting to be killed, say) would otherwise keep the test's output pipe open, and CTest
+  // would wait for it forever.
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(124);
   int status = 125;
   try {
     status = body();

@@ -29,8 +29,10 @@ run_suite() {
   # build/release), and a suite that finds no tests fails instead of passing.
   cmake -S . -B "build/$name" -DQUOTA_WERROR=ON -DQUOTA_TESTS=ON "$@" >/dev/null
   cmake --build "build/$name" -j "$jobs"
+  # A test that hangs fails after --timeout seconds (the longest passes in about 80 s), so that
+  # a hang is a named failure with its output rather than a run that never ends.
   # shellcheck disable=SC2086  # the filter is zero or two words
-  (cd "build/$name" && ctest --output-on-failure --no-tests=error -j "$jobs" $filter)
+  (cd "build/$name" && ctest --output-on-failure --no-tests=error --timeout 600 -j "$jobs" $filter)
 }
 
 run_suite debug "-LE slow" -DCMAKE_BUILD_TYPE=Debug
@@ -54,7 +56,7 @@ if grep -qw quota_prometheus build/sqlite-only/targets.txt; then
 fi
 # shellcheck disable=SC2086  # a list of targets
 cmake --build build/sqlite-only -j "$jobs" --target $installed
-(cd build/sqlite-only && ctest --output-on-failure --no-tests=error -j "$jobs" \
+(cd build/sqlite-only && ctest --output-on-failure --no-tests=error --timeout 600 -j "$jobs" \
   -R '^package[.](exports|install|find_package|pkg_config|sqlite_only)$')
 
 echo "== fuzz"
