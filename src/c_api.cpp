@@ -721,18 +721,39 @@ int quota_acquire_all(quota_engine* engine, const char* const* limits, const siz
   });
 }
 
+namespace {
+
+void require_lease_result(const quota_lease_result* result) {
+  if (result == nullptr) {
+    throw Error(ErrorCode::invalid_argument,
+                "result is NULL: pass a quota_lease_result to receive the lease's id (without "
+                "it the lease could only expire); nothing was acquired");
+  }
+}
+
+}  // namespace
+
 int quota_acquire_lease(quota_engine* engine, const char* limit, size_t limit_length,
                         const char* owner, size_t owner_length, int64_t cost,
                         quota_lease_result* result) {
   return guarded([&] {
     quota::Engine& target = engine_of(engine);
-    if (result == nullptr) {
-      throw Error(ErrorCode::invalid_argument,
-                  "result is NULL: pass a quota_lease_result to receive the lease's id (without "
-                  "it the lease could only expire); nothing was acquired");
-    }
+    require_lease_result(result);
     store_lease(target.acquire_lease(text(limit, limit_length, "the limit name"),
                                      text(owner, owner_length, "the owner"), cost),
+                result);
+  });
+}
+
+int quota_acquire_lease_keyed(quota_engine* engine, const char* limit, size_t limit_length,
+                              const char* owner, size_t owner_length, int64_t cost, const char* key,
+                              size_t key_length, quota_lease_result* result) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    require_lease_result(result);
+    store_lease(target.acquire_lease(text(limit, limit_length, "the limit name"),
+                                     text(owner, owner_length, "the owner"), cost,
+                                     text(key, key_length, "the idempotency key")),
                 result);
   });
 }

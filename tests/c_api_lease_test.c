@@ -1,5 +1,6 @@
-/* The C API's concurrency leases (quota_acquire_lease, quota_renew_lease, quota_release_lease,
- * quota_leases), from C: compiled as C11 and linked like a C user would.
+/* The C API's concurrency leases (quota_acquire_lease, quota_acquire_lease_keyed,
+ * quota_renew_lease, quota_release_lease, quota_leases), from C: compiled as C11 and linked like a
+ * C user would.
  *
  *   c_api_lease_test SCRATCH_DIR
  *
@@ -288,6 +289,107 @@ static void test_bad_input(quota_engine* engine) {
   CHECK(quota_release_lease(engine, ok.lease, strlen(ok.lease), NULL) == QUOTA_OK);
 }
 
+/* How many leases `owner` holds on `limit`. */
+static size_t leases_of(quota_engine* engine, const char* limit, size_t limit_length,
+                        const char* owner, size_t owner_length) {
+  size_t count = 99;
+  CHECK(quota_leases(engine, limit, limit_length, owner, owner_length, on_lease,
+                     &(struct listed){0}, &count) == QUOTA_OK);
+  return count;
+}
+
+static void test_keyed_acquire(quota_engine* engine) {
+  CHECK(quota_define(engine, TEXT("exports"), QUOTA_CONCURRENCY, 2, 60000, QUOTA_NO_BURST) ==
+        QUOTA_OK);
+  now_ms = start_ms + 300000;
+  const int64_t first_ms = now_ms;
+
+  /* The first request with a key takes a lease. */
+  quota_lease_result first, retry;
+  memset(&first, 0x5A, sizeof first);
+  CHECK(quota_acquire_lease_keyed(engine, TEXT("exports"), TEXT("acct"), 1, TEXT("job-1"),
+                                  &first) == QUOTA_OK);
+  CHECK(first.result.allowed == 1 && first.result.reason == QUOTA_REASON_OK);
+  CHECK(first.result.remaining == 1 && is_lease_id(first.lease));
+  CHECK(first.expires_at_ms == first_ms + 60000 && first.replayed == 0);
+  CHECK(leases_of(engine, TEXT("exports"), TEXT("acct")) == 1);
+
+  /* Its retry answers the same lease, replayed, and takes no second unit. */
+  now_ms = first_ms + 1000;
+  memset(&retry, 0x5A, sizeof retry);
+  CHECK(quota_acquire_lease_keyed(engine, TEXT("exports"), TEXT("acct"), 1, TEXT("job-1"),
+                                  &retry) == QUOTA_OK);
+  CHECK(retry.replayed == 1 && strcmp(retry.lease, first.lease) == 0);
+  CHECK(retry.result.allowed == 1 && retry.result.remaining == 1);
+  CHECK(retry.expires_at_ms == first.expires_at_ms);
+  CHECK(leases_of(engine, TEXT("exports"), TEXT("acct")) == 1);
+  quota_lease_result plain;
+  CHECK(quota_acquire_lease(engine, TEXT("exports"), TEXT("acct"), 1, &plain) == QUOTA_OK);
+  CHECK(plain.result.allowed == 1 && plain.result.remaining == 0 && plain.replayed == 0);
+  CHECK(leases_of(engine, TEXT("exports"), TEXT("acct")) == 2);
+
+  /* The same key for another cost is the conflict error, changing nothing. */
+  quota_lease_result untouched;
+  memset(&untouched, 0, sizeof untouched);
+  untouched.result.remaining = 777;
+  strcpy(untouched.lease, "kept");
+  CHECK(quota_acquire_lease_keyed(engine, TEXT("exports"), TEXT("acct"), 2, TEXT("job-1"),
+                                  &untouched) == QUOTA_ERROR_IDEMPOTENCY_CONFLICT);
+  CHECK(SAYS("job-1"));
+  /* and so is the key of a consume used for an acquire */
+  quota_result consumed;
+  int replayed = -1;
+  CHECK(quota_consume_keyed(engine, TEXT("exports"), TEXT("acct"), 1, TEXT("job-1"), &consumed,
+                            &replayed) == QUOTA_ERROR_IDEMPOTENCY_CONFLICT);
+  CHECK(untouched.result.remaining == 777 && strcmp(untouched.lease, "kept") == 0);
+  CHECK(leases_of(engine, TEXT("exports"), TEXT("acct")) == 2);
+
+  /* Bad keys are refused and change nothing: empty, 256 bytes, NULL with a length. */
+  char key[257];
+  memset(key, 'k', sizeof key);
+  CHECK(quota_acquire_lease_keyed(engine, TEXT("exports"), TEXT("other"), 1, "", 0, &untouched) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(SAYS("idempotency key") && SAYS("1 to 255 bytes"));
+  CHECK(quota_acquire_lease_keyed(engine, TEXT("exports"), TEXT("other"), 1, NULL, 0, &untouched) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(SAYS("1 to 255 bytes"));
+  CHECK(quota_acquire_lease_keyed(engine, TEXT("exports"), TEXT("other"), 1, key, 256,
+                                  &untouched) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(SAYS("256 bytes"));
+  CHECK(quota_acquire_lease_keyed(engine, TEXT("exports"), TEXT("other"), 1, NULL, 5, &untouched) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(SAYS("the idempotency key is NULL"));
+  CHECK(quota_acquire_lease_keyed(engine, TEXT("exports"), TEXT("other"), 1, TEXT("k"), NULL) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(SAYS("result is NULL"));
+  CHECK(quota_acquire_lease_keyed(NULL, TEXT("exports"), TEXT("other"), 1, TEXT("k"), &untouched) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_acquire_lease_keyed(engine, TEXT("send"), TEXT("other"), 1, TEXT("k"), &untouched) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(SAYS("not a concurrency limit"));
+  CHECK(quota_acquire_lease_keyed(engine, TEXT("nope"), TEXT("other"), 1, TEXT("k"), &untouched) ==
+        QUOTA_ERROR_UNKNOWN_LIMIT);
+  CHECK(untouched.result.remaining == 777 && strcmp(untouched.lease, "kept") == 0);
+  CHECK(leases_of(engine, TEXT("exports"), TEXT("other")) == 0);
+  /* None of the refused keys was stored: "k" is free for a request of its own. */
+  CHECK(quota_acquire_lease_keyed(engine, TEXT("exports"), TEXT("other"), 2, TEXT("k"), &retry) ==
+        QUOTA_OK);
+  CHECK(retry.result.allowed == 1 && retry.replayed == 0 && retry.result.remaining == 0);
+
+  /* A key of 255 bytes is the longest. */
+  CHECK(quota_acquire_lease_keyed(engine, TEXT("exports"), TEXT("long"), 1, key, 255, &retry) ==
+        QUOTA_OK);
+  CHECK(retry.result.allowed == 1 && retry.replayed == 0 && strcmp(quota_last_error(), "") == 0);
+
+  /* A retry after the release still answers the first answer and takes nothing. */
+  CHECK(quota_release_lease(engine, first.lease, strlen(first.lease), NULL) == QUOTA_OK);
+  CHECK(quota_release_lease(engine, plain.lease, strlen(plain.lease), NULL) == QUOTA_OK);
+  CHECK(quota_acquire_lease_keyed(engine, TEXT("exports"), TEXT("acct"), 1, TEXT("job-1"),
+                                  &retry) == QUOTA_OK);
+  CHECK(retry.replayed == 1 && strcmp(retry.lease, first.lease) == 0);
+  CHECK(leases_of(engine, TEXT("exports"), TEXT("acct")) == 0);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: c_api_lease_test SCRATCH_DIR\n");
@@ -303,6 +405,7 @@ int main(int argc, char** argv) {
   test_names_and_definition(engine);
   test_acquire_renew_release(engine);
   test_bad_input(engine);
+  test_keyed_acquire(engine);
   quota_close(engine);
 
   static const char* const suffixes[] = {"", "-wal", "-shm"};

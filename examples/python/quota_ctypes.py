@@ -203,11 +203,12 @@ class Lease:
     block ends, however it ends. `held` says whether it is held (a denied acquire holds
     nothing; `result` says why), `id` is its id; renew(ttl_ms=None) and release() as
     Engine.renew_lease and release_lease. A holder that dies without releasing holds nothing
-    after the lease's TTL."""
+    after the lease's TTL. With a `key`, a retry holds the first acquire's lease again
+    (result.replayed True)."""
 
-    def __init__(self, engine, limit, owner, cost=1):
+    def __init__(self, engine, limit, owner, cost=1, key=None):
         self._engine = engine
-        self.result = engine.acquire_lease(limit, owner, cost)
+        self.result = engine.acquire_lease(limit, owner, cost, key)
 
     @property
     def held(self):
@@ -387,6 +388,8 @@ def load(path=None):
                                         ctypes.POINTER(ctypes.c_size_t)]),
         "quota_acquire_lease": (ctypes.c_int, [engine] + text + text + [
             ctypes.c_int64, ctypes.POINTER(LeaseResult)]),
+        "quota_acquire_lease_keyed": (ctypes.c_int, [engine] + text + text + [ctypes.c_int64]
+                                      + text + [ctypes.POINTER(LeaseResult)]),
         "quota_renew_lease": (ctypes.c_int, [engine] + text + [
             ctypes.c_int64, ctypes.POINTER(LeaseResult)]),
         "quota_release_lease": (ctypes.c_int, [engine] + text + [ctypes.POINTER(ctypes.c_int)]),
@@ -651,14 +654,21 @@ class Engine:
                                       ctypes.byref(result)))
         return result
 
-    def acquire_lease(self, limit, owner, cost=1):
+    def acquire_lease(self, limit, owner, cost=1, key=None):
         """Takes `cost` units of the concurrency limit `limit` as one lease when the owner's
         unexpired leases leave room: a LeaseResult, allowed with its `lease` id, or denied with
         the wait until enough held units expire. Release it with release_lease (or use
-        lease(), which does)."""
+        lease(), which does). With `key` (an idempotency key, 1 to 255 bytes): a retry with
+        the same key answers the first acquire's lease again, result.replayed True, and takes
+        nothing."""
         result = LeaseResult()
-        _checked(load().quota_acquire_lease(self._handle, *_utf8(limit), *_utf8(owner), cost,
-                                            ctypes.byref(result)))
+        if key is not None:
+            _checked(load().quota_acquire_lease_keyed(self._handle, *_utf8(limit),
+                                                      *_utf8(owner), cost, *_utf8(key),
+                                                      ctypes.byref(result)))
+        else:
+            _checked(load().quota_acquire_lease(self._handle, *_utf8(limit), *_utf8(owner),
+                                                cost, ctypes.byref(result)))
         return result
 
     def renew_lease(self, lease, ttl_ms=None):
@@ -677,10 +687,11 @@ class Engine:
         _checked(load().quota_release_lease(self._handle, *_utf8(lease), ctypes.byref(was_held)))
         return bool(was_held.value)
 
-    def lease(self, limit, owner, cost=1):
+    def lease(self, limit, owner, cost=1, key=None):
         """A Lease for a `with` block: `with engine.lease("uploads", "u1") as lease:` acquires,
-        and releases when the block ends; lease.held says whether it was granted."""
-        return Lease(self, limit, owner, cost)
+        and releases when the block ends; lease.held says whether it was granted. `key` as
+        acquire_lease's."""
+        return Lease(self, limit, owner, cost, key)
 
     def leases(self, limit, owner=None):
         """The unexpired leases of the concurrency limit `limit` (of `owner` only, when given),
@@ -840,6 +851,7 @@ def demo(database, check):
         demo_calendar(engine, now, expect)
         demo_watch(engine, expect)
         demo_leases(engine, now, expect)
+        demo_keyed_leases(engine, now, expect)
     demo_acquire(expect)
     print("libquota", version())
     for failure in failures:
@@ -1134,6 +1146,51 @@ def demo_leases(engine, now, expect):
     expect_error(expect, "unknown_limit", lambda: engine.acquire_lease("nope", "u"),
                  "a lease of no limit")
     expect(engine.leases("uploads", "u") == [], "the bad calls took nothing")
+
+
+def demo_keyed_leases(engine, now, expect):
+    # An acquire retried with the same idempotency key answers the first lease again, takes
+    # nothing, and says replayed.
+    engine.define("exports", CONCURRENCY, 2, 60_000)
+    first = engine.acquire_lease("exports", "acct-9", key="export-7")
+    now[0] += 1_000
+    retry = engine.acquire_lease("exports", "acct-9", key="export-7")
+    print("retried lease:", retry)
+    expect(first.allowed == 1 and not first.replayed and len(first.lease) == LEASE_ID_LENGTH,
+           "a keyed acquire takes a lease")
+    expect(retry.replayed and retry.allowed == 1 and retry.lease == first.lease and
+           retry.expires_at_ms == first.expires_at_ms and retry.remaining == first.remaining,
+           "the retry answers the first lease, replayed")
+    expect([row.lease for row in engine.leases("exports", "acct-9")] == [first.lease],
+           "the retry took no second lease")
+    expect_error(expect, "idempotency_conflict",
+                 lambda: engine.acquire_lease("exports", "acct-9", 2, key="export-7"),
+                 "the same key for another cost", "export-7")
+    expect_error(expect, "idempotency_conflict",
+                 lambda: engine.consume("exports", "acct-9", key="export-7"),
+                 "the key of an acquire for a consume", "export-7")
+
+    # A with block takes the key too; its lease is released when the block ends.
+    with engine.lease("exports", "acct-9", key="export-8") as held:
+        expect(held.held and not held.result.replayed and held.result.remaining == 0,
+               "Engine.lease with a key")
+    expect([row.lease for row in engine.leases("exports", "acct-9")] == [first.lease],
+           "the keyed with block released its lease")
+
+    for what, key, words in [("an empty key", "", "1 to 255 bytes"),
+                             ("a key of 256 bytes", "k" * 256, "256 bytes"),
+                             ("a key of 256 UTF-8 bytes", "ü" * 128, "256 bytes")]:
+        expect_error(expect, "invalid_argument",
+                     lambda key=key: engine.acquire_lease("exports", "acct-9", key=key), what,
+                     words)
+        expect_error(expect, "invalid_argument",
+                     lambda key=key: engine.lease("exports", "acct-9", key=key),
+                     f"Engine.lease with {what}", words)
+    expect([row.lease for row in engine.leases("exports", "acct-9")] == [first.lease],
+           "the bad keys took nothing")
+    expect(engine.acquire_lease("exports", "acct-9", key="k" * 255).allowed == 1,
+           "a key of 255 bytes is the longest")
+    engine.release_lease(first.lease)
 
 
 def demo_acquire(expect):

@@ -471,6 +471,18 @@ QUOTA_API int quota_acquire_lease(quota_engine* engine, const char* limit, size_
                                   const char* owner, size_t owner_length, int64_t cost,
                                   quota_lease_result* result);
 
+/* quota_acquire_lease with an idempotency key of `key_length` (1 to 255) bytes, as
+ * quota_consume_keyed takes it (docs/concepts.md, "Retries"): the first acquire with the key
+ * is decided and its answer stored with the key; a retry with the same limit, owner and key
+ * within options.idempotency_ttl_ms answers that answer again (the same lease id and
+ * expires_at_ms) with result->replayed 1, and takes nothing. The key used for another
+ * operation or cost is QUOTA_ERROR_IDEMPOTENCY_CONFLICT; a key that is empty, longer than 255
+ * bytes or NULL with a length is QUOTA_ERROR_INVALID_ARGUMENT; both change nothing. */
+QUOTA_API int quota_acquire_lease_keyed(quota_engine* engine, const char* limit,
+                                        size_t limit_length, const char* owner, size_t owner_length,
+                                        int64_t cost, const char* key, size_t key_length,
+                                        quota_lease_result* result);
+
 /* Moves an unexpired lease's expiry to now + ttl_ms (1000 ... 86400000), or now + its limit's
  * TTL with ttl_ms 0. An unknown, released or expired lease answers QUOTA_OK with
  * result.allowed 0 and reason QUOTA_REASON_LEASE_EXPIRED: acquire a new one. `result` may be
