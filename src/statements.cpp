@@ -876,6 +876,26 @@ RETURNING last_allowed AS allowed,
   {answer_retry} AS retry_after_ms,
   {reset_at} AS reset_at_ms, denied, FALSE AS shadow_denied)";
 
+// A plain limit's check: the same decision as a SELECT, nothing recorded, over the owner's row
+// joined to the limit (an owner without state reads as one: a full window or bucket), its
+// answer computed from the decision's columns by the same fragments, with the columns of the
+// general check (the usage read of Engine::usage and the watches). It answers no row when the
+// limit is no longer plain or of this algorithm: the engine then runs the general check.
+constexpr const char* kPlainCheck = R"(SELECT allowed,
+  CASE WHEN allowed THEN 'ok' WHEN cost > {capacity} THEN 'cost_exceeds_capacity'
+       ELSE 'rate_limited' END AS reason,
+  {remaining} AS remaining,
+  {answer_retry} AS retry_after_ms,
+  {reset_at} AS reset_at_ms, denied, FALSE AS shadow_denied, {shown_used} AS used,
+  shadow_denials, {capacity} AS capacity, CAST(NULL AS bigint) AS blocked_until_ms
+FROM ({decision}) AS decision)";
+
+// What a check's decision reads besides an update's: the owner's row (the update's own row),
+// and the shadow-mode denials counted while the limit was in shadow mode.
+constexpr const char* kPlainCheckState =
+    "\n          LEFT JOIN {table} ON {table}.limit_name = l.name AND {table}.owner = {owner}";
+constexpr const char* kPlainCheckCarry = ", coalesce({table}.shadow_denied, 0) AS shadow_denials";
+
 // fixed_window and sliding_window: the names of kWindowDecision's layers.
 constexpr const char* kPlainWindowDecision = R"(
   SELECT *, {used_after} AS used_after,
@@ -883,7 +903,7 @@ constexpr const char* kPlainWindowDecision = R"(
   FROM (
     SELECT *, cost <= maximum AND {fits} AS allowed
     FROM (
-      SELECT maximum, period_ms, cost, t, window_key, rest, denied_before,
+      SELECT maximum, period_ms, cost, t, window_key, rest, denied_before{carry},
         {used} AS used,
         {previous_used} AS previous_used
       FROM (
@@ -895,8 +915,8 @@ constexpr const char* kPlainWindowDecision = R"(
             quota_windows.period_ms AS s_period, quota_windows.window_key AS s_window_key,
             quota_windows.seen_ms AS s_seen, quota_windows.used AS s_used,
             quota_windows.previous_used AS s_previous,
-            coalesce(quota_windows.denied, 0) AS denied_before
-          FROM quota_limits AS l
+            coalesce(quota_windows.denied, 0) AS denied_before{carry_input}
+          FROM quota_limits AS l{state}
           WHERE l.name = {limit} AND l.algorithm = '{algorithm}' AND {guard}
         ) AS inputs
       ) AS keyed {barrier}
@@ -920,8 +940,8 @@ constexpr const char* kPlainBucketDecision = R"(
             {full_level} AS full_level,
             CASE WHEN quota_buckets.seen_ms IS NOT NULL THEN quota_buckets.level END AS s_level,
             quota_buckets.period_ms AS s_period, quota_buckets.seen_ms AS s_seen,
-            coalesce(quota_buckets.denied, 0) AS denied_before
-          FROM quota_limits AS l
+            coalesce(quota_buckets.denied, 0) AS denied_before{carry_input}
+          FROM quota_limits AS l{state}
           WHERE l.name = {limit} AND l.algorithm = 'token_bucket' AND {guard}
         ) AS inputs {barrier}
       ) AS started
@@ -944,57 +964,77 @@ sql::Bindings new_row(std::string_view capacity) {
           {"allowed", "last_allowed"}};
 }
 
+// The answer's fragments read over a check's decision: its own columns, by their names.
+sql::Bindings decision_columns(std::string_view capacity) {
+  return {{"used_after", "used_after"}, {"level_after", "level_after"}, {"t", "t"},
+          {"rest", "rest"},             {"full_level", "full_level"},   {"capacity", std::string(capacity)},
+          {"allowed", "allowed"}};
+}
+
 std::string build_plain(Operation operation, Algorithm algorithm) {
   // A plain limit has no policy, shadow mode or block: consume records what it allows and
-  // counts what it denies; record records everything and counts nothing.
-  const char* records = operation == Operation::record ? "TRUE" : "allowed";
-  const char* denied = operation == Operation::record ? "FALSE" : "NOT allowed";
+  // counts what it denies; record records everything and counts nothing; check does neither.
+  const bool check = operation == Operation::check;
+  const char* records = operation == Operation::record ? "TRUE" : check ? "FALSE" : "allowed";
+  const char* denied = operation == Operation::consume ? "NOT allowed" : "FALSE";
   const std::string guard = kPlainGuard;
   const auto plain_now = arg("plain_now", kPlainNow);
   const std::string_view name = to_string(algorithm);
   const bool bucket = algorithm == Algorithm::token_bucket;
-  const std::string_view capacity = bucket ? "burst" : "maximum";
-  const sql::Bindings row = new_row(capacity);
+  const char* table = bucket ? "quota_buckets" : "quota_windows";
+  // The capacity: the row's maximum, or a bucket's burst (the decision's `capacity`).
+  const std::string_view capacity = bucket ? (check ? "capacity" : "burst") : "maximum";
+  const sql::Bindings row = check ? decision_columns(capacity) : new_row(capacity);
   const std::string window_end = part(kPeriodWindows.fragments, "window_end");
   const auto answer = [&](std::string_view fragment) {
     sql::Bindings bindings = row;
     bindings.push_back({"window_end", sql::fill(window_end, row)});
     return part(name, fragment, bindings);
   };
-  const std::string retry = answer("retry") + " + (seen_ms - " + kPlainNow + ")";
+  // A wait is measured from the caller's time (kFromCaller): the row's seen_ms, or the
+  // check's t, is the time the state was evaluated at.
+  const std::string retry =
+      answer("retry") + " + (" + (check ? "t" : "seen_ms") + " - " + kPlainNow + ")";
   sql::Bindings retry_bindings = row;
   retry_bindings.push_back({"retry", retry});
   const std::string answer_retry = part("answer", "retry", retry_bindings);
   const std::string remaining =
       bucket ? answer("remaining") : "{max}(" + answer("remaining") + ", 0)";
-  const std::string clock = part(
-      "clock", "t",
-      {{"now", kPlainNow}, {"s_seen", fill("{table}.seen_ms", arg("table", bucket ? "quota_buckets" : "quota_windows"))}});
+  const std::string clock =
+      part("clock", "t", {{"now", kPlainNow}, {"s_seen", fill("{table}.seen_ms", arg("table", table))}});
+  const auto state = arg("state", check ? fill(kPlainCheckState, arg("table", table)) : "");
+  const auto carry_input = arg("carry_input", check ? fill(kPlainCheckCarry, arg("table", table)) : "");
+  const auto carry = arg("carry", check ? ", shadow_denials" : "");
+  std::string decision;
   if (bucket) {
-    const std::string decision = fill(
-        kPlainBucketDecision, arg("guard", guard), plain_now, arg("clock", clock),
+    decision = fill(
+        kPlainBucketDecision, arg("guard", guard), plain_now, arg("clock", clock), state,
+        carry_input,
         arg("full_level", part(name, "full_level", {{"capacity", "l.burst"}, {"period_ms", "l.period_ms"}})),
         arg("level_after", part(name, "level_after", {{"records", records}})),
         arg("denied", denied), arg("fits", part(name, "fits")),
         arg("level", part(name, "refill")), arg("start", part(name, "start")));
-    return fill(kPlainWrite, plain_now, arg("table", "quota_buckets"),
-                arg("columns", kBucketColumns), arg("values", kBucketValues),
-                arg("decision", decision), arg("capacity", capacity),
-                arg("remaining", remaining), arg("answer_retry", answer_retry),
-                arg("reset_at", answer("reset_at")));
+  } else {
+    const WindowLayout& layout = kPeriodWindows;
+    decision = fill(
+        kPlainWindowDecision, arg("guard", guard), plain_now, arg("clock", clock), state,
+        carry_input, carry, arg("algorithm", name),
+        arg("used_after", part("window", "used_after", {{"records", records}})),
+        arg("denied", denied), arg("fits", part(name, "fits")),
+        arg("window_key", part(layout.fragments, "window_key")),
+        arg("row_key", part(layout.fragments, "row_key")), arg("rest", sql::ref("window.rest")),
+        arg("used", part("window", "used", {{"take", ""}})),
+        arg("previous_used", sql::ref("window.previous_used")));
   }
-  const WindowLayout& layout = kPeriodWindows;
-  const std::string decision = fill(
-      kPlainWindowDecision, arg("guard", guard), plain_now, arg("clock", clock),
-      arg("algorithm", name), arg("used_after", part("window", "used_after", {{"records", records}})),
-      arg("denied", denied), arg("fits", part(name, "fits")),
-      arg("window_key", part(layout.fragments, "window_key")),
-      arg("row_key", part(layout.fragments, "row_key")), arg("rest", sql::ref("window.rest")),
-      arg("used", part("window", "used", {{"take", ""}})),
-      arg("previous_used", sql::ref("window.previous_used")));
-  return fill(kPlainWrite, plain_now, arg("table", "quota_windows"),
-              arg("columns", kWindowColumns), arg("values", kWindowValues),
-              arg("decision", decision), arg("capacity", capacity), arg("remaining", remaining),
+  if (check) {
+    return fill(kPlainCheck, arg("decision", decision), arg("capacity", capacity),
+                arg("remaining", remaining), arg("answer_retry", answer_retry),
+                arg("reset_at", answer("reset_at")), arg("shown_used", answer("shown_used")));
+  }
+  return fill(kPlainWrite, plain_now, arg("table", table),
+              arg("columns", bucket ? kBucketColumns : kWindowColumns),
+              arg("values", bucket ? kBucketValues : kWindowValues), arg("decision", decision),
+              arg("capacity", capacity), arg("remaining", remaining),
               arg("answer_retry", answer_retry), arg("reset_at", answer("reset_at")));
 }
 
@@ -1018,7 +1058,7 @@ Statements build_all(const Dialect& dialect) {
   return built;
 }
 
-// consume and record of each plain kind (check is the general statement's).
+// consume, record and check of each plain kind.
 using PlainStatements = std::array<std::array<std::string, 3>, 3>;
 
 PlainStatements build_all_plain(const Dialect& dialect) {
@@ -1029,6 +1069,7 @@ PlainStatements build_all_plain(const Dialect& dialect) {
         static_cast<int>(kind) - static_cast<int>(StatementKind::plain_fixed_window);
     built[index][0] = finish(build_plain(Operation::consume, stored_algorithm(kind)), dialect);
     built[index][1] = finish(build_plain(Operation::record, stored_algorithm(kind)), dialect);
+    built[index][2] = finish(build_plain(Operation::check, stored_algorithm(kind)), dialect);
   }
   return built;
 }
@@ -1036,7 +1077,12 @@ PlainStatements build_all_plain(const Dialect& dialect) {
 }  // namespace
 
 std::optional<StatementKind> plain_kind(Operation operation, StatementKind kind) {
-  if (operation != Operation::consume && operation != Operation::record) return std::nullopt;
+  if (operation == Operation::check) {
+    // A concurrency limit's check is its general statement's.
+    if (kind == StatementKind::concurrency) return std::nullopt;
+  } else if (operation != Operation::consume && operation != Operation::record) {
+    return std::nullopt;
+  }
   switch (kind) {
     case StatementKind::fixed_window:
       return StatementKind::plain_fixed_window;
@@ -1093,10 +1139,13 @@ const std::string& statement(const Dialect& dialect, Operation operation, Statem
         dialect.name == kPostgresql.name ? plain_postgresql : plain_sqlite;
     const int index =
         static_cast<int>(kind) - static_cast<int>(StatementKind::plain_fixed_window);
+    if (operation != Operation::consume && operation != Operation::record &&
+        operation != Operation::check) {
+      throw std::logic_error("no plain statement for this operation");
+    }
     const std::string& text = operation == Operation::consume ? plain[index][0]
                               : operation == Operation::record ? plain[index][1]
                                                                : plain[index][2];
-    if (text.empty()) throw std::logic_error("no plain statement for this operation");
     return text;
   }
   static const Statements sqlite = build_all(kSqlite);

@@ -66,7 +66,8 @@ inline bool is_plain(StatementKind kind) {
 }
 
 // The plain statements' kind of `operation` on a limit of statements' kind `kind`, or
-// nullopt when there is none (check, refund, reset; sliding_log; calendar windows).
+// nullopt when there is none (refund, reset; a concurrency limit's check; sliding_log;
+// calendar windows).
 std::optional<StatementKind> plain_kind(Operation operation, StatementKind kind);
 
 // The general kind of a plain kind (any other kind: itself).

@@ -503,9 +503,10 @@ Result Engine::Impl::run_at(Operation operation, std::string_view limit, std::st
       return detail::result_of(row);
     };
     try {
-      // A plain limit's statement first; it answers nothing for an owner without state,
-      // whose first request the general statement makes, and fails with "unknown limit"
-      // when the limit or the owner is no longer plain (read again below).
+      // A plain limit's statement first; its consume and record answer nothing for an owner
+      // without state, whose first request the general statement makes, and fail with
+      // "unknown limit" when the limit or the owner is no longer plain (read again below);
+      // its check answers nothing then, and the general check runs.
       const auto plain = detail::plain_kind(operation, *kind);
       if (plain && plain_limits.find(limit) != plain_limits.end()) {
         const std::optional<Row> row = store->run(operation, *plain, {limit, owner, cost, now});

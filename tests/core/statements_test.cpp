@@ -64,10 +64,12 @@ TEST_CASE("every statement matches its golden file in tests/sql/", "[golden]") {
 TEST_CASE("every plain limit's statement matches its golden file in tests/sql/", "[golden]") {
   const bool update = std::getenv("QUOTA_UPDATE_GOLDEN") != nullptr;
   for (const detail::Dialect* dialect : {&detail::kSqlite, &detail::kPostgresql}) {
-    for (Operation operation : {Operation::consume, Operation::record}) {
+    for (Operation operation : {Operation::consume, Operation::record, Operation::check}) {
       for (StatementKind kind :
            {StatementKind::plain_fixed_window, StatementKind::plain_sliding_window, StatementKind::plain_token_bucket,
             StatementKind::plain_concurrency}) {
+        // A concurrency limit's check is the general statement.
+        if (operation == Operation::check && kind == StatementKind::plain_concurrency) continue;
         CHECK(detail::plain_kind(operation, detail::general_kind(kind)) == kind);
         const std::filesystem::path path = golden_path(*dialect, operation, kind);
         const std::string text = detail::statement(*dialect, operation, kind) + "\n";
@@ -79,7 +81,8 @@ TEST_CASE("every plain limit's statement matches its golden file in tests/sql/",
     }
   }
   // The others have none: the engine runs the general statement.
-  CHECK_FALSE(detail::plain_kind(Operation::check, StatementKind::fixed_window));
+  CHECK_FALSE(detail::plain_kind(Operation::check, StatementKind::concurrency));
+  CHECK_FALSE(detail::plain_kind(Operation::refund, StatementKind::fixed_window));
   CHECK_FALSE(detail::plain_kind(Operation::consume, StatementKind::sliding_log));
   CHECK_FALSE(detail::plain_kind(Operation::consume, StatementKind::calendar_window));
 }

@@ -85,6 +85,7 @@ TEST_CASE("a plain limit's statements answer and write what the general statemen
       RawDb plain(plain_path);
       const auto kind = detail::plain_kind(Operation::consume, detail::kind_of(algorithm));
       REQUIRE(kind);
+      REQUIRE(detail::plain_kind(Operation::check, detail::kind_of(algorithm)) == kind);
       std::int64_t now = T;
       int by_plain = 0;
       for (int step = 0; step < 1500; ++step) {
@@ -92,7 +93,10 @@ TEST_CASE("a plain limit's statements answer and write what the general statemen
         now += move < 3 ? 0 : move < 9 ? between(1, period / 3 + 1) : -between(1, period);
         const std::string owner = std::string(1, static_cast<char>('a' + between(0, 3)));
         const std::int64_t cost = between(0, 7) == 0 ? between(maximum, maximum + 3) : 1;
-        const Operation operation = between(0, 9) == 0 ? Operation::record : Operation::consume;
+        const std::int64_t pick = between(0, 9);
+        const Operation operation = pick == 0   ? Operation::record
+                                    : pick <= 2 ? Operation::check
+                                                : Operation::consume;
         CAPTURE(step, owner, cost, now - T, detail::operation_name(operation));
         if (between(0, 199) == 0) {
           // Another configuration of the same limit: its owners' state is kept.
@@ -111,7 +115,9 @@ TEST_CASE("a plain limit's statements answer and write what the general statemen
         if (got.answered) {
           ++by_plain;
         } else {
-          // An owner without state: the general statement makes its row.
+          // An owner without state: the general statement makes its row (a plain check
+          // answers for it, as for every owner of a plain limit).
+          REQUIRE(operation != Operation::check);
           got = run(plain.handle(), detail::statement(operation, detail::kind_of(algorithm)), "p", owner, cost, now);
         }
         REQUIRE(got.row == expected.row);
@@ -315,6 +321,90 @@ TEST_CASE("the engine notices a limit made not plain by another connection", "[p
   const Result denied = f.engine.consume("p", "b");
   CHECK_FALSE(denied.allowed);
   CHECK(denied.reason == Reason::owner_denied);
+}
+
+TEST_CASE("a plain check answers for an owner without state as the general check, and "
+          "nothing for a limit no longer plain, changing nothing",
+          "[plain]") {
+  EngineOnFile f;
+  const Algorithm algorithm =
+      GENERATE(Algorithm::fixed_window, Algorithm::sliding_window, Algorithm::token_bucket);
+  CAPTURE(to_string(algorithm));
+  f.engine.define(algorithm == Algorithm::token_bucket ? make_bucket("p", 3, 1000, 4)
+                                                       : make_limit("p", algorithm, 3, 1000));
+  f.clock.set(T);
+  f.engine.consume("p", "a", 2);
+  const auto kind = detail::plain_kind(Operation::check, detail::kind_of(algorithm));
+  REQUIRE(kind);
+  const std::string& plain_check = detail::statement(Operation::check, *kind);
+  const std::string& general_check = detail::statement(Operation::check, detail::kind_of(algorithm));
+  for (const char* owner : {"a", "new"}) {
+    CAPTURE(owner);
+    const std::string before = dump(f.path);
+    const Outcome plain = run(f.raw.handle(), plain_check, "p", owner, 2, T + 1);
+    const Outcome general = run(f.raw.handle(), general_check, "p", owner, 2, T + 1);
+    REQUIRE(plain.answered);
+    CHECK(plain.error.empty());
+    CHECK(plain.row == general.row);
+    CHECK(dump(f.path) == before);
+  }
+  struct Change {
+    const char* apply;
+    const char* undo;
+  };
+  for (const Change& change : {
+           Change{"UPDATE quota_limits SET shadow = 1", "UPDATE quota_limits SET shadow = 0"},
+           Change{"UPDATE quota_limits SET block_ms = 5000",
+                  "UPDATE quota_limits SET block_ms = NULL"},
+           Change{"INSERT INTO quota_overrides VALUES ('p', 'a', 'exempt', NULL, NULL)",
+                  "DELETE FROM quota_overrides"},
+           Change{"INSERT INTO quota_overrides VALUES ('*', 'zz', 'maximum', 9, NULL)",
+                  "DELETE FROM quota_overrides"},
+       }) {
+    CAPTURE(change.apply);
+    f.raw.exec(change.apply);
+    const std::string before = dump(f.path);
+    const Outcome outcome = run(f.raw.handle(), plain_check, "p", "a", 1, T + 1);
+    CHECK_FALSE(outcome.answered);
+    CHECK(outcome.error.empty());
+    CHECK(dump(f.path) == before);
+    f.raw.exec(change.undo);
+  }
+  // Of another algorithm: no row.
+  const auto other = algorithm == Algorithm::fixed_window ? detail::StatementKind::plain_token_bucket
+                                                          : detail::StatementKind::plain_fixed_window;
+  const Outcome outcome = run(f.raw.handle(), detail::statement(Operation::check, other), "p", "a", 1, T + 1);
+  CHECK_FALSE(outcome.answered);
+  CHECK(outcome.error.empty());
+}
+
+TEST_CASE("the engine's check notices a limit made not plain by another connection", "[plain]") {
+  EngineOnFile f;
+  f.engine.define(make_limit("p", Algorithm::fixed_window, 1, 60000));
+  f.clock.set(T);
+  CHECK(f.engine.consume("p", "a").allowed);
+  CHECK_FALSE(f.engine.check("p", "a").allowed);
+  // An override, set by another connection: its maximum applies at once.
+  f.raw.exec("INSERT INTO quota_overrides VALUES ('p', 'a', 'maximum', 5, NULL)");
+  Result checked = f.engine.check("p", "a");
+  CHECK(checked.allowed);
+  CHECK(checked.remaining == 4);
+  // A '*' override that denies another owner, without state.
+  f.raw.exec("INSERT INTO quota_overrides VALUES ('*', 'b', 'deny', NULL, NULL)");
+  checked = f.engine.check("p", "b");
+  CHECK_FALSE(checked.allowed);
+  CHECK(checked.reason == Reason::owner_denied);
+  f.raw.exec("DELETE FROM quota_overrides");
+  // A block, set by another connection, over an owner blocked when its limit had one.
+  CHECK_FALSE(f.engine.check("p", "a").allowed);
+  CHECK(f.engine.check("p", "b").allowed);
+  f.raw.exec("UPDATE quota_windows SET blocked_until_ms = " + std::to_string(T + 30000) +
+             " WHERE owner = 'a'");
+  f.raw.exec("UPDATE quota_limits SET block_ms = 30000 WHERE name = 'p'");
+  checked = f.engine.check("p", "a");
+  CHECK_FALSE(checked.allowed);
+  CHECK(checked.reason == Reason::blocked);
+  CHECK(checked.retry_after_ms >= 30000);
 }
 
 }  // namespace
