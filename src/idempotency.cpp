@@ -77,6 +77,17 @@ StoredAnswer replay(Store& store, const std::vector<KeyPlace>& places, StoredAns
   return found;
 }
 
+std::optional<StoredAnswer> find_replay(Store& store, const std::vector<KeyPlace>& places,
+                                        std::string_view key, const std::string& request,
+                                        std::int64_t now) {
+  for (const KeyPlace& place : places) {
+    if (auto found = find_answer(store, place, key, now)) {
+      return replay(store, places, std::move(*found), request, key, now);
+    }
+  }
+  return std::nullopt;
+}
+
 bool claim(Store& store, const KeyPlace& place, std::string_view key, const std::string& request,
            std::int64_t now, std::int64_t ttl_ms) {
   return store.execute(kClaimKey, {Value(std::string(place.limit)), Value(std::string(place.owner)),

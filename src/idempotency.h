@@ -8,7 +8,9 @@
 // on SQLite and PostgreSQL; `quotactl sql consume NAME --key` prints them. In one
 // transaction (on SQLite one that holds the write lock from its start, BEGIN IMMEDIATE):
 //   1. kFindKey: the key's unexpired row. Found: its request text equal to this request's is
-//      a replay (answer from the row, charge nothing); different, a conflict.
+//      a replay (answer from the row, charge nothing); different, a conflict. The engine
+//      reads it before the transaction (find_replay): a stored answer never changes while
+//      its key lives, so a replay takes no write lock.
 //   2. kClaimKey: insert the key's row (an expired row is taken over). On PostgreSQL a second
 //      request with the same key waits here for the first one's transaction; when the first
 //      committed, the claim changes no row, and the second reads the first's answer (1.).
@@ -95,24 +97,29 @@ bool claim(Store& store, const KeyPlace& place, std::string_view key, const std:
 void store_answer(Store& store, const KeyPlace& place, std::string_view key,
                   const StoredAnswer& answer);
 
-// Runs a keyed request inside the caller's savepoint: answers a replay from the places'
-// stored rows (a request text that differs throws ErrorCode::idempotency_conflict), or
-// claims every place, runs `decide` and stores its answer in each. On a replay or an error
-// the caller rolls its savepoint back (a claim may have been written before another place's
-// row was found); otherwise it releases it. `now`: the request's time; the key's rows live
-// until now + ttl_ms.
+// A replay, read before any transaction: a key's stored answer never changes while the key
+// lives (kClaimKey takes over only an expired row), so a request whose key is stored is
+// answered from its rows without the write lock. The replay of the answer stored in one of
+// `places` (result.replayed set), a conflict thrown (ErrorCode::idempotency_conflict), or
+// nullopt when no place holds the key: the request then goes to run_keyed.
+std::optional<StoredAnswer> find_replay(Store& store, const std::vector<KeyPlace>& places,
+                                        std::string_view key, const std::string& request,
+                                        std::int64_t now);
+
+// Runs a keyed request that find_replay did not answer, inside the caller's savepoint: claims
+// every place (a claim that changes nothing finds the key stored since by another
+// transaction, answered as find_replay does), runs `decide` and stores its answer in each.
+// On a replay or an error the caller rolls its savepoint back (a claim may have been written
+// before another place's row was found); otherwise it releases it. `now`: the request's
+// time; the key's rows live until now + ttl_ms.
 template <typename Decide>
 StoredAnswer run_keyed(Store& store, const std::vector<KeyPlace>& places, std::string_view key,
                        const std::string& request, std::int64_t now, std::int64_t ttl_ms,
                        Decide&& decide) {
   for (const KeyPlace& place : places) {
-    if (auto found = find_answer(store, place, key, now)) {
-      return replay(store, places, std::move(*found), request, key, now);
-    }
-  }
-  for (const KeyPlace& place : places) {
     if (claim(store, place, key, request, now, ttl_ms)) continue;
-    // Another transaction stored the key first (PostgreSQL: the claim waited for it to end).
+    // The key's row is unexpired: stored by another transaction since find_replay looked
+    // (PostgreSQL: the claim waited for it to end).
     if (auto found = find_answer(store, place, key, now)) {
       return replay(store, places, std::move(*found), request, key, now);
     }

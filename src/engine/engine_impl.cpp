@@ -190,6 +190,15 @@ class KeyedTransaction {
   bool open_ = true;
 };
 
+// A keyed request's answer, and to `held` (when asked) the lease it took or replays.
+Result answered(detail::StoredAnswer answer, detail::Held* held) {
+  if (held && !answer.leases.empty()) {
+    held->lease = std::move(answer.leases.front().lease);
+    held->expires_at_ms = answer.leases.front().expires_at_ms;
+  }
+  return answer.result;
+}
+
 }  // namespace
 
 Result Engine::Impl::decide(Operation operation, std::string_view limit, std::string_view owner,
@@ -211,14 +220,22 @@ Result Engine::Impl::decide(Operation operation, std::string_view limit, std::st
             if (held) *held = std::move(taken);
             return decided;
           }
-          KeyedTransaction transaction(*store);
-          const std::int64_t at = now();
           const char* asked = operation == Operation::record ? "record"
                               : taken.only_concurrency      ? "acquire"
                                                             : "consume";
+          const std::string request = detail::request_text(asked, cost);
+          const std::vector<detail::KeyPlace> places{{limit, owner}};
+          // A replay is answered from the key's row alone, before any transaction: the write
+          // lock, the limit's statement, its hooks and the watches are for a request that
+          // decides, at its own time under the lock.
+          if (std::optional<detail::StoredAnswer> found =
+                  detail::find_replay(*store, places, *key, request, now())) {
+            return answered(std::move(*found), held);
+          }
+          KeyedTransaction transaction(*store);
+          const std::int64_t at = now();
           detail::StoredAnswer answer = detail::run_keyed(
-              *store, {{limit, owner}}, *key, detail::request_text(asked, cost), at,
-              options.idempotency_ttl.count(), [&] {
+              *store, places, *key, request, at, options.idempotency_ttl.count(), [&] {
                 detail::Held took;
                 took.only_concurrency = taken.only_concurrency;
                 detail::StoredAnswer decided{
@@ -230,11 +247,7 @@ Result Engine::Impl::decide(Operation operation, std::string_view limit, std::st
                 return decided;
               });
           transaction.end(answer);
-          if (held && !answer.leases.empty()) {
-            held->lease = std::move(answer.leases.front().lease);
-            held->expires_at_ms = answer.leases.front().expires_at_ms;
-          }
-          return answer.result;
+          return answered(std::move(answer), held);
         },
         1);
   });
@@ -250,12 +263,18 @@ Decision Engine::Impl::consume_all_keyed(const std::vector<Charge>& charges, std
   std::vector<detail::KeyPlace> places;
   places.reserve(charges.size());
   for (const Charge& charge : charges) places.push_back({charge.limit, charge.owner});
+  const std::string request = detail::request_text(charges, cost);
   Decision decision = counted(measured, [&] {
+    // A replay: from the keys' rows, before any transaction (as decide's).
+    std::optional<detail::StoredAnswer> found =
+        guarded([&] { return detail::find_replay(*store, places, key, request, now()); });
+    if (found) {
+      return Decision{std::move(found->decided_by), found->result, std::move(found->leases)};
+    }
     return writing([&] {
       KeyedTransaction transaction(*store);
       const detail::StoredAnswer answer = detail::run_keyed(
-          *store, places, key, detail::request_text(charges, cost), now(),
-          options.idempotency_ttl.count(), [&] {
+          *store, places, key, request, now(), options.idempotency_ttl.count(), [&] {
             Decision decided = *consume_all(charges, cost);
             return detail::StoredAnswer{{}, std::move(decided.limit), decided.result,
                                         std::move(decided.leases)};

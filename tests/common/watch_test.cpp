@@ -18,6 +18,7 @@
 
 #include "backend.h"
 #include "support.h"
+#include "support/watch_seen.h"
 
 namespace quota::test {
 namespace {
@@ -25,61 +26,6 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr std::int64_t T = 1'700'000'000'000;  // a whole second, so windows start here
-
-// What a callback saw, for the test thread to wait on.
-class Seen {
- public:
-  void add(const Usage& usage) {
-    {
-      std::lock_guard lock(mutex_);
-      usages_.push_back(usage);
-      threads_.insert(std::this_thread::get_id());
-    }
-    changed_.notify_all();
-  }
-  // Waits until `accept` holds for one of the usages seen (up to `timeout`).
-  bool wait_for(const std::function<bool(const Usage&)>& accept,
-                std::chrono::milliseconds timeout = 10s) {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, timeout,
-                             [&] { return std::any_of(usages_.begin(), usages_.end(), accept); });
-  }
-  bool wait_used(std::string_view owner, std::int64_t used,
-                 std::chrono::milliseconds timeout = 10s) {
-    return wait_for([&](const Usage& u) { return u.owner == owner && u.used == used; }, timeout);
-  }
-  // Waits until `accept` holds for `count` of the usages seen (up to `timeout`).
-  bool wait_count(const std::function<bool(const Usage&)>& accept, std::size_t count,
-                  std::chrono::milliseconds timeout = 10s) {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, timeout, [&] {
-      return static_cast<std::size_t>(std::count_if(usages_.begin(), usages_.end(), accept)) >=
-             count;
-    });
-  }
-  std::vector<Usage> all() const {
-    std::lock_guard lock(mutex_);
-    return usages_;
-  }
-  std::size_t count() const {
-    std::lock_guard lock(mutex_);
-    return usages_.size();
-  }
-  std::set<std::thread::id> threads() const {
-    std::lock_guard lock(mutex_);
-    return threads_;
-  }
-  void clear() {
-    std::lock_guard lock(mutex_);
-    usages_.clear();
-  }
-
- private:
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<Usage> usages_;
-  std::set<std::thread::id> threads_;
-};
 
 Options watching_options(const ManualClock& clock) {
   Options options = options_with(clock);
