@@ -538,6 +538,14 @@ void with_operation(const Case& c, const Templates& templates, int repetition,
   }
   EngineOperation operation{&engine, c.subject, limit_name(c.algorithm),
                             Owners(c.owners, log_at_capacity, populated), 0};
+  if (c.subject == Subject::replay) {
+    // Every owner's key stored first, so that each measured operation is a replay (the
+    // owners are drawn at random: a warm-up alone leaves some without one).
+    Owners every(c.owners, true, 0);
+    for (std::int64_t i = 0; i < c.owners; ++i) {
+      engine.consume(operation.limit, every.text(every.next()), 1, "the-key");
+    }
+  }
   quota::Watch watch;
   std::atomic<std::int64_t> calls{0};
   if (c.watched) {
