@@ -62,6 +62,30 @@ std::vector<std::vector<std::string>> state_of(RawDb& db, Algorithm algorithm) {
                        "FROM quota_windows ORDER BY limit_name, owner");
 }
 
+// A change that makes limit 'p' (owner 'a' with state) not plain, and its undoing: shadow
+// mode, a block, an override of the owner, one of '*' for any owner (another owner's: it makes
+// every limit not plain), and, for a fixed_window limit, a calendar period.
+struct Change {
+  const char* apply;
+  const char* undo;
+};
+
+std::vector<Change> not_plain_changes(bool fixed_window) {
+  std::vector<Change> changes = {
+      {"UPDATE quota_limits SET shadow = 1", "UPDATE quota_limits SET shadow = 0"},
+      {"UPDATE quota_limits SET block_ms = 5000", "UPDATE quota_limits SET block_ms = NULL"},
+      {"INSERT INTO quota_overrides VALUES ('p', 'a', 'exempt', NULL, NULL)",
+       "DELETE FROM quota_overrides"},
+      {"INSERT INTO quota_overrides VALUES ('*', 'zz', 'maximum', 9, NULL)",
+       "DELETE FROM quota_overrides"},
+  };
+  if (fixed_window) {
+    changes.push_back({"UPDATE quota_limits SET maximum = 1, period_ms = 86400000, calendar = 'day'",
+                       "UPDATE quota_limits SET calendar = NULL, maximum = 3, period_ms = 1000"});
+  }
+  return changes;
+}
+
 TEST_CASE("a plain limit's statements answer and write what the general statements do",
           "[slow][plain][property]") {
   for (const Algorithm algorithm :
@@ -268,21 +292,7 @@ TEST_CASE("a plain statement refuses a limit or an owner that is no longer plain
   f.engine.consume("p", "a");
   const std::string plain_consume =
       detail::statement(Operation::consume, detail::StatementKind::plain_fixed_window);
-  struct Change {
-    const char* apply;
-    const char* undo;
-  };
-  for (const Change& change : {
-           Change{"UPDATE quota_limits SET shadow = 1", "UPDATE quota_limits SET shadow = 0"},
-           Change{"UPDATE quota_limits SET block_ms = 5000",
-                  "UPDATE quota_limits SET block_ms = NULL"},
-           Change{"INSERT INTO quota_overrides VALUES ('p', 'a', 'exempt', NULL, NULL)",
-                  "DELETE FROM quota_overrides"},
-           Change{"INSERT INTO quota_overrides VALUES ('*', 'a', 'maximum', 9, NULL)",
-                  "DELETE FROM quota_overrides"},
-           Change{"UPDATE quota_limits SET maximum = 1, period_ms = 86400000, calendar = 'day'",
-                  "UPDATE quota_limits SET calendar = NULL, maximum = 3, period_ms = 1000"},
-       }) {
+  for (const Change& change : not_plain_changes(true)) {
     CAPTURE(change.apply);
     f.raw.exec(change.apply);
     const std::string before = dump(f.path);
@@ -348,19 +358,7 @@ TEST_CASE("a plain check answers for an owner without state as the general check
     CHECK(plain.row == general.row);
     CHECK(dump(f.path) == before);
   }
-  struct Change {
-    const char* apply;
-    const char* undo;
-  };
-  for (const Change& change : {
-           Change{"UPDATE quota_limits SET shadow = 1", "UPDATE quota_limits SET shadow = 0"},
-           Change{"UPDATE quota_limits SET block_ms = 5000",
-                  "UPDATE quota_limits SET block_ms = NULL"},
-           Change{"INSERT INTO quota_overrides VALUES ('p', 'a', 'exempt', NULL, NULL)",
-                  "DELETE FROM quota_overrides"},
-           Change{"INSERT INTO quota_overrides VALUES ('*', 'zz', 'maximum', 9, NULL)",
-                  "DELETE FROM quota_overrides"},
-       }) {
+  for (const Change& change : not_plain_changes(false)) {
     CAPTURE(change.apply);
     f.raw.exec(change.apply);
     const std::string before = dump(f.path);
