@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Bad input to the tools that take it: bench/scripts/with-sqlite.sh, tools/schema.sh and
-# bench/scripts/peers.sh. Each exits with status 2 and a message that says what to do, and
+# Bad input to the tools that take it: bench/scripts/with-sqlite.sh, tools/schema.sh,
+# bench/scripts/peers.sh and bench/scripts/pg-server-time.sh. Each exits with status 2 and a message that says what to do, and
 # changes nothing (peers.sh installs, builds and starts nothing). bench/scripts/peers-report.py
 # runs on a made-up run: its ratios and targets, and --update between the markers. tools/schema.sh
 # also runs here with a stand-in quotactl, on a copy of the repository's schema/ folder: what it
@@ -173,6 +173,32 @@ if bash "$tool" --help | grep -q -- "--rounds N"; then :; else
   fail "peers.sh --help does not show the usage"
 fi
 
+# --- bench/scripts/pg-server-time.sh: bad input is refused before a server is started (a
+# stand-in initdb would leave the marker).
+tool="$root/bench/scripts/pg-server-time.sh"
+printf '#!/usr/bin/env bash\ntouch "%s"\nexit 1\n' "$marker" >"$stubs/initdb"
+chmod +x "$stubs/initdb"
+expect_server_time_refusal() {  # expect_server_time_refusal TEXT ARGS...
+  local text=$1
+  shift
+  local stderr status
+  stderr=$(POSTGRES_BIN="$stubs" bash "$tool" "$@" 2>&1 >/dev/null)
+  status=$?
+  if [ "$status" -ne 2 ] || [[ "$stderr" != *"$text"* ]] || [ -e "$marker" ]; then
+    fail "pg-server-time.sh $* -> status $status, stderr: $stderr (wanted 2 and '$text')"
+  fi
+  rm -f "$marker"
+}
+expect_server_time_refusal "--runs takes a whole number from 5 to 1000, not 'three'" --runs three
+expect_server_time_refusal "--runs takes a whole number from 5 to 1000, not 4" --runs 4
+expect_server_time_refusal "--runs takes a whole number from 5 to 1000, not 1001" --runs 1001
+expect_server_time_refusal "--runs needs a value" --runs
+expect_server_time_refusal "$work/none not found: build it" --quotactl "$work/none"
+expect_server_time_refusal "unknown option --fast" --fast
+if bash "$tool" --help | grep -q -- "--runs N"; then :; else
+  fail "pg-server-time.sh --help does not show the usage"
+fi
+
 # --- bench/scripts/peers-report.py on a made-up run of two rounds: the ratios are of ops/s,
 # each the median of the rounds' ratios, and each target is judged on every algorithm.
 run="$work/peers-run"
@@ -229,4 +255,4 @@ if python3 "$root/bench/scripts/peers-report.py" "$work/peers.json" --update "$d
 fi
 
 if ((failures)); then exit 1; fi
-echo "with-sqlite.sh, schema.sh and peers.sh: every bad input refused; schema.sh writes and checks; peers-report.py computes its ratios"
+echo "with-sqlite.sh, schema.sh, peers.sh and pg-server-time.sh: every bad input refused; schema.sh writes and checks; peers-report.py computes its ratios"
