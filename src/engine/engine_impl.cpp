@@ -545,7 +545,14 @@ std::optional<std::pair<Usage, Result>> Engine::Impl::reading_at(detail::Stateme
                                                                  std::string_view owner,
                                                                  std::int64_t cost,
                                                                  std::int64_t now) {
-  const std::optional<Row> row = store->run(Operation::check, kind, {limit, owner, cost, now});
+  // A plain limit's check first (Engine::usage and the watches read as Engine::check does); it
+  // answers no row when the limit is no longer plain, and the general check runs.
+  std::optional<Row> row;
+  if (const auto plain = detail::plain_kind(Operation::check, kind);
+      plain && plain_limits.find(limit) != plain_limits.end()) {
+    row = store->run(Operation::check, *plain, {limit, owner, cost, now});
+  }
+  if (!row) row = store->run(Operation::check, kind, {limit, owner, cost, now});
   if (!row) return std::nullopt;
   const Result result = detail::result_of(*row);
   Usage usage{std::string(limit),     std::string(owner),    integer_of(row->at(7)),

@@ -70,6 +70,13 @@ TEST_CASE("a consume, check, record or reset is one statement (two for a plain l
   expect(Operation::consume, true, [&] { CHECK(engine.consume("l", "u").allowed); });
   expect(Operation::consume, true, [&] { CHECK_FALSE(engine.consume("l", "u").allowed); });
   expect(Operation::check, true, [&] { CHECK_FALSE(engine.check("l", "u").allowed); });
+  // Engine::owner_usage reads the limit afresh, then the owner by the same statement as check.
+  started.clear();
+  CHECK(engine.owner_usage("l", "u").used == 2);
+  REQUIRE(started.size() == 2);
+  const auto plain_check = detail::plain_kind(Operation::check, detail::kind_of(algorithm));
+  CHECK(started.back() ==
+        detail::statement(Operation::check, plain_check ? *plain_check : detail::kind_of(algorithm)));
   expect(Operation::record, true, [&] { CHECK_FALSE(engine.record("l", "u").allowed); });
   expect(Operation::reset, true, [&] { CHECK(engine.reset("l", "u").allowed); });
   clock.advance(5000);
