@@ -147,17 +147,22 @@ for command in apt-get npm cmake redis-server; do
   printf '#!/usr/bin/env bash\ntouch "%s"\nexit 1\n' "$marker" >"$stubs/$command"
   chmod +x "$stubs/$command"
 done
-tool="$root/bench/scripts/peers.sh"
-expect_peers_refusal() {  # expect_peers_refusal TEXT ARGS...
+# expect_stubbed_refusal TEXT COMMAND...: the command exits 2, says TEXT, and reached none of
+# the stand-ins (no marker).
+expect_stubbed_refusal() {
   local text=$1
   shift
   local stderr status
-  stderr=$(PATH="$stubs:$PATH" bash "$tool" "$@" 2>&1 >/dev/null)
+  stderr=$("$@" 2>&1 >/dev/null)
   status=$?
   if [ "$status" -ne 2 ] || [[ "$stderr" != *"$text"* ]] || [ -e "$marker" ]; then
-    fail "peers.sh $* -> status $status, stderr: $stderr (wanted 2 and '$text')"
+    fail "${*:3} -> status $status, stderr: $stderr (wanted 2 and '$text')"
   fi
   rm -f "$marker"
+}
+tool="$root/bench/scripts/peers.sh"
+expect_peers_refusal() {  # expect_peers_refusal TEXT ARGS...
+  expect_stubbed_refusal "$1" env PATH="$stubs:$PATH" bash "$tool" "${@:2}"
 }
 expect_peers_refusal "--rounds takes a number from 1 to 99, not '0'" --rounds 0
 expect_peers_refusal "--rounds takes a number from 1 to 99, not 'three'" --rounds three
@@ -179,15 +184,7 @@ tool="$root/bench/scripts/pg-server-time.sh"
 printf '#!/usr/bin/env bash\ntouch "%s"\nexit 1\n' "$marker" >"$stubs/initdb"
 chmod +x "$stubs/initdb"
 expect_server_time_refusal() {  # expect_server_time_refusal TEXT ARGS...
-  local text=$1
-  shift
-  local stderr status
-  stderr=$(POSTGRES_BIN="$stubs" bash "$tool" "$@" 2>&1 >/dev/null)
-  status=$?
-  if [ "$status" -ne 2 ] || [[ "$stderr" != *"$text"* ]] || [ -e "$marker" ]; then
-    fail "pg-server-time.sh $* -> status $status, stderr: $stderr (wanted 2 and '$text')"
-  fi
-  rm -f "$marker"
+  expect_stubbed_refusal "$1" env POSTGRES_BIN="$stubs" bash "$tool" "${@:2}"
 }
 expect_server_time_refusal "--runs takes a whole number from 5 to 1000, not 'three'" --runs three
 expect_server_time_refusal "--runs takes a whole number from 5 to 1000, not 4" --runs 4
