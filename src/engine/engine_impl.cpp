@@ -522,16 +522,9 @@ Result Engine::Impl::run_at(Operation operation, std::string_view limit, std::st
       return detail::result_of(row);
     };
     try {
-      // A plain limit's statement first; its consume and record answer nothing for an owner
-      // without state, whose first request the general statement makes, and fail with
-      // "unknown limit" when the limit or the owner is no longer plain (read again below);
-      // its check answers nothing then, and the general check runs.
-      const auto plain = detail::plain_kind(operation, *kind);
-      if (plain && plain_limits.find(limit) != plain_limits.end()) {
-        const std::optional<Row> row = store->run(operation, *plain, {limit, owner, cost, now});
-        if (row) return answer(*row);
-      }
-      const std::optional<Row> row = store->run(operation, *kind, {limit, owner, cost, now});
+      // "unknown limit": the limit was redefined, or is no longer plain (read again below).
+      const std::optional<Row> row =
+          run_plain_first(operation, *kind, limit, {limit, owner, cost, now});
       if (row) return answer(*row);
     } catch (const Error& error) {
       if (error.code() != ErrorCode::unknown_limit) throw;
@@ -540,19 +533,25 @@ Result Engine::Impl::run_at(Operation operation, std::string_view limit, std::st
   throw unknown_limit(limit);
 }
 
+std::optional<Row> Engine::Impl::run_plain_first(Operation operation,
+                                                 detail::StatementKind kind,
+                                                 std::string_view limit,
+                                                 const detail::StatementRequest& request) {
+  if (const auto plain = detail::plain_kind(operation, kind);
+      plain && plain_limits.find(limit) != plain_limits.end()) {
+    if (std::optional<Row> row = store->run(operation, *plain, request)) return row;
+  }
+  return store->run(operation, kind, request);
+}
+
 std::optional<std::pair<Usage, Result>> Engine::Impl::reading_at(detail::StatementKind kind,
                                                                  std::string_view limit,
                                                                  std::string_view owner,
                                                                  std::int64_t cost,
                                                                  std::int64_t now) {
-  // A plain limit's check first (Engine::usage and the watches read as Engine::check does); it
-  // answers no row when the limit is no longer plain, and the general check runs.
-  std::optional<Row> row;
-  if (const auto plain = detail::plain_kind(Operation::check, kind);
-      plain && plain_limits.find(limit) != plain_limits.end()) {
-    row = store->run(Operation::check, *plain, {limit, owner, cost, now});
-  }
-  if (!row) row = store->run(Operation::check, kind, {limit, owner, cost, now});
+  // Engine::usage and the watches read as Engine::check does.
+  const std::optional<Row> row =
+      run_plain_first(Operation::check, kind, limit, {limit, owner, cost, now});
   if (!row) return std::nullopt;
   const Result result = detail::result_of(*row);
   Usage usage{std::string(limit),     std::string(owner),    integer_of(row->at(7)),

@@ -303,6 +303,14 @@ struct QUOTA_ENGINE_IMPL_HIDDEN Engine::Impl {
   Result run_at(detail::Operation operation, std::string_view limit, std::string_view owner,
                 std::int64_t cost, std::optional<std::int64_t> now, detail::Held* held = nullptr);
 
+  // The statement of (operation, kind) for `request`: a plain limit's own statement first
+  // (src/statements.h, plain_kind), then the general one when it answered no row (a consume
+  // or record for an owner without state; a check of a limit no longer plain). A plain
+  // consume or record of a limit no longer plain throws ErrorCode::unknown_limit instead.
+  std::optional<detail::Row> run_plain_first(detail::Operation operation,
+                                             detail::StatementKind kind, std::string_view limit,
+                                             const detail::StatementRequest& request);
+
   // `owner`'s usage of `limit` at `now` and the check of `cost` then, by the limit's check
   // statement (which changes nothing); nullopt when the statement finds no such limit.
   std::optional<std::pair<Usage, Result>> reading_at(detail::StatementKind kind,
