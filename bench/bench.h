@@ -95,7 +95,11 @@ enum class Subject {
   record,
   consume_keyed,  // consume with an idempotency key, a new key each time (nothing to replay)
   replay,         // consume with the owner's one key, again and again: replays after the first
+  consume_many,   // Engine::consume_many of kBatchSize requests (random owners); counted per request
 };
+
+// The requests of one Engine::consume_many call of the consume_many cases.
+inline constexpr std::size_t kBatchSize = 100;
 
 struct Case {
   Subject subject = Subject::upsert_int;
@@ -123,7 +127,7 @@ struct Case {
   bool engine() const {
     return subject == Subject::consume || subject == Subject::check ||
            subject == Subject::record || subject == Subject::consume_keyed ||
-           subject == Subject::replay;
+           subject == Subject::replay || subject == Subject::consume_many;
   }
   std::string name() const;
 };

@@ -321,6 +321,11 @@ std::vector<Case> all_cases(const Scale& scale) {
   // Idempotency keys: a keyed consume that stores its answer, and a replay of one.
   add(Subject::consume_keyed, Setting::memory, scale.owners);
   add(Subject::replay, Setting::memory, scale.owners);
+  // A batch (Engine::consume_many of kBatchSize requests), per request, held to the lone
+  // consume of the same algorithm.
+  for (Setting setting : {Setting::memory, Setting::wal_normal}) {
+    add(Subject::consume_many, setting, scale.owners);
+  }
   add(Subject::upsert_int, Setting::wal_normal, scale.large_owners);
   for (auto algorithm : kAlgorithms) {
     add(Subject::consume, Setting::wal_normal, scale.large_owners, algorithm);
@@ -395,9 +400,10 @@ References references_of(const Case& c, const Scale& scale) {
     short_log.log_limit = scale.short_log;
     references.short_log = short_log.name();
   }
-  if (c.block || c.calendar) {
+  if (c.block || c.calendar || c.subject == Subject::consume_many) {
     Case plain = c;
     plain.block = plain.calendar = false;
+    plain.subject = Subject::consume;
     references.plain = plain.name();
   }
   return references;

@@ -412,8 +412,15 @@ struct EngineOperation {
   Owners owners;
 
   std::uint64_t keys = 0;  // consume_keyed: the keys used so far
+  // consume_many: the batch's owners and answers, and the next answer to return. A batch of
+  // kBatchSize requests is made and decided when the last one's answers are used up, so each
+  // operation is one request and the counts are per request.
+  std::vector<std::string> batch_owners;
+  std::vector<quota::Result> answers;
+  std::size_t next_answer = 0;
 
   int operator()() {
+    if (subject == Subject::consume_many) return next_of_batch();
     const std::string_view owner = owners.text(owners.next());
     switch (subject) {
       case Subject::check:
@@ -427,6 +434,21 @@ struct EngineOperation {
       default:
         return engine->consume(limit, owner).allowed;
     }
+  }
+
+  int next_of_batch() {
+    if (next_answer == answers.size()) {
+      batch_owners.resize(kBatchSize);
+      std::vector<quota::BatchRequest> requests;
+      requests.reserve(kBatchSize);
+      for (std::string& name : batch_owners) {
+        name = owners.text(owners.next());
+        requests.push_back({limit, name, 1});
+      }
+      answers = engine->consume_many(requests);
+      next_answer = 0;
+    }
+    return answers[next_answer++].allowed;
   }
 };
 
@@ -537,7 +559,7 @@ void with_operation(const Case& c, const Templates& templates, int repetition,
                                         kCalendarOffset, kCalendarAnchorMs));
   }
   EngineOperation operation{&engine, c.subject, limit_name(c.algorithm),
-                            Owners(c.owners, log_at_capacity, populated), 0};
+                            Owners(c.owners, log_at_capacity, populated), 0, {}, {}, 0};
   if (c.subject == Subject::replay) {
     // Every owner's key stored first, so that each measured operation is a replay (the
     // owners are drawn at random: a warm-up alone leaves some without one).
@@ -668,6 +690,8 @@ const char* subject_name(Subject subject) {
       return "consume_keyed";
     case Subject::replay:
       return "replay";
+    case Subject::consume_many:
+      return "consume_many";
   }
   return "?";
 }

@@ -868,13 +868,20 @@ constexpr const char* kPlainWrite = R"(UPDATE {table} SET
   ({columns}, seen_ms, cost, maximum, period_ms, blocked_until_ms, last_allowed) =
   (SELECT {values}, t, cost, maximum, period_ms, CAST(NULL AS bigint), allowed
    FROM ({decision}) AS decision)
-WHERE limit_name = {limit} AND owner = {owner}
-RETURNING last_allowed AS allowed,
+WHERE limit_name = {limit} AND owner = {owner})";
+
+// The answer, read from the row the UPDATE wrote: its RETURNING list, or, run apart
+// (plain_parts), a SELECT of the same list from that row (kPlainAnswerRead).
+constexpr const char* kPlainAnswer = R"(last_allowed AS allowed,
   CASE WHEN last_allowed THEN 'ok' WHEN cost > {capacity} THEN 'cost_exceeds_capacity'
        ELSE 'rate_limited' END AS reason,
   {remaining} AS remaining,
   {answer_retry} AS retry_after_ms,
   {reset_at} AS reset_at_ms, denied, FALSE AS shadow_denied)";
+constexpr const char* kPlainReturning = "\nRETURNING ";
+constexpr const char* kPlainAnswerRead = R"(SELECT {answer}
+FROM {table}
+WHERE limit_name = {limit} AND owner = {owner})";
 
 // A plain limit's check: the same decision as a SELECT, nothing recorded, over the owner's row
 // joined to the limit (an owner without state reads as one: a full window or bucket), its
@@ -971,7 +978,18 @@ sql::Bindings decision_columns(std::string_view capacity) {
           {"allowed", "allowed"}};
 }
 
-std::string build_plain(Operation operation, Algorithm algorithm) {
+// A plain statement: a check's SELECT (`returning` empty), or a consume's or record's UPDATE
+// and the list its RETURNING answers.
+struct PlainText {
+  std::string statement;
+  std::string returning;
+
+  std::string whole() const {
+    return returning.empty() ? statement : statement + kPlainReturning + returning;
+  }
+};
+
+PlainText build_plain(Operation operation, Algorithm algorithm) {
   // A plain limit has no policy, shadow mode or block: consume records what it allows and
   // counts what it denies; record records everything and counts nothing; check does neither.
   const bool check = operation == Operation::check;
@@ -1027,15 +1045,15 @@ std::string build_plain(Operation operation, Algorithm algorithm) {
         arg("previous_used", sql::ref("window.previous_used")));
   }
   if (check) {
-    return fill(kPlainCheck, arg("decision", decision), arg("capacity", capacity),
+    return {fill(kPlainCheck, arg("decision", decision), arg("capacity", capacity),
                 arg("remaining", remaining), arg("answer_retry", answer_retry),
-                arg("reset_at", answer("reset_at")), arg("shown_used", answer("shown_used")));
+                arg("reset_at", answer("reset_at")), arg("shown_used", answer("shown_used"))),
+            {}};
   }
-  return fill(kPlainWrite, plain_now, arg("table", table),
-              arg("columns", bucket ? kBucketColumns : kWindowColumns),
-              arg("values", bucket ? kBucketValues : kWindowValues), arg("decision", decision),
-              arg("capacity", capacity), arg("remaining", remaining),
-              arg("answer_retry", answer_retry), arg("reset_at", answer("reset_at")));
+  return {fill(kPlainWrite, arg("table", table), arg("columns", bucket ? kBucketColumns : kWindowColumns),
+               arg("values", bucket ? kBucketValues : kWindowValues), arg("decision", decision)),
+          fill(kPlainAnswer, arg("capacity", capacity), arg("remaining", remaining),
+               arg("answer_retry", answer_retry), arg("reset_at", answer("reset_at")))};
 }
 
 }  // namespace
@@ -1058,20 +1076,37 @@ Statements build_all(const Dialect& dialect) {
   return built;
 }
 
-// consume, record and check of each plain kind.
-using PlainStatements = std::array<std::array<std::string, 3>, 3>;
+// consume, record and check of each plain kind (`whole`), and consume's and record's parts.
+struct PlainStatements {
+  std::array<std::array<std::string, 3>, 3> whole;
+  std::array<std::array<PlainParts, 2>, 3> parts;
+};
 
 PlainStatements build_all_plain(const Dialect& dialect) {
   PlainStatements built;
   for (StatementKind kind : {StatementKind::plain_fixed_window, StatementKind::plain_sliding_window,
                              StatementKind::plain_token_bucket}) {
-    const int index =
-        static_cast<int>(kind) - static_cast<int>(StatementKind::plain_fixed_window);
-    built[index][0] = finish(build_plain(Operation::consume, stored_algorithm(kind)), dialect);
-    built[index][1] = finish(build_plain(Operation::record, stored_algorithm(kind)), dialect);
-    built[index][2] = finish(build_plain(Operation::check, stored_algorithm(kind)), dialect);
+    const auto index = static_cast<std::size_t>(static_cast<int>(kind) -
+                                                static_cast<int>(StatementKind::plain_fixed_window));
+    const Algorithm algorithm = stored_algorithm(kind);
+    const char* table = algorithm == Algorithm::token_bucket ? "quota_buckets" : "quota_windows";
+    for (const Operation operation : {Operation::consume, Operation::record}) {
+      const PlainText text = build_plain(operation, algorithm);
+      const std::size_t at = operation == Operation::consume ? 0 : 1;
+      built.whole[index][at] = finish(text.whole(), dialect);
+      built.parts[index][at] = {
+          finish(text.statement, dialect),
+          finish(fill(kPlainAnswerRead, arg("answer", text.returning), arg("table", table)), dialect)};
+    }
+    built.whole[index][2] = finish(build_plain(Operation::check, algorithm).whole(), dialect);
   }
   return built;
+}
+
+const PlainStatements& plain_statements(const Dialect& dialect) {
+  static const PlainStatements plain_sqlite = build_all_plain(kSqlite);
+  static const PlainStatements plain_postgresql = build_all_plain(kPostgresql);
+  return dialect.name == kPostgresql.name ? plain_postgresql : plain_sqlite;
 }
 
 }  // namespace
@@ -1133,20 +1168,16 @@ const std::string& statement(const Dialect& dialect, Operation operation, Statem
   }
   if (kind == StatementKind::concurrency) kind = StatementKind::sliding_log;  // one reset
   if (is_plain(kind)) {
-    static const PlainStatements plain_sqlite = build_all_plain(kSqlite);
-    static const PlainStatements plain_postgresql = build_all_plain(kPostgresql);
-    const PlainStatements& plain =
-        dialect.name == kPostgresql.name ? plain_postgresql : plain_sqlite;
-    const int index =
-        static_cast<int>(kind) - static_cast<int>(StatementKind::plain_fixed_window);
+    const auto index = static_cast<std::size_t>(static_cast<int>(kind) -
+                                                static_cast<int>(StatementKind::plain_fixed_window));
     if (operation != Operation::consume && operation != Operation::record &&
         operation != Operation::check) {
       throw std::logic_error("no plain statement for this operation");
     }
-    const std::string& text = operation == Operation::consume ? plain[index][0]
-                              : operation == Operation::record ? plain[index][1]
-                                                               : plain[index][2];
-    return text;
+    const auto& whole = plain_statements(dialect).whole[index];
+    return operation == Operation::consume  ? whole[0]
+           : operation == Operation::record ? whole[1]
+                                            : whole[2];
   }
   static const Statements sqlite = build_all(kSqlite);
   static const Statements postgresql = build_all(kPostgresql);
@@ -1154,6 +1185,14 @@ const std::string& statement(const Dialect& dialect, Operation operation, Statem
   const std::string& text = table[static_cast<int>(operation)][static_cast<int>(kind)];
   if (text.empty()) throw std::logic_error("no statement for this algorithm");
   return text;
+}
+
+const PlainParts* plain_parts(const Dialect& dialect, Operation operation, StatementKind kind) {
+  if (!is_plain(kind) || kind == StatementKind::plain_concurrency) return nullptr;
+  if (operation != Operation::consume && operation != Operation::record) return nullptr;
+  const auto index = static_cast<std::size_t>(static_cast<int>(kind) -
+                                              static_cast<int>(StatementKind::plain_fixed_window));
+  return &plain_statements(dialect).parts[index][operation == Operation::consume ? 0 : 1];
 }
 
 const char* state_table(StatementKind kind) {

@@ -93,6 +93,22 @@ const std::string& statement(Operation operation, StatementKind kind);
 // for :limit, :owner, :cost and :now.
 const std::string& statement(const Dialect& dialect, Operation operation, StatementKind kind);
 
+// A plain limit's consume or record in two parts (docs/sql.md, "Where SQLite runs the answer
+// apart"): the plain statement's UPDATE without its RETURNING, and a SELECT of the same
+// RETURNING list from the owner's row, keyed by :limit and :owner. SQLite runs them one
+// after the other in one transaction, the second only when the first changed a row: the write
+// lock, held from the UPDATE to the transaction's end, keeps the row as the UPDATE left it,
+// so the SELECT answers exactly what RETURNING would. SQLite's RETURNING buffers its row in
+// a temporary b-tree that it opens and closes per statement; that costs more than the
+// SELECT (docs/performance-notes.md).
+struct PlainParts {
+  std::string write;
+  std::string answer;
+};
+// The parts of (operation, kind) in `dialect`'s spelling, or nullptr when it has none (any
+// statement but a plain window's or bucket's consume and record).
+const PlainParts* plain_parts(const Dialect& dialect, Operation operation, StatementKind kind);
+
 // The table that holds the per-owner state of the limits of statements' kind `kind`:
 // quota_windows, quota_log_owners or quota_buckets.
 const char* state_table(StatementKind kind);

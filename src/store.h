@@ -116,8 +116,11 @@ class Store {
 
   // Runs every step's statement in order, in one transaction of its own (a savepoint of the
   // transaction already open), and returns each one's first row as run does; a failure of
-  // any rolls all of them back and throws. PostgreSQL sends them in one round trip (pipeline
-  // mode); SQLite runs them one after the other.
+  // any rolls all of them back and throws. A step of a plain kind (is_plain) that answers no
+  // row (an owner without state) runs its general kind in the same transaction, as the
+  // engine does for a lone request. PostgreSQL sends them in one round trip (pipeline mode;
+  // with plain steps the commit waits for their answers, so that the general statements of
+  // those that answered nothing run before it); SQLite runs them one after the other.
   virtual std::vector<std::optional<Row>> run_all(const std::vector<Step>& steps) = 0;
 
   // Runs any other statement with `parameters` for ?1, ?2, ... and returns every row.

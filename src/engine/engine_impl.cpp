@@ -643,7 +643,13 @@ std::vector<Result> Engine::Impl::run_many(Operation operation,
     const auto kind = statement_kind(request.limit, false);
     if (!kind) throw unknown_limit(request.limit);
     if (operation != Operation::check && hooks_of(request.limit)) plain = false;
-    steps.push_back({operation, *kind, {request.limit, request.owner, request.cost, at}});
+    // A plain limit's plain statement, as a lone request runs it (run_plain_first): the store
+    // runs the general one after it for an owner without state.
+    const auto plain_statement = detail::plain_kind(operation, *kind);
+    const bool plain_limit =
+        plain_statement && plain_limits.find(request.limit) != plain_limits.end();
+    steps.push_back({operation, plain_limit ? *plain_statement : *kind,
+                     {request.limit, request.owner, request.cost, at}});
   }
   std::vector<Result> results(requests.size());
   if (plain && run_all_at_once(steps, order, results)) return results;

@@ -335,6 +335,13 @@ class PostgresqlStore final : public Store {
   std::optional<Row> run(Operation operation, StatementKind kind,
                          const StatementRequest& request) override {
     reconnect_if_lost();
+    return run_connected(operation, kind, request);
+  }
+
+  // run's statement on the connection as it is: inside a transaction, a connection lost
+  // fails the statement rather than being made again.
+  std::optional<Row> run_connected(Operation operation, StatementKind kind,
+                                   const StatementRequest& request) {
     const std::string& name = prepared_request(operation, kind);
     const Parameters parameters(request);
     PgResult result(PQexecPrepared(connection_, name.c_str(), 4, parameters.values.data(),
@@ -420,8 +427,13 @@ class PostgresqlStore final : public Store {
       }
     }
     const std::size_t queued = sent;
-    if (!failure) send(nested ? "RELEASE SAVEPOINT quota_batch" : "COMMIT");
-    const bool ending_sent = !failure;
+    // With plain steps the ending waits: one that answers nothing runs its general
+    // statement first, in the same transaction (below).
+    const bool plain_steps =
+        std::any_of(steps.begin(), steps.end(), [](const Step& step) { return is_plain(step.kind); });
+    const char* ending = nested ? "RELEASE SAVEPOINT quota_batch" : "COMMIT";
+    if (!failure && !plain_steps) send(ending);
+    const bool ending_sent = !failure && !plain_steps;
     if (PQpipelineSync(connection_) != 1 && !failure) {
       failure = translate("", without_newline(PQerrorMessage(connection_)));
     }
@@ -433,6 +445,19 @@ class PostgresqlStore final : public Store {
       if (PQresultStatus(result.get()) == PGRES_PIPELINE_SYNC) break;
     }
     PQexitPipelineMode(connection_);
+    if (!failure && plain_steps) {
+      try {
+        for (std::size_t i = 0; i < steps.size(); ++i) {
+          if (!rows[i] && is_plain(steps[i].kind)) {
+            rows[i] = run_connected(steps[i].operation, general_kind(steps[i].kind),
+                                    steps[i].request);
+          }
+        }
+        simple(ending);
+      } catch (const Error& error) {
+        failure = error;
+      }
+    }
     if (failure) {
       PQclear(PQexec(connection_, nested ? "ROLLBACK TO SAVEPOINT quota_batch; RELEASE SAVEPOINT "
                                            "quota_batch"

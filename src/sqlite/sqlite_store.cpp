@@ -190,38 +190,75 @@ class SqliteStore final : public Store {
 
   std::optional<Row> run(Operation operation, StatementKind kind,
                          const StatementRequest& request) override {
+    if (const PlainParts* parts = plain_parts(kSqlite, operation, kind)) {
+      return run_parts(operation, kind, *parts, request);
+    }
+    return guarded([&] { return step(statement(operation, kind), request); });
+  }
+
+  // A plain consume or record as its two parts (src/statements.h, plain_parts), in the
+  // transaction open, or in one of its own (BEGIN IMMEDIATE: the write lock from the start,
+  // for the busy handler to wait for).
+  std::optional<Row> run_parts(Operation operation, StatementKind kind, const PlainParts& parts,
+                               const StatementRequest& request) {
     return guarded([&]() -> std::optional<Row> {
-      Prepared& prepared = statement(operation, kind);
-      sqlite3_stmt* raw = prepared.statement.get();
-      // The bindings stay in place after the reset: every call binds all four parameters
-      // before it steps, so the text they point to is never read again. Clearing them
-      // (sqlite3_clear_bindings) expires a statement whose plan SQLite made with a bound
-      // value in view, and SQLite 3.54 does that for every `column = :parameter` of the check
-      // statements, so each check would be prepared again (about 70 times its cost).
-      bind_text(raw, prepared.limit, request.limit);
-      bind_text(raw, prepared.owner, request.owner);
-      bind_integer(raw, prepared.cost, request.cost);
-      if (request.now) {
-        bind_integer(raw, prepared.now, *request.now);
-      } else if (prepared.now != 0) {
-        sqlite3_bind_null(raw, prepared.now);
+      auto& [write, answer] = parts_[{operation, kind}];
+      if (!write) {
+        write = std::make_unique<Prepared>(db_.getHandle(), parts.write);
+        answer = std::make_unique<Prepared>(db_.getHandle(), parts.answer);
       }
-      // The answer is read from the first row, but it stands only once the statement is
-      // done: a write (and, outside a transaction, its commit) that fails at the end, on a
-      // full disk say, fails the call.
-      int status = sqlite3_step(raw);
-      std::optional<Row> row;
-      if (status == SQLITE_ROW) {
-        row = read_row(raw);
-        while ((status = sqlite3_step(raw)) == SQLITE_ROW) {
+      sqlite3* db = db_.getHandle();
+      const bool own = sqlite3_get_autocommit(db) != 0;
+      if (own) step_all("BEGIN IMMEDIATE", {}, nullptr);
+      try {
+        step(*write, request);
+        // No row changed: an owner without state (the engine runs the general statement).
+        std::optional<Row> row;
+        if (sqlite3_changes64(db) > 0) row = step(*answer, request);
+        if (own) step_all("COMMIT", {}, nullptr);
+        return row;
+      } catch (...) {
+        // SQLite may have ended the transaction already (an I/O error).
+        if (own && sqlite3_get_autocommit(db) == 0) {
+          sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
         }
+        throw;
       }
-      const int reset_status = sqlite3_reset(raw);
-      if (status != SQLITE_DONE || reset_status != SQLITE_OK) {
-        throw SQLite::Exception(db_.getHandle(), reset_status != SQLITE_OK ? reset_status : status);
-      }
-      return row;
     });
+  }
+
+  // Binds `request` to `prepared`, steps it to its end and returns its first row. Throws
+  // SQLite::Exception.
+  std::optional<Row> step(Prepared& prepared, const StatementRequest& request) {
+    sqlite3_stmt* raw = prepared.statement.get();
+    // The bindings stay in place after the reset: every call binds all four parameters
+    // before it steps, so the text they point to is never read again. Clearing them
+    // (sqlite3_clear_bindings) expires a statement whose plan SQLite made with a bound
+    // value in view, and SQLite 3.54 does that for every `column = :parameter` of the check
+    // statements, so each check would be prepared again (about 70 times its cost).
+    bind_text(raw, prepared.limit, request.limit);
+    bind_text(raw, prepared.owner, request.owner);
+    bind_integer(raw, prepared.cost, request.cost);
+    if (request.now) {
+      bind_integer(raw, prepared.now, *request.now);
+    } else if (prepared.now != 0) {
+      sqlite3_bind_null(raw, prepared.now);
+    }
+    // The answer is read from the first row, but it stands only once the statement is
+    // done: a write (and, outside a transaction, its commit) that fails at the end, on a
+    // full disk say, fails the call.
+    int status = sqlite3_step(raw);
+    std::optional<Row> row;
+    if (status == SQLITE_ROW) {
+      row = read_row(raw);
+      while ((status = sqlite3_step(raw)) == SQLITE_ROW) {
+      }
+    }
+    const int reset_status = sqlite3_reset(raw);
+    if (status != SQLITE_DONE || reset_status != SQLITE_OK) {
+      throw SQLite::Exception(db_.getHandle(), reset_status != SQLITE_OK ? reset_status : status);
+    }
+    return row;
   }
 
   std::vector<std::optional<Row>> run_all(const std::vector<Step>& steps) override {
@@ -229,8 +266,13 @@ class SqliteStore final : public Store {
     std::vector<std::optional<Row>> rows;
     rows.reserve(steps.size());
     try {
-      for (const Step& step : steps)
-        rows.push_back(run(step.operation, step.kind, step.request));
+      for (const Step& step : steps) {
+        std::optional<Row> row = run(step.operation, step.kind, step.request);
+        if (!row && is_plain(step.kind)) {
+          row = run(step.operation, general_kind(step.kind), step.request);
+        }
+        rows.push_back(std::move(row));
+      }
       commit();
     } catch (...) {
       rollback();
@@ -419,6 +461,10 @@ class SqliteStore final : public Store {
   SqliteSettings settings_;
   BusyHandler busy_;
   std::map<std::pair<Operation, StatementKind>, std::unique_ptr<Prepared>> prepared_;
+  // The plain consumes' and records' parts: the write, and the answer's read.
+  std::map<std::pair<Operation, StatementKind>,
+           std::pair<std::unique_ptr<Prepared>, std::unique_ptr<Prepared>>>
+      parts_;
   static constexpr std::size_t kCachedStatements = 64;
   std::unordered_map<std::string, std::unique_ptr<sqlite3_stmt, Prepared::Finalize>> cached_;
   // While the opening is waited out: SQLite's failures are thrown as they are.

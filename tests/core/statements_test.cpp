@@ -87,6 +87,38 @@ TEST_CASE("every plain limit's statement matches its golden file in tests/sql/",
   CHECK_FALSE(detail::plain_kind(Operation::consume, StatementKind::calendar_window));
 }
 
+// SQLite runs a plain consume or record in two parts (detail::plain_parts): the plain
+// statement's UPDATE, and a SELECT of its RETURNING list from the owner's row. Both come from
+// the plain statement's own pieces; the answer's read has a golden file of its own.
+TEST_CASE("SQLite's two parts of a plain consume and record are the plain statement's", "[golden]") {
+  const bool update = std::getenv("QUOTA_UPDATE_GOLDEN") != nullptr;
+  for (Operation operation : {Operation::consume, Operation::record}) {
+    for (StatementKind kind : {StatementKind::plain_fixed_window, StatementKind::plain_sliding_window,
+                               StatementKind::plain_token_bucket}) {
+      const detail::PlainParts* parts = detail::plain_parts(detail::kSqlite, operation, kind);
+      REQUIRE(parts);
+      const std::string& whole = detail::statement(operation, kind);
+      const std::string returning = "\nRETURNING ";
+      const std::size_t cut = whole.find(returning);
+      REQUIRE(cut != std::string::npos);
+      CHECK(whole.substr(0, cut) == parts->write);
+      const std::string table = detail::state_table(detail::general_kind(kind));
+      CHECK(parts->answer == "SELECT " + whole.substr(cut + returning.size()) + "\nFROM " + table +
+                                 "\nWHERE limit_name = :limit AND owner = :owner");
+      std::filesystem::path path = golden_path(detail::kSqlite, operation, kind);
+      path.replace_extension(".answer.sql");
+      CAPTURE(path.string());
+      if (update) std::ofstream(path, std::ios::binary) << parts->answer << "\n";
+      REQUIRE(std::filesystem::exists(path));
+      CHECK(read_file(path) == parts->answer + "\n");
+    }
+  }
+  // The others run whole.
+  CHECK_FALSE(detail::plain_parts(detail::kSqlite, Operation::check, StatementKind::plain_fixed_window));
+  CHECK_FALSE(detail::plain_parts(detail::kSqlite, Operation::consume, StatementKind::fixed_window));
+  CHECK_FALSE(detail::plain_parts(detail::kSqlite, Operation::consume, StatementKind::plain_concurrency));
+}
+
 TEST_CASE("the SQLite statements name their parameters, the PostgreSQL ones number them",
           "[golden]") {
   for (StatementKind kind :

@@ -51,6 +51,19 @@ Outcome run(sqlite3* db, const std::string& sql, const std::string& limit,
   return outcome;
 }
 
+// A plain consume or record as SQLite's store runs it (detail::plain_parts): the UPDATE, then,
+// when it changed the row, the answer's SELECT, in one transaction.
+Outcome run_parts(RawDb& db, const detail::PlainParts& parts, const std::string& limit,
+                  const std::string& owner, std::int64_t cost, std::int64_t now) {
+  db.exec("BEGIN IMMEDIATE");
+  Outcome outcome = run(db.handle(), parts.write, limit, owner, cost, now);
+  if (outcome.error.empty() && sqlite3_changes(db.handle()) > 0) {
+    outcome = run(db.handle(), parts.answer, limit, owner, cost, now);
+  }
+  db.exec(outcome.error.empty() ? "COMMIT" : "ROLLBACK");
+  return outcome;
+}
+
 // The state a later request reads (not the answer columns the general statement keeps).
 std::vector<std::vector<std::string>> state_of(RawDb& db, Algorithm algorithm) {
   return db.rows(algorithm == Algorithm::token_bucket
@@ -99,14 +112,18 @@ TEST_CASE("a plain limit's statements answer and write what the general statemen
       TempDir dir;
       const std::string general_path = dir.file("general.db");
       const std::string plain_path = dir.file("plain.db");
+      const std::string parts_path = dir.file("parts.db");
       const std::int64_t maximum = between(1, 5);
       const std::int64_t period = between(1, 60);
       const Limit limit = algorithm == Algorithm::token_bucket
                               ? make_bucket("p", maximum, period, maximum + between(0, 2))
                               : make_limit("p", algorithm, maximum, period);
-      for (const std::string& path : {general_path, plain_path}) Engine::open(path).define(limit);
+      for (const std::string& path : {general_path, plain_path, parts_path}) {
+        Engine::open(path).define(limit);
+      }
       RawDb general(general_path);
       RawDb plain(plain_path);
+      RawDb parts(parts_path);
       const auto kind = detail::plain_kind(Operation::consume, detail::kind_of(algorithm));
       REQUIRE(kind);
       REQUIRE(detail::plain_kind(Operation::check, detail::kind_of(algorithm)) == kind);
@@ -130,12 +147,14 @@ TEST_CASE("a plain limit's statements answer and write what the general statemen
                           algorithm == Algorithm::token_bucket ? ", burst = maximum" : "");
           general.exec(change);
           plain.exec(change);
+          parts.exec(change);
         }
         const Outcome expected =
             run(general.handle(), detail::statement(operation, detail::kind_of(algorithm)), "p", owner, cost, now);
         REQUIRE(expected.error.empty());
         Outcome got = run(plain.handle(), detail::statement(operation, *kind), "p", owner, cost, now);
         REQUIRE(got.error.empty());
+        const bool plain_answered = got.answered;
         if (got.answered) {
           ++by_plain;
         } else {
@@ -146,6 +165,22 @@ TEST_CASE("a plain limit's statements answer and write what the general statemen
         }
         REQUIRE(got.row == expected.row);
         REQUIRE(state_of(plain, algorithm) == state_of(general, algorithm));
+        // The same request as SQLite's store runs a plain consume or record: in two parts.
+        if (const auto* two = detail::plain_parts(detail::kSqlite, operation, *kind)) {
+          Outcome apart = run_parts(parts, *two, "p", owner, cost, now);
+          REQUIRE(apart.error.empty());
+          REQUIRE(apart.answered == plain_answered);
+          if (!apart.answered) {
+            apart = run(parts.handle(), detail::statement(operation, detail::kind_of(algorithm)),
+                        "p", owner, cost, now);
+          }
+          REQUIRE(apart.row == expected.row);
+        } else {
+          REQUIRE(run(parts.handle(), detail::statement(operation, detail::kind_of(algorithm)),
+                      "p", owner, cost, now)
+                      .row == expected.row);
+        }
+        REQUIRE(state_of(parts, algorithm) == state_of(general, algorithm));
       }
       CHECK(by_plain > 1000);
     }
@@ -299,6 +334,15 @@ TEST_CASE("a plain statement refuses a limit or an owner that is no longer plain
     const Outcome outcome = run(f.raw.handle(), plain_consume, "p", "a", 1, T + 1);
     CHECK_FALSE(outcome.answered);
     CHECK(outcome.error.find("unknown limit") != std::string::npos);
+    CHECK(dump(f.path) == before);
+    // The same in two parts (SQLite's store): the UPDATE refuses, the transaction is undone.
+    const Outcome apart = run_parts(
+        f.raw,
+        *detail::plain_parts(detail::kSqlite, Operation::consume,
+                             detail::StatementKind::plain_fixed_window),
+        "p", "a", 1, T + 1);
+    CHECK_FALSE(apart.answered);
+    CHECK(apart.error.find("unknown limit") != std::string::npos);
     CHECK(dump(f.path) == before);
     f.raw.exec(change.undo);
   }

@@ -38,10 +38,12 @@ struct AppEngine {
   Engine engine = quota::sqlite::attach(db, options_with(clock));
 };
 
-// A plain limit's consume and record run their own statement (src/statements.h): one for an
-// owner with state; for an owner without, that statement answers nothing and the general one
-// runs after it.
-TEST_CASE("a consume, check, record or reset is one statement (two for a plain limit's new owner)",
+// A plain limit's consume and record run their own statement (src/statements.h), in two
+// parts in a transaction of their own (detail::plain_parts): the UPDATE, then the answer's
+// SELECT; for an owner without state the UPDATE changes nothing, no answer is read, and the
+// general statement runs after the commit.
+TEST_CASE("a consume, check, record or reset is one statement (a plain consume or record: its "
+          "two parts in one transaction)",
           "[engine]") {
   AppEngine app;
   auto& [dir, clock, db, engine] = app;
@@ -58,9 +60,16 @@ TEST_CASE("a consume, check, record or reset is one statement (two for a plain l
     started.clear();
     run();
     std::vector<std::string> expected;
-    if (const auto plain = detail::plain_kind(operation, detail::kind_of(algorithm))) {
-      expected.push_back(detail::statement(operation, *plain));
+    const auto plain = detail::plain_kind(operation, detail::kind_of(algorithm));
+    if (const auto* parts = plain ? detail::plain_parts(detail::kSqlite, operation, *plain)
+                                  : nullptr) {
+      expected.push_back("BEGIN IMMEDIATE");
+      expected.push_back(parts->write);
+      if (has_state) expected.push_back(parts->answer);
+      expected.push_back("COMMIT");
       if (!has_state) expected.push_back(detail::statement(operation, detail::kind_of(algorithm)));
+    } else if (plain) {
+      expected.push_back(detail::statement(operation, *plain));
     } else {
       expected.push_back(detail::statement(operation, detail::kind_of(algorithm)));
     }
@@ -82,6 +91,50 @@ TEST_CASE("a consume, check, record or reset is one statement (two for a plain l
   clock.advance(5000);
   expect(Operation::consume, false, [&] { CHECK(engine.consume("l", "u", 2).allowed); });
   sqlite3_trace_v2(db.getHandle(), 0, nullptr, nullptr);
+}
+
+// A batch runs a plain limit's plain statements too, in parts, inside the batch's transaction;
+// for an owner without state the general statement runs in that transaction, before the
+// requests after it.
+TEST_CASE("consume_many runs a plain limit's statements in parts inside its one transaction",
+          "[engine][batch]") {
+  AppEngine app;
+  auto& [dir, clock, db, engine] = app;
+  engine.define(make_limit("l", Algorithm::fixed_window, 2, 1000));
+  engine.define(make_limit("log", Algorithm::sliding_log, 2, 1000));
+  engine.consume("l", "a");
+  engine.check("log", "a");  // the limits' kinds are read before the batch
+  std::vector<std::string> started;
+  sqlite3_trace_v2(db.getHandle(), SQLITE_TRACE_STMT, trace_statement, &started);
+  const std::vector<Result> answers =
+      engine.consume_many({{"l", "a", 1}, {"l", "new", 1}, {"log", "a", 1}, {"l", "a", 1}});
+  sqlite3_trace_v2(db.getHandle(), 0, nullptr, nullptr);
+  using detail::Operation;
+  using detail::StatementKind;
+  const auto& parts =
+      *detail::plain_parts(detail::kSqlite, Operation::consume, StatementKind::plain_fixed_window);
+  // In the order of (limit, owner): l/a, l/a, l/new, log/a.
+  const std::vector<std::string> expected = {
+      "BEGIN IMMEDIATE",
+      parts.write,
+      parts.answer,
+      parts.write,
+      parts.answer,
+      parts.write,
+      detail::statement(Operation::consume, StatementKind::fixed_window),
+      detail::statement(Operation::consume, StatementKind::sliding_log),
+      "COMMIT"};
+  CHECK(started == expected);
+  REQUIRE(answers.size() == 4);
+  CHECK(answers[0].allowed);
+  CHECK(answers[0].remaining == 0);
+  CHECK(answers[1].allowed);
+  CHECK(answers[1].remaining == 1);
+  CHECK(answers[2].allowed);
+  CHECK_FALSE(answers[3].allowed);
+  CHECK(answers[3].reason == Reason::rate_limited);
+  CHECK(engine.owner_usage("l", "a").used == 2);
+  CHECK(engine.owner_usage("l", "new").used == 1);
 }
 
 // SQLite expires a statement whose plan it made with a bound value in view when its bindings
