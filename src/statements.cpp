@@ -868,7 +868,7 @@ constexpr const char* kPlainWrite = R"(UPDATE {table} SET
   ({columns}, seen_ms, cost, maximum, period_ms, blocked_until_ms, last_allowed) =
   (SELECT {values}, t, cost, maximum, period_ms, CAST(NULL AS bigint), allowed
    FROM ({decision}) AS decision)
-WHERE limit_name = {limit} AND owner = {owner})";
+{owners_row})";
 
 // The answer, read from the row the UPDATE wrote: its RETURNING list, or, run apart
 // (plain_parts), a SELECT of the same list from that row (kPlainAnswerRead).
@@ -881,7 +881,9 @@ constexpr const char* kPlainAnswer = R"(last_allowed AS allowed,
 constexpr const char* kPlainReturning = "\nRETURNING ";
 constexpr const char* kPlainAnswerRead = R"(SELECT {answer}
 FROM {table}
-WHERE limit_name = {limit} AND owner = {owner})";
+{owners_row})";
+// The owner's row, which both parts name.
+constexpr const char* kPlainOwnersRow = "WHERE limit_name = {limit} AND owner = {owner}";
 
 // A plain limit's check: the same decision as a SELECT, nothing recorded, over the owner's row
 // joined to the limit (an owner without state reads as one: a full window or bucket), its
@@ -1050,7 +1052,8 @@ PlainText build_plain(Operation operation, Algorithm algorithm) {
                 arg("reset_at", answer("reset_at")), arg("shown_used", answer("shown_used"))),
             {}};
   }
-  return {fill(kPlainWrite, arg("table", table), arg("columns", bucket ? kBucketColumns : kWindowColumns),
+  return {fill(kPlainWrite, arg("table", table), arg("owners_row", kPlainOwnersRow),
+               arg("columns", bucket ? kBucketColumns : kWindowColumns),
                arg("values", bucket ? kBucketValues : kWindowValues), arg("decision", decision)),
           fill(kPlainAnswer, arg("capacity", capacity), arg("remaining", remaining),
                arg("answer_retry", answer_retry), arg("reset_at", answer("reset_at")))};
@@ -1089,14 +1092,15 @@ PlainStatements build_all_plain(const Dialect& dialect) {
     const auto index = static_cast<std::size_t>(static_cast<int>(kind) -
                                                 static_cast<int>(StatementKind::plain_fixed_window));
     const Algorithm algorithm = stored_algorithm(kind);
-    const char* table = algorithm == Algorithm::token_bucket ? "quota_buckets" : "quota_windows";
     for (const Operation operation : {Operation::consume, Operation::record}) {
       const PlainText text = build_plain(operation, algorithm);
       const std::size_t at = operation == Operation::consume ? 0 : 1;
       built.whole[index][at] = finish(text.whole(), dialect);
       built.parts[index][at] = {
           finish(text.statement, dialect),
-          finish(fill(kPlainAnswerRead, arg("answer", text.returning), arg("table", table)), dialect)};
+          finish(fill(kPlainAnswerRead, arg("answer", text.returning),
+                      arg("table", state_table(kind)), arg("owners_row", kPlainOwnersRow)),
+                 dialect)};
     }
     built.whole[index][2] = finish(build_plain(Operation::check, algorithm).whole(), dialect);
   }

@@ -190,7 +190,10 @@ class SqliteStore final : public Store {
 
   std::optional<Row> run(Operation operation, StatementKind kind,
                          const StatementRequest& request) override {
-    if (const PlainParts* parts = plain_parts(kSqlite, operation, kind)) {
+    // On the database's clock (:now NULL) the statement runs whole: its two parts would each
+    // read the clock, and the answer's wait would be measured from a later time than the
+    // decision's.
+    if (const PlainParts* parts = request.now ? plain_parts(kSqlite, operation, kind) : nullptr) {
       return run_parts(operation, kind, *parts, request);
     }
     return guarded([&] { return step(statement(operation, kind), request); });

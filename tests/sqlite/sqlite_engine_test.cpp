@@ -93,6 +93,30 @@ TEST_CASE("a consume, check, record or reset is one statement (a plain consume o
   sqlite3_trace_v2(db.getHandle(), 0, nullptr, nullptr);
 }
 
+// On the database's clock a plain consume runs its plain statement whole: the two parts would
+// read the clock twice, and measure the answer's wait from a later time than the decision's.
+TEST_CASE("on the database's clock a plain consume is its one plain statement", "[engine]") {
+  TempDir dir;
+  SQLite::Database db{dir.file("app.db"), SQLite::OPEN_READWRITE | SQLite::OPEN_CREATE};
+  Options options;
+  options.server_clock = true;
+  Engine engine = quota::sqlite::attach(db, options);
+  engine.define(make_limit("l", Algorithm::fixed_window, 2, 60'000));
+  engine.consume("l", "a");
+  std::vector<std::string> started;
+  sqlite3_trace_v2(db.getHandle(), SQLITE_TRACE_STMT, trace_statement, &started);
+  const Result second = engine.consume("l", "a");
+  const Result third = engine.consume("l", "a");
+  sqlite3_trace_v2(db.getHandle(), 0, nullptr, nullptr);
+  const std::string& plain =
+      detail::statement(detail::Operation::consume, detail::StatementKind::plain_fixed_window);
+  CHECK(started == std::vector<std::string>{plain, plain});
+  CHECK(second.allowed);
+  CHECK_FALSE(third.allowed);
+  CHECK(third.retry_after_ms > 0);
+  CHECK(third.retry_after_ms <= 60'000);
+}
+
 // A batch runs a plain limit's plain statements too, in parts, inside the batch's transaction;
 // for an owner without state the general statement runs in that transaction, before the
 // requests after it.
