@@ -528,7 +528,12 @@ ON CONFLICT (limit_name, owner) DO UPDATE SET
   ({set_columns}) =
   (SELECT {set_values}
    FROM ({decision}) AS decision)
-RETURNING last_allowed AS allowed, last_reason AS reason, last_remaining AS remaining,
+RETURNING {stored_answer})";
+
+// The answer a write stored in the owner's row (its last_* columns), which the general
+// statements return and a plain sliding log's answer reads.
+constexpr const char* kStoredAnswer =
+    R"(last_allowed AS allowed, last_reason AS reason, last_remaining AS remaining,
   last_retry_after_ms AS retry_after_ms, last_reset_at_ms AS reset_at_ms, denied,
   last_allowed AND last_reason <> 'ok' AS shadow_denied)";
 
@@ -815,7 +820,8 @@ std::string build(Operation operation, StatementKind kind, const Dialect& dialec
   } else {
     proposed = fill(kProposedRequest);
   }
-  return fill(kWrite, arg("table", family.table), arg("proposed", proposed),
+  return fill(kWrite, arg("stored_answer", kStoredAnswer), arg("table", family.table),
+              arg("proposed", proposed),
                 arg("set_columns", update.columns), arg("set_values", update.values),
                 arg("decision", decision_of(operation, kind, family, kUpdateRequestRow)));
 }
@@ -840,7 +846,8 @@ std::string build_usage_rows(StatementKind kind) {
 
 // ---------------------------------------------------------------------------------------
 // A plain limit's consume and record (issue 27): a limit without overrides, shadow mode, a
-// block or a calendar, for an owner that already has state. The statement is an UPDATE of
+// block or a calendar, for an owner that already has state (a sliding log's: kPlainLogWrite
+// below, which also writes the answer, since its wait reads the log's events). The statement is an UPDATE of
 // the owner's row, so no new-owner trigger runs and nothing is proposed; its decision is one
 // flat chain of the family's own fragments (the general statement's policy layers, even with
 // every policy a constant, cost 15k instructions more: docs/performance-notes.md); it writes
@@ -957,6 +964,52 @@ constexpr const char* kPlainBucketDecision = R"(
     ) AS refilled {barrier}
   ) AS decided)";
 
+// sliding_log: the names of kLogDecision's layers. The log's wait searches its events
+// (covering_event), so, unlike the other plain statements, the answer is computed here and
+// written into the row's last_* columns, as the general statement does, and read from them.
+constexpr const char* kPlainLogDecision = R"(
+  SELECT *,
+    {remaining} AS remaining,
+    CASE WHEN allowed THEN 'ok' WHEN cost > maximum THEN 'cost_exceeds_capacity'
+         ELSE 'rate_limited' END AS reason,
+    {answer_retry} AS retry_after_ms,
+    {reset_at} AS reset_at_ms,
+    {total} AS total,
+    {newest_after} AS newest_at_ms
+  FROM (
+    SELECT *, used + recorded AS used_after, used + recorded + cost - maximum AS excess,
+           denied_before + {as_integer}({denied}) AS denied
+    FROM (
+      SELECT *, {recorded} AS recorded
+      FROM (
+        SELECT *, cost <= maximum AND {fits} AS allowed
+        FROM (
+          SELECT *, {used} AS used
+          FROM (
+            SELECT *, {log_live_base} AS live_base
+            FROM (
+              SELECT l.maximum AS maximum, l.period_ms AS period_ms, {cost_param} AS cost,
+                {clock} AS t, l.name AS key_limit, {owner} AS key_owner,
+                quota_log_owners.total AS s_total,
+                quota_log_owners.newest_at_ms AS s_newest_at,
+                coalesce(quota_log_owners.denied, 0) AS denied_before
+              FROM quota_limits AS l
+              WHERE l.name = {limit} AND l.algorithm = 'sliding_log' AND {guard}
+            ) AS inputs {barrier}
+          ) AS based
+        ) AS counted
+      ) AS decided {barrier}
+    ) AS booked
+  ) AS summed)";
+
+constexpr const char* kPlainLogWrite = R"(UPDATE quota_log_owners SET
+  ({columns}, seen_ms, cost, maximum, period_ms, blocked_until_ms,
+   last_allowed, last_reason, last_remaining, last_retry_after_ms, last_reset_at_ms) =
+  (SELECT {values}, t, cost, maximum, period_ms, CAST(NULL AS bigint),
+          allowed, reason, remaining, retry_after_ms, reset_at_ms
+   FROM ({decision}) AS decision)
+{owners_row})";
+
 // The answer's fragments read over the written row: `t` is its seen_ms, the usage or level
 // after the operation its used or level, the request's cost its cost (the statement writes
 // it), the capacity its own column (maximum, or a bucket's burst), and the rest of the window
@@ -1000,6 +1053,24 @@ PlainText build_plain(Operation operation, Algorithm algorithm) {
   const std::string guard = kPlainGuard;
   const auto plain_now = arg("plain_now", kPlainNow);
   const std::string_view name = to_string(algorithm);
+  if (algorithm == Algorithm::sliding_log) {
+    if (check) throw std::logic_error("a sliding log's check is the general statement");
+    const std::string newest = part(name, "newest");
+    const std::string retry = part(name, "retry") + " + (t - " + kPlainNow + ")";
+    const std::string decision = fill(
+        kPlainLogDecision, arg("guard", guard), plain_now,
+        arg("clock", part("clock", "t", {{"now", kPlainNow}, {"s_seen", "quota_log_owners.seen_ms"}})),
+        arg("remaining", part(name, "remaining")),
+        arg("answer_retry", part("answer", "retry", {{"retry", retry}, {"capacity", "maximum"}})),
+        arg("reset_at", part(name, "reset_at", {{"newest", newest}})),
+        arg("total", part(name, "total")),
+        arg("newest_after", part(name, "newest_after", {{"newest", newest}})),
+        arg("denied", denied), arg("recorded", part(name, "recorded", {{"records", records}})),
+        arg("fits", part(name, "fits")), arg("used", part(name, "used")));
+    return {fill(kPlainLogWrite, arg("owners_row", kPlainOwnersRow), arg("columns", kLogColumns),
+                 arg("values", kLogValues), arg("decision", decision)),
+            kStoredAnswer};
+  }
   const bool bucket = algorithm == Algorithm::token_bucket;
   const char* table = bucket ? "quota_buckets" : "quota_windows";
   // The capacity: the row's maximum, or a bucket's burst (the decision's `capacity`).
@@ -1081,14 +1152,14 @@ Statements build_all(const Dialect& dialect) {
 
 // consume, record and check of each plain kind (`whole`), and consume's and record's parts.
 struct PlainStatements {
-  std::array<std::array<std::string, 3>, 3> whole;
-  std::array<std::array<PlainParts, 2>, 3> parts;
+  std::array<std::array<std::string, 3>, 4> whole;
+  std::array<std::array<PlainParts, 2>, 4> parts;
 };
 
 PlainStatements build_all_plain(const Dialect& dialect) {
   PlainStatements built;
   for (StatementKind kind : {StatementKind::plain_fixed_window, StatementKind::plain_sliding_window,
-                             StatementKind::plain_token_bucket}) {
+                             StatementKind::plain_token_bucket, StatementKind::plain_sliding_log}) {
     const auto index = static_cast<std::size_t>(static_cast<int>(kind) -
                                                 static_cast<int>(StatementKind::plain_fixed_window));
     const Algorithm algorithm = stored_algorithm(kind);
@@ -1102,7 +1173,9 @@ PlainStatements build_all_plain(const Dialect& dialect) {
                       arg("table", state_table(kind)), arg("owners_row", kPlainOwnersRow)),
                  dialect)};
     }
-    built.whole[index][2] = finish(build_plain(Operation::check, algorithm).whole(), dialect);
+    if (kind != StatementKind::plain_sliding_log) {
+      built.whole[index][2] = finish(build_plain(Operation::check, algorithm).whole(), dialect);
+    }
   }
   return built;
 }
@@ -1117,8 +1190,10 @@ const PlainStatements& plain_statements(const Dialect& dialect) {
 
 std::optional<StatementKind> plain_kind(Operation operation, StatementKind kind) {
   if (operation == Operation::check) {
-    // A concurrency limit's check is its general statement's.
-    if (kind == StatementKind::concurrency) return std::nullopt;
+    // A concurrency limit's and a sliding log's check are their general statements.
+    if (kind == StatementKind::concurrency || kind == StatementKind::sliding_log) {
+      return std::nullopt;
+    }
   } else if (operation != Operation::consume && operation != Operation::record) {
     return std::nullopt;
   }
@@ -1129,6 +1204,8 @@ std::optional<StatementKind> plain_kind(Operation operation, StatementKind kind)
       return StatementKind::plain_sliding_window;
     case StatementKind::token_bucket:
       return StatementKind::plain_token_bucket;
+    case StatementKind::sliding_log:
+      return StatementKind::plain_sliding_log;
     case StatementKind::concurrency:
       return StatementKind::plain_concurrency;
     default:
@@ -1143,6 +1220,7 @@ StatementKind general_kind(StatementKind kind) {
 Algorithm stored_algorithm(StatementKind kind) {
   switch (kind) {
     case StatementKind::sliding_log:
+    case StatementKind::plain_sliding_log:
       return Algorithm::sliding_log;
     case StatementKind::fixed_window:
     case StatementKind::calendar_window:
@@ -1179,9 +1257,11 @@ const std::string& statement(const Dialect& dialect, Operation operation, Statem
       throw std::logic_error("no plain statement for this operation");
     }
     const auto& whole = plain_statements(dialect).whole[index];
-    return operation == Operation::consume  ? whole[0]
-           : operation == Operation::record ? whole[1]
-                                            : whole[2];
+    const std::string& text = operation == Operation::consume  ? whole[0]
+                              : operation == Operation::record ? whole[1]
+                                                               : whole[2];
+    if (text.empty()) throw std::logic_error("no plain statement for this operation");
+    return text;
   }
   static const Statements sqlite = build_all(kSqlite);
   static const Statements postgresql = build_all(kPostgresql);
@@ -1216,6 +1296,8 @@ std::string_view kind_name(StatementKind kind) {
       return "plain_sliding_window";
     case StatementKind::plain_token_bucket:
       return "plain_token_bucket";
+    case StatementKind::plain_sliding_log:
+      return "plain_sliding_log";
     case StatementKind::plain_concurrency:
       return "plain_concurrency";
     default:

@@ -27,8 +27,8 @@ enum class Operation { check, consume, record, reset, refund };
 // calendar_window statements for a fixed_window limit without a calendar.
 //
 // A plain limit's statements (quota_limits.plain, migration 0010: no override of the limit or
-// of '*', no shadow mode, no block, no calendar) for an owner that has state: consume and record of fixed_window, sliding_window
-// and token_bucket, each an UPDATE of the owner's row that costs what the limit uses
+// of '*', no shadow mode, no block, no calendar) for an owner that has state: consume and record of fixed_window, sliding_window,
+// token_bucket and sliding_log (and check of the first three), each an UPDATE of the owner's row that costs what the limit uses
 // (src/statements.cpp, "A plain limit's consume and record"). The engine runs one for a
 // limit that it read as plain; one answers no row for an owner without state and fails with
 // "unknown limit" when the limit is no longer plain, and the engine then runs
@@ -45,6 +45,7 @@ enum class StatementKind {
   plain_fixed_window,
   plain_sliding_window,
   plain_token_bucket,
+  plain_sliding_log,  // consume and record only: a sliding log's check is the general one
   // A concurrency limit's leases (src/sql/lease_statements.h): check, consume (acquire),
   // record and reset.
   concurrency,
@@ -62,12 +63,12 @@ inline StatementKind kind_of(Algorithm algorithm, bool calendar = false) {
 inline bool is_plain(StatementKind kind) {
   return kind == StatementKind::plain_fixed_window ||
          kind == StatementKind::plain_sliding_window || kind == StatementKind::plain_token_bucket ||
-         kind == StatementKind::plain_concurrency;
+         kind == StatementKind::plain_sliding_log || kind == StatementKind::plain_concurrency;
 }
 
 // The plain statements' kind of `operation` on a limit of statements' kind `kind`, or
-// nullopt when there is none (refund, reset; a concurrency limit's check; sliding_log;
-// calendar windows).
+// nullopt when there is none (refund, reset; a concurrency limit's and a sliding log's
+// check; calendar windows).
 std::optional<StatementKind> plain_kind(Operation operation, StatementKind kind);
 
 // The general kind of a plain kind (any other kind: itself).

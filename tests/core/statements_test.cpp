@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "support.h"
@@ -67,9 +68,12 @@ TEST_CASE("every plain limit's statement matches its golden file in tests/sql/",
     for (Operation operation : {Operation::consume, Operation::record, Operation::check}) {
       for (StatementKind kind :
            {StatementKind::plain_fixed_window, StatementKind::plain_sliding_window, StatementKind::plain_token_bucket,
-            StatementKind::plain_concurrency}) {
-        // A concurrency limit's check is the general statement.
-        if (operation == Operation::check && kind == StatementKind::plain_concurrency) continue;
+            StatementKind::plain_sliding_log, StatementKind::plain_concurrency}) {
+        // A concurrency limit's and a sliding log's check are the general statements.
+        if (operation == Operation::check && (kind == StatementKind::plain_concurrency ||
+                                              kind == StatementKind::plain_sliding_log)) {
+          continue;
+        }
         CHECK(detail::plain_kind(operation, detail::general_kind(kind)) == kind);
         const std::filesystem::path path = golden_path(*dialect, operation, kind);
         const std::string text = detail::statement(*dialect, operation, kind) + "\n";
@@ -83,7 +87,9 @@ TEST_CASE("every plain limit's statement matches its golden file in tests/sql/",
   // The others have none: the engine runs the general statement.
   CHECK_FALSE(detail::plain_kind(Operation::check, StatementKind::concurrency));
   CHECK_FALSE(detail::plain_kind(Operation::refund, StatementKind::fixed_window));
-  CHECK_FALSE(detail::plain_kind(Operation::consume, StatementKind::sliding_log));
+  CHECK_FALSE(detail::plain_kind(Operation::check, StatementKind::sliding_log));
+  CHECK_THROWS_AS(detail::statement(Operation::check, StatementKind::plain_sliding_log),
+                  std::logic_error);
   CHECK_FALSE(detail::plain_kind(Operation::consume, StatementKind::calendar_window));
 }
 
@@ -94,7 +100,7 @@ TEST_CASE("SQLite's two parts of a plain consume and record are the plain statem
   const bool update = std::getenv("QUOTA_UPDATE_GOLDEN") != nullptr;
   for (Operation operation : {Operation::consume, Operation::record}) {
     for (StatementKind kind : {StatementKind::plain_fixed_window, StatementKind::plain_sliding_window,
-                               StatementKind::plain_token_bucket}) {
+                               StatementKind::plain_token_bucket, StatementKind::plain_sliding_log}) {
       const detail::PlainParts* parts = detail::plain_parts(detail::kSqlite, operation, kind);
       REQUIRE(parts);
       const std::string& whole = detail::statement(operation, kind);

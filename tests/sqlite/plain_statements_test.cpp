@@ -66,6 +66,18 @@ Outcome run_parts(RawDb& db, const detail::PlainParts& parts, const std::string&
 
 // The state a later request reads (not the answer columns the general statement keeps).
 std::vector<std::vector<std::string>> state_of(RawDb& db, Algorithm algorithm) {
+  if (algorithm == Algorithm::sliding_log) {
+    // The owner's row (its stored answer too: the answer is read from it) and its events.
+    auto rows = db.rows(
+        "SELECT limit_name, owner, total, newest_at_ms, recorded, denied, seen_ms, maximum, "
+        "period_ms, blocked_until_ms, shadow_denied, last_allowed, last_reason, last_remaining, "
+        "last_retry_after_ms, last_reset_at_ms FROM quota_log_owners ORDER BY limit_name, owner");
+    for (auto& event : db.rows("SELECT limit_name, owner, at_ms, cost, total FROM quota_log "
+                               "ORDER BY limit_name, owner, at_ms")) {
+      rows.push_back(std::move(event));
+    }
+    return rows;
+  }
   return db.rows(algorithm == Algorithm::token_bucket
                      ? "SELECT limit_name, owner, level, denied, seen_ms, maximum, period_ms, "
                        "burst, blocked_until_ms, shadow_denied FROM quota_buckets "
@@ -101,8 +113,8 @@ std::vector<Change> not_plain_changes(bool fixed_window) {
 
 TEST_CASE("a plain limit's statements answer and write what the general statements do",
           "[slow][plain][property]") {
-  for (const Algorithm algorithm :
-       {Algorithm::fixed_window, Algorithm::sliding_window, Algorithm::token_bucket}) {
+  for (const Algorithm algorithm : {Algorithm::fixed_window, Algorithm::sliding_window,
+                                    Algorithm::token_bucket, Algorithm::sliding_log}) {
     for (const std::uint64_t seed : {1u, 2u, 3u}) {
       CAPTURE(to_string(algorithm), seed);
       std::mt19937_64 random(seed);
@@ -126,7 +138,9 @@ TEST_CASE("a plain limit's statements answer and write what the general statemen
       RawDb parts(parts_path);
       const auto kind = detail::plain_kind(Operation::consume, detail::kind_of(algorithm));
       REQUIRE(kind);
-      REQUIRE(detail::plain_kind(Operation::check, detail::kind_of(algorithm)) == kind);
+      // A sliding log's check is the general one (both databases run it below).
+      const auto check_kind = detail::plain_kind(Operation::check, detail::kind_of(algorithm));
+      REQUIRE((algorithm == Algorithm::sliding_log ? !check_kind : check_kind == kind));
       std::int64_t now = T;
       int by_plain = 0;
       for (int step = 0; step < 1500; ++step) {
@@ -152,11 +166,13 @@ TEST_CASE("a plain limit's statements answer and write what the general statemen
         const Outcome expected =
             run(general.handle(), detail::statement(operation, detail::kind_of(algorithm)), "p", owner, cost, now);
         REQUIRE(expected.error.empty());
-        Outcome got = run(plain.handle(), detail::statement(operation, *kind), "p", owner, cost, now);
+        const detail::StatementKind plain_statement =
+            detail::plain_kind(operation, detail::kind_of(algorithm)).value_or(detail::kind_of(algorithm));
+        Outcome got = run(plain.handle(), detail::statement(operation, plain_statement), "p", owner, cost, now);
         REQUIRE(got.error.empty());
         const bool plain_answered = got.answered;
         if (got.answered) {
-          ++by_plain;
+          if (plain_statement != detail::kind_of(algorithm)) ++by_plain;
         } else {
           // An owner without state: the general statement makes its row (a plain check
           // answers for it, as for every owner of a plain limit).
@@ -166,7 +182,7 @@ TEST_CASE("a plain limit's statements answer and write what the general statemen
         REQUIRE(got.row == expected.row);
         REQUIRE(state_of(plain, algorithm) == state_of(general, algorithm));
         // The same request as SQLite's store runs a plain consume or record: in two parts.
-        if (const auto* two = detail::plain_parts(detail::kSqlite, operation, *kind)) {
+        if (const auto* two = detail::plain_parts(detail::kSqlite, operation, plain_statement)) {
           Outcome apart = run_parts(parts, *two, "p", owner, cost, now);
           REQUIRE(apart.error.empty());
           REQUIRE(apart.answered == plain_answered);
@@ -182,7 +198,7 @@ TEST_CASE("a plain limit's statements answer and write what the general statemen
         }
         REQUIRE(state_of(parts, algorithm) == state_of(general, algorithm));
       }
-      CHECK(by_plain > 1000);
+      CHECK(by_plain > (algorithm == Algorithm::sliding_log ? 700 : 1000));
     }
   }
 }
@@ -351,6 +367,38 @@ TEST_CASE("a plain statement refuses a limit or an owner that is no longer plain
       run(f.raw.handle(), detail::statement(Operation::consume, detail::StatementKind::plain_sliding_window), "p",
           "a", 1, T + 1);
   CHECK(other.error.find("unknown limit") != std::string::npos);
+}
+
+TEST_CASE("a plain sliding log's statement refuses a limit that is no longer plain, changing "
+          "nothing, and the engine then runs the general one",
+          "[plain]") {
+  EngineOnFile f;
+  f.engine.define(make_limit("p", Algorithm::sliding_log, 3, 1000));
+  f.clock.set(T);
+  f.engine.consume("p", "a");
+  const std::string plain_consume =
+      detail::statement(Operation::consume, detail::StatementKind::plain_sliding_log);
+  for (const Change& change : not_plain_changes(false)) {
+    CAPTURE(change.apply);
+    f.raw.exec(change.apply);
+    const std::string before = dump(f.path);
+    const Outcome outcome = run(f.raw.handle(), plain_consume, "p", "a", 1, T + 1);
+    CHECK_FALSE(outcome.answered);
+    CHECK(outcome.error.find("unknown limit") != std::string::npos);
+    CHECK(dump(f.path) == before);
+    f.raw.exec(change.undo);
+  }
+  // Plain again: it answers, and records the event by the log's trigger.
+  const Outcome outcome = run(f.raw.handle(), plain_consume, "p", "a", 1, T + 2);
+  CHECK(outcome.answered);
+  CHECK(f.raw.rows("SELECT count(*) FROM quota_log WHERE owner = 'a'") ==
+        std::vector<std::vector<std::string>>{{"2"}});
+  // The engine notices a block set by another connection.
+  f.raw.exec("UPDATE quota_limits SET block_ms = 5000");
+  CHECK(f.engine.consume("p", "a").allowed);
+  const Result denied = f.engine.consume("p", "a");
+  CHECK_FALSE(denied.allowed);
+  CHECK(denied.retry_after_ms >= 5000);
 }
 
 TEST_CASE("the engine notices a limit made not plain by another connection", "[plain]") {

@@ -137,7 +137,9 @@ TEST_CASE("consume_many runs a plain limit's statements in parts inside its one 
   using detail::StatementKind;
   const auto& parts =
       *detail::plain_parts(detail::kSqlite, Operation::consume, StatementKind::plain_fixed_window);
-  // In the order of (limit, owner): l/a, l/a, l/new, log/a.
+  const auto& log_parts =
+      *detail::plain_parts(detail::kSqlite, Operation::consume, StatementKind::plain_sliding_log);
+  // In the order of (limit, owner): l/a, l/a, l/new, log/a (no state yet).
   const std::vector<std::string> expected = {
       "BEGIN IMMEDIATE",
       parts.write,
@@ -146,6 +148,7 @@ TEST_CASE("consume_many runs a plain limit's statements in parts inside its one 
       parts.answer,
       parts.write,
       detail::statement(Operation::consume, StatementKind::fixed_window),
+      log_parts.write,
       detail::statement(Operation::consume, StatementKind::sliding_log),
       "COMMIT"};
   CHECK(started == expected);
