@@ -334,6 +334,29 @@ TEST_CASE("a plain statement answers nothing for an owner without state", "[plai
   CHECK(dump(f.path) == before);
 }
 
+// Each change of not_plain_changes makes `kind`'s plain consume of limit 'p' (owner 'a' with
+// state) fail with "unknown limit", whole or in SQLite's two parts, changing nothing.
+void expect_refused_after_each_change(EngineOnFile& f, detail::StatementKind kind,
+                                      bool fixed_window) {
+  for (const Change& change : not_plain_changes(fixed_window)) {
+    CAPTURE(change.apply);
+    f.raw.exec(change.apply);
+    const std::string before = dump(f.path);
+    const Outcome outcome =
+        run(f.raw.handle(), detail::statement(Operation::consume, kind), "p", "a", 1, T + 1);
+    CHECK_FALSE(outcome.answered);
+    CHECK(outcome.error.find("unknown limit") != std::string::npos);
+    CHECK(dump(f.path) == before);
+    // The same in two parts (SQLite's store): the UPDATE refuses, the transaction is undone.
+    const Outcome apart = run_parts(
+        f.raw, *detail::plain_parts(detail::kSqlite, Operation::consume, kind), "p", "a", 1, T + 1);
+    CHECK_FALSE(apart.answered);
+    CHECK(apart.error.find("unknown limit") != std::string::npos);
+    CHECK(dump(f.path) == before);
+    f.raw.exec(change.undo);
+  }
+}
+
 TEST_CASE("a plain statement refuses a limit or an owner that is no longer plain, changing "
           "nothing",
           "[plain]") {
@@ -341,27 +364,7 @@ TEST_CASE("a plain statement refuses a limit or an owner that is no longer plain
   f.engine.define(make_limit("p", Algorithm::fixed_window, 3, 1000));
   f.clock.set(T);
   f.engine.consume("p", "a");
-  const std::string plain_consume =
-      detail::statement(Operation::consume, detail::StatementKind::plain_fixed_window);
-  for (const Change& change : not_plain_changes(true)) {
-    CAPTURE(change.apply);
-    f.raw.exec(change.apply);
-    const std::string before = dump(f.path);
-    const Outcome outcome = run(f.raw.handle(), plain_consume, "p", "a", 1, T + 1);
-    CHECK_FALSE(outcome.answered);
-    CHECK(outcome.error.find("unknown limit") != std::string::npos);
-    CHECK(dump(f.path) == before);
-    // The same in two parts (SQLite's store): the UPDATE refuses, the transaction is undone.
-    const Outcome apart = run_parts(
-        f.raw,
-        *detail::plain_parts(detail::kSqlite, Operation::consume,
-                             detail::StatementKind::plain_fixed_window),
-        "p", "a", 1, T + 1);
-    CHECK_FALSE(apart.answered);
-    CHECK(apart.error.find("unknown limit") != std::string::npos);
-    CHECK(dump(f.path) == before);
-    f.raw.exec(change.undo);
-  }
+  expect_refused_after_each_change(f, detail::StatementKind::plain_fixed_window, true);
   // Of another algorithm: a sliding_window statement on this fixed_window limit.
   const Outcome other =
       run(f.raw.handle(), detail::statement(Operation::consume, detail::StatementKind::plain_sliding_window), "p",
@@ -376,20 +379,11 @@ TEST_CASE("a plain sliding log's statement refuses a limit that is no longer pla
   f.engine.define(make_limit("p", Algorithm::sliding_log, 3, 1000));
   f.clock.set(T);
   f.engine.consume("p", "a");
-  const std::string plain_consume =
-      detail::statement(Operation::consume, detail::StatementKind::plain_sliding_log);
-  for (const Change& change : not_plain_changes(false)) {
-    CAPTURE(change.apply);
-    f.raw.exec(change.apply);
-    const std::string before = dump(f.path);
-    const Outcome outcome = run(f.raw.handle(), plain_consume, "p", "a", 1, T + 1);
-    CHECK_FALSE(outcome.answered);
-    CHECK(outcome.error.find("unknown limit") != std::string::npos);
-    CHECK(dump(f.path) == before);
-    f.raw.exec(change.undo);
-  }
+  expect_refused_after_each_change(f, detail::StatementKind::plain_sliding_log, false);
   // Plain again: it answers, and records the event by the log's trigger.
-  const Outcome outcome = run(f.raw.handle(), plain_consume, "p", "a", 1, T + 2);
+  const Outcome outcome =
+      run(f.raw.handle(), detail::statement(Operation::consume, detail::StatementKind::plain_sliding_log),
+          "p", "a", 1, T + 2);
   CHECK(outcome.answered);
   CHECK(f.raw.rows("SELECT count(*) FROM quota_log WHERE owner = 'a'") ==
         std::vector<std::vector<std::string>>{{"2"}});
