@@ -47,7 +47,7 @@ uri=$QUOTA_TEST_POSTGRES
 psql_run() { psql -X -q -v ON_ERROR_STOP=1 "$uri" "$@"; }
 
 "$quotactl" --db "$uri" migrate >/dev/null
-for algorithm in fixed_window sliding_window token_bucket; do
+for algorithm in fixed_window sliding_window token_bucket sliding_log; do
   "$quotactl" --db "$uri" limit set "$algorithm" --algo "$algorithm" --max 100 --per 10s >/dev/null
 done
 now=1700000000000
@@ -63,7 +63,7 @@ psql_run <<SQL
 CREATE TABLE text_counters (key text PRIMARY KEY, count bigint NOT NULL);
 INSERT INTO text_counters SELECT 'user:' || i, 1 FROM generate_series(0, 999) AS i;
 SQL
-for algorithm in fixed_window sliding_window token_bucket; do
+for algorithm in fixed_window sliding_window token_bucket sliding_log; do
   general=$(general_of consume "$algorithm")
   psql_run -c "DO \$\$
 DECLARE i int;
@@ -105,3 +105,6 @@ for algorithm in fixed_window sliding_window token_bucket; do
   median_of "check $algorithm, general" "$(general_of check "$algorithm")" "$algorithm"
   median_of "check $algorithm, plain" "$(cat "tests/sql/postgresql/check_plain_$algorithm.sql")" "$algorithm"
 done
+# A sliding log's check is its general statement: no plain one.
+median_of "consume sliding_log, general" "$(general_of consume sliding_log)" sliding_log
+median_of "consume sliding_log, plain" "$(cat tests/sql/postgresql/consume_plain_sliding_log.sql)" sliding_log
