@@ -159,7 +159,9 @@ with tempfile.TemporaryDirectory() as work:
         expect(size == 1024, f"{name}: page size {size}, not 1024")
 
 measures = [row["measure"] for row in document["targets"]]
-expect(len(measures) == 13, f"expected 13 targets, got {len(measures)}")
+expect(len(measures) == 14, f"expected 14 targets, got {len(measures)}")
+expect("consume_many of 100, per request" in measures,
+       f"no target for consume_many of 100: {measures}")
 for row in document["targets"]:
     expect(row["met"] in (True, False), f"target {row['measure']}: not evaluated ({row['figures']})")
 
