@@ -210,21 +210,17 @@ class SqliteStore final : public Store {
         write = std::make_unique<Prepared>(db_.getHandle(), parts.write);
         answer = std::make_unique<Prepared>(db_.getHandle(), parts.answer);
       }
-      sqlite3* db = db_.getHandle();
-      const bool own = sqlite3_get_autocommit(db) != 0;
-      if (own) step_all("BEGIN IMMEDIATE", {}, nullptr);
+      const bool own = !in_transaction();
+      if (own) begin_exclusive(Exclusive::requests);
       try {
         step(*write, request);
         // No row changed: an owner without state (the engine runs the general statement).
         std::optional<Row> row;
-        if (sqlite3_changes64(db) > 0) row = step(*answer, request);
-        if (own) step_all("COMMIT", {}, nullptr);
+        if (sqlite3_changes64(db_.getHandle()) > 0) row = step(*answer, request);
+        if (own) commit();
         return row;
       } catch (...) {
-        // SQLite may have ended the transaction already (an I/O error).
-        if (own && sqlite3_get_autocommit(db) == 0) {
-          sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
-        }
+        if (own) rollback();
         throw;
       }
     });
@@ -364,11 +360,16 @@ class SqliteStore final : public Store {
   void begin_exclusive(Exclusive) override {
     // BEGIN IMMEDIATE takes the write lock from the start, so that the busy handler waits
     // for it; inside the application's transaction it is a savepoint of that.
+    // Prepared once (cached): a lone plain consume begins and commits one of these.
     nested_exclusive_ = in_transaction();
-    exec(nested_exclusive_ ? "SAVEPOINT quota_exclusive" : "BEGIN IMMEDIATE");
+    guarded([&] {
+      step_all(nested_exclusive_ ? "SAVEPOINT quota_exclusive" : "BEGIN IMMEDIATE", {}, nullptr);
+    });
   }
 
-  void commit() override { exec(nested_exclusive_ ? "RELEASE quota_exclusive" : "COMMIT"); }
+  void commit() override {
+    guarded([&] { step_all(nested_exclusive_ ? "RELEASE quota_exclusive" : "COMMIT", {}, nullptr); });
+  }
 
   void rollback() noexcept override {
     // SQLite may have rolled back already (an I/O error, or the application's transaction).
