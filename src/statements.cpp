@@ -880,11 +880,15 @@ constexpr const char* kPlainWrite = R"(UPDATE {table} SET
 // The answer, read from the row the UPDATE wrote: its RETURNING list, or, run apart
 // (plain_parts), a SELECT of the same list from that row (kPlainAnswerRead).
 constexpr const char* kPlainAnswer = R"(last_allowed AS allowed,
-  CASE WHEN last_allowed THEN 'ok' WHEN cost > {capacity} THEN 'cost_exceeds_capacity'
-       ELSE 'rate_limited' END AS reason,
+  {plain_reason} AS reason,
   {remaining} AS remaining,
   {answer_retry} AS retry_after_ms,
   {reset_at} AS reset_at_ms, denied, FALSE AS shadow_denied)";
+// A plain limit's reason: no policy or block, so allowed, or the cost beyond the capacity, or
+// the limit reached.
+constexpr const char* kPlainReason =
+    R"(CASE WHEN {allowed} THEN 'ok' WHEN cost > {capacity} THEN 'cost_exceeds_capacity'
+       ELSE 'rate_limited' END)";
 constexpr const char* kPlainReturning = "\nRETURNING ";
 constexpr const char* kPlainAnswerRead = R"(SELECT {answer}
 FROM {table}
@@ -898,8 +902,7 @@ constexpr const char* kPlainOwnersRow = "WHERE limit_name = {limit} AND owner = 
 // general check (the usage read of Engine::usage and the watches). It answers no row when the
 // limit is no longer plain or of this algorithm: the engine then runs the general check.
 constexpr const char* kPlainCheck = R"(SELECT allowed,
-  CASE WHEN allowed THEN 'ok' WHEN cost > {capacity} THEN 'cost_exceeds_capacity'
-       ELSE 'rate_limited' END AS reason,
+  {plain_reason} AS reason,
   {remaining} AS remaining,
   {answer_retry} AS retry_after_ms,
   {reset_at} AS reset_at_ms, denied, FALSE AS shadow_denied, {shown_used} AS used,
@@ -970,8 +973,7 @@ constexpr const char* kPlainBucketDecision = R"(
 constexpr const char* kPlainLogDecision = R"(
   SELECT *,
     {remaining} AS remaining,
-    CASE WHEN allowed THEN 'ok' WHEN cost > maximum THEN 'cost_exceeds_capacity'
-         ELSE 'rate_limited' END AS reason,
+    {plain_reason} AS reason,
     {answer_retry} AS retry_after_ms,
     {reset_at} AS reset_at_ms,
     {total} AS total,
@@ -1044,6 +1046,13 @@ struct PlainText {
   }
 };
 
+// What a plain statement adds to a finite wait measured from `evaluated_at` (the time the
+// state was evaluated at) to measure it from the caller's time, as kFromCaller does for the
+// general statements.
+std::string plain_from_caller(std::string_view evaluated_at) {
+  return fill(" + ({at} - {plain_now})", arg("at", evaluated_at), arg("plain_now", kPlainNow));
+}
+
 PlainText build_plain(Operation operation, Algorithm algorithm) {
   // A plain limit has no policy, shadow mode or block: consume records what it allows and
   // counts what it denies; record records everything and counts nothing; check does neither.
@@ -1056,9 +1065,10 @@ PlainText build_plain(Operation operation, Algorithm algorithm) {
   if (algorithm == Algorithm::sliding_log) {
     if (check) throw std::logic_error("a sliding log's check is the general statement");
     const std::string newest = part(name, "newest");
-    const std::string retry = part(name, "retry") + " + (t - " + kPlainNow + ")";
+    const std::string retry = part(name, "retry") + plain_from_caller("t");
     const std::string decision = fill(
         kPlainLogDecision, arg("guard", guard), plain_now,
+        arg("plain_reason", fill(kPlainReason, arg("allowed", "allowed"), arg("capacity", "maximum"))),
         arg("clock", part("clock", "t", {{"now", kPlainNow}, {"s_seen", "quota_log_owners.seen_ms"}})),
         arg("remaining", part(name, "remaining")),
         arg("answer_retry", part("answer", "retry", {{"retry", retry}, {"capacity", "maximum"}})),
@@ -1084,8 +1094,7 @@ PlainText build_plain(Operation operation, Algorithm algorithm) {
   };
   // A wait is measured from the caller's time (kFromCaller): the row's seen_ms, or the
   // check's t, is the time the state was evaluated at.
-  const std::string retry =
-      answer("retry") + " + (" + (check ? "t" : "seen_ms") + " - " + kPlainNow + ")";
+  const std::string retry = answer("retry") + plain_from_caller(check ? "t" : "seen_ms");
   sql::Bindings retry_bindings = row;
   retry_bindings.push_back({"retry", retry});
   const std::string answer_retry = part("answer", "retry", retry_bindings);
@@ -1119,6 +1128,7 @@ PlainText build_plain(Operation operation, Algorithm algorithm) {
   }
   if (check) {
     return {fill(kPlainCheck, arg("decision", decision), arg("capacity", capacity),
+                 arg("plain_reason", fill(kPlainReason, arg("allowed", "allowed"), arg("capacity", capacity))),
                 arg("remaining", remaining), arg("answer_retry", answer_retry),
                 arg("reset_at", answer("reset_at")), arg("shown_used", answer("shown_used"))),
             {}};
@@ -1127,6 +1137,8 @@ PlainText build_plain(Operation operation, Algorithm algorithm) {
                arg("columns", bucket ? kBucketColumns : kWindowColumns),
                arg("values", bucket ? kBucketValues : kWindowValues), arg("decision", decision)),
           fill(kPlainAnswer, arg("capacity", capacity), arg("remaining", remaining),
+               arg("plain_reason",
+                   fill(kPlainReason, arg("allowed", "last_allowed"), arg("capacity", capacity))),
                arg("answer_retry", answer_retry), arg("reset_at", answer("reset_at")))};
 }
 

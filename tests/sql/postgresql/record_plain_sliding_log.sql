@@ -7,7 +7,7 @@ UPDATE quota_log_owners SET
   SELECT *,
     greatest(maximum - used_after, 0) AS remaining,
     CASE WHEN allowed THEN 'ok' WHEN cost > maximum THEN 'cost_exceeds_capacity'
-         ELSE 'rate_limited' END AS reason,
+       ELSE 'rate_limited' END AS reason,
     CASE WHEN allowed THEN 0 WHEN cost > maximum THEN -1 ELSE coalesce(quota_log_covering_event(key_limit, key_owner, t - period_ms, live_base + excess), t) + period_ms - t + (t - coalesce($4, CAST(floor(extract(epoch FROM statement_timestamp()) * 1000) AS bigint))) END AS retry_after_ms,
     CASE WHEN used_after = 0 THEN t
          WHEN recorded > 0 THEN t + period_ms

@@ -7,7 +7,7 @@ UPDATE quota_log_owners SET
   SELECT *,
     max(maximum - used_after, 0) AS remaining,
     CASE WHEN allowed THEN 'ok' WHEN cost > maximum THEN 'cost_exceeds_capacity'
-         ELSE 'rate_limited' END AS reason,
+       ELSE 'rate_limited' END AS reason,
     CASE WHEN allowed THEN 0 WHEN cost > maximum THEN -1 ELSE coalesce((SELECT e.at_ms FROM quota_log AS e WHERE e.limit_name = key_limit AND e.owner = key_owner AND e.at_ms > t - period_ms AND e.total - live_base >= excess ORDER BY e.at_ms LIMIT 1), t) + period_ms - t + (t - coalesce(:now, CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER))) END AS retry_after_ms,
     CASE WHEN used_after = 0 THEN t
          WHEN recorded > 0 THEN t + period_ms
