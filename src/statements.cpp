@@ -781,8 +781,11 @@ struct Assignments {
   std::string values;
 };
 
-Assignments assignments_of(Operation operation, const Family& family, bool proposed) {
+// `blocked` is whether a block holds: kBlocked, or the flat decision's column of it.
+Assignments assignments_of(Operation operation, const Family& family, bool proposed,
+                           std::string_view blocked = kBlocked) {
   const OperationParts parts = parts_of(operation);
+  const auto with_block = [&](std::string_view text) { return fill(text, arg("blocked", blocked)); };
   const MoreColumns more = more_columns(operation, family, proposed);
   return {fill("{columns}, seen_ms, cost, maximum, period_ms,\n"
                  "   last_allowed, last_reason, last_remaining, last_retry_after_ms, "
@@ -922,7 +925,7 @@ constexpr const char* kPlainWindowDecision = R"(
   FROM (
     SELECT *, cost <= maximum AND {fits} AS allowed
     FROM (
-      SELECT maximum, period_ms, cost, t, window_key, rest, denied_before{carry},
+      SELECT maximum, period_ms, cost, t, window_key, rest, denied_before{carry}{blocked_column},
         {used} AS used,
         {previous_used} AS previous_used
       FROM (
@@ -951,7 +954,7 @@ constexpr const char* kPlainBucketDecision = R"(
     FROM (
       SELECT *, {level} AS level
       FROM (
-        SELECT *, CASE WHEN s_level IS NULL THEN full_level ELSE {start} END AS start
+        SELECT *, CASE WHEN s_level IS NULL THEN full_level ELSE {start} END AS start{blocked_column}
         FROM (
           SELECT l.maximum AS maximum, l.burst AS capacity, l.period_ms AS period_ms,
             {cost_param} AS cost,
@@ -1035,6 +1038,54 @@ sql::Bindings decision_columns(std::string_view capacity) {
           {"allowed", "allowed"}};
 }
 
+// ---------------------------------------------------------------------------------------
+// A limit's own policies, the flat statements (issue 27): a window or bucket limit that no
+// override concerns and that has no calendar, with shadow mode, a block, or both. Its consume
+// and record are the plain statement's UPDATE of the owner's row with the plain decision's
+// flat chain, plus what the general statement does for the limit's own policies: the
+// decision's inputs add the limit's shadow flag and block_ms, the row's block end and a NULL
+// policy (no override); it records, counts, answers and sets the block as the general
+// statement does (parts_of, kReason, kAnswerRemaining, answer_retry: the same fragments);
+// and, as the general statement, it writes the answer into the row's last_* columns and
+// answers them (kStoredAnswer), since a blocked answer cannot be computed from the row it
+// leaves. The answer is computed in a layer of its own behind a barrier, so that the reason
+// is computed once (flattened into each column that reads it, it cost 7,000 instructions).
+//
+// Its guard: the limit's row matches only while no override names it or '*'
+// (quota_limits.overridden, migration 0016, kept by triggers whoever changes the overrides),
+// read in the statement itself, and, for fixed_window, while it has no calendar (the
+// family's layout_test, as in every fixed_window statement). Otherwise the decision has no row and the statement is refused as
+// the plain one is; the engine reads the limit again and runs the statement of what it finds.
+// A plain limit would answer the same through it (shadow 0, block_ms NULL); the engine runs
+// the plain statement there, which costs less.
+constexpr const char* kFlatGuard = "NOT l.overridden";
+
+// The inputs a flat decision adds to the plain one: the window's capacity (a bucket's is its
+// burst, already an input), the caller's time, and the limit's own policies.
+constexpr const char* kFlatInputs = R"(,
+            {capacity}{plain_now} AS now, CAST(NULL AS text) AS policy, l.shadow AS shadow,
+            l.block_ms AS block_ms, {table}.blocked_until_ms AS s_blocked_until)";
+constexpr const char* kFlatWindowCapacity = "l.maximum AS capacity, ";
+// Whether a block holds, computed once in the layer after the inputs.
+constexpr const char* kFlatBlocked = ", {blocked} AS blocked";
+// ...which the window layers, which name the columns they pass on, carry.
+constexpr const char* kFlatCarry = ", capacity, now, policy, shadow, block_ms, s_blocked_until";
+
+// The answer, in a layer of its own over the flat decision.
+constexpr const char* kFlatAnswer = R"(
+  SELECT *,
+    {remaining} AS remaining,
+    {reason} AS reason,
+    {answer_retry} AS retry_after_ms,
+    {reset_at} AS reset_at_ms
+  FROM ({decision} {barrier}) AS answered)";
+
+constexpr const char* kFlatWrite = R"(UPDATE {table} SET
+  ({set_columns}) =
+  (SELECT {set_values}
+   FROM ({decision}) AS decision)
+{owners_row})";
+
 // A plain statement: a check's SELECT (`returning` empty), or a consume's or record's UPDATE
 // and the list its RETURNING answers.
 struct PlainText {
@@ -1053,13 +1104,48 @@ std::string plain_from_caller(std::string_view evaluated_at) {
   return fill(" + ({at} - {plain_now})", arg("at", evaluated_at), arg("plain_now", kPlainNow));
 }
 
-PlainText build_plain(Operation operation, Algorithm algorithm) {
+// The flat statement of `operation` on `algorithm` over its flat `decision` (build_plain).
+PlainText build_flat(Operation operation, Algorithm algorithm, const std::string& decision) {
+  const Family family = family_of(kind_of(algorithm));
+  // The algorithm's own answer (its remaining, wait and reset), as the general decision's.
+  sql::Bindings bindings = arithmetic(family, "", false);
+  for (auto& [name, value] : bindings) {
+    if (name == "remaining" && family.layout) value = "{max}(" + value + ", 0)";
+  }
+  bindings.insert(bindings.end(), {{"decision", decision},
+                                   {"reason", fill(kReason, arg("blocked", "blocked"))}});
+  const std::string answered = sql::fill(kFlatAnswer, bindings);
+  const Assignments update = assignments_of(operation, family, false, "blocked");
+  return {fill(kFlatWrite, arg("table", family.table), arg("set_columns", update.columns),
+               arg("set_values", update.values), arg("decision", answered),
+               arg("owners_row", kPlainOwnersRow)),
+          kStoredAnswer};
+}
+
+PlainText build_plain(Operation operation, Algorithm algorithm, bool flat = false) {
   // A plain limit has no policy, shadow mode or block: consume records what it allows and
   // counts what it denies; record records everything and counts nothing; check does neither.
+  // A flat statement records and counts as the general statement does (parts_of), with no
+  // override: its policy is NULL.
   const bool check = operation == Operation::check;
-  const char* records = operation == Operation::record ? "TRUE" : check ? "FALSE" : "allowed";
-  const char* denied = operation == Operation::consume ? "NOT allowed" : "FALSE";
-  const std::string guard = kPlainGuard;
+  if (flat && (check || algorithm == Algorithm::sliding_log)) {
+    throw std::logic_error("a flat statement is a window's or a bucket's consume or record");
+  }
+  // A flat decision computes whether a block holds once, as its column `blocked`
+  // (kFlatBlocked), which every later layer reads.
+  const auto blocked_column = [](std::string_view text) {
+    return fill(text, arg("blocked", "blocked"));
+  };
+  const auto blocked = arg("blocked_column", flat ? with_block(kFlatBlocked) : "");
+  const std::string records = flat ? blocked_column(parts_of(operation).recorded)
+                              : operation == Operation::record ? "TRUE"
+                              : check                          ? "FALSE"
+                                                               : "allowed";
+  const std::string denied = flat ? blocked_column(parts_of(operation).denied)
+                             : operation == Operation::consume ? "NOT allowed"
+                                                               : "FALSE";
+  const std::string guard =
+      flat ? kFlatGuard + std::string(family_of(kind_of(algorithm)).layout_test) : kPlainGuard;
   const auto plain_now = arg("plain_now", kPlainNow);
   const std::string_view name = to_string(algorithm);
   if (algorithm == Algorithm::sliding_log) {
@@ -1103,13 +1189,17 @@ PlainText build_plain(Operation operation, Algorithm algorithm) {
   const std::string clock =
       part("clock", "t", {{"now", kPlainNow}, {"s_seen", fill("{table}.seen_ms", arg("table", table))}});
   const auto state = arg("state", check ? fill(kPlainCheckState, arg("table", table)) : "");
-  const auto carry_input = arg("carry_input", check ? fill(kPlainCheckCarry, arg("table", table)) : "");
-  const auto carry = arg("carry", check ? ", shadow_denials" : "");
+  const auto carry_input = arg(
+      "carry_input", check  ? fill(kPlainCheckCarry, arg("table", table))
+                     : flat ? fill(kFlatInputs, arg("table", table), plain_now,
+                                   arg("capacity", bucket ? "" : kFlatWindowCapacity))
+                            : "");
+  const auto carry = arg("carry", check ? ", shadow_denials" : flat ? kFlatCarry : "");
   std::string decision;
   if (bucket) {
     decision = fill(
         kPlainBucketDecision, arg("guard", guard), plain_now, arg("clock", clock), state,
-        carry_input,
+        carry_input, blocked,
         arg("full_level", part(name, "full_level", {{"capacity", "l.burst"}, {"period_ms", "l.period_ms"}})),
         arg("level_after", part(name, "level_after", {{"records", records}})),
         arg("denied", denied), arg("fits", part(name, "fits")),
@@ -1118,7 +1208,7 @@ PlainText build_plain(Operation operation, Algorithm algorithm) {
     const WindowLayout& layout = kPeriodWindows;
     decision = fill(
         kPlainWindowDecision, arg("guard", guard), plain_now, arg("clock", clock), state,
-        carry_input, carry, arg("algorithm", name),
+        carry_input, carry, blocked, arg("algorithm", name),
         arg("used_after", part("window", "used_after", {{"records", records}})),
         arg("denied", denied), arg("fits", part(name, "fits")),
         arg("window_key", part(layout.fragments, "window_key")),
@@ -1126,6 +1216,7 @@ PlainText build_plain(Operation operation, Algorithm algorithm) {
         arg("used", part("window", "used", {{"take", ""}})),
         arg("previous_used", sql::ref("window.previous_used")));
   }
+  if (flat) return build_flat(operation, algorithm, decision);
   if (check) {
     return {fill(kPlainCheck, arg("decision", decision), arg("capacity", capacity),
                  arg("plain_reason", fill(kPlainReason, arg("allowed", "allowed"), arg("capacity", capacity))),
@@ -1198,6 +1289,43 @@ const PlainStatements& plain_statements(const Dialect& dialect) {
   return dialect.name == kPostgresql.name ? plain_postgresql : plain_sqlite;
 }
 
+// consume and record of each flat kind, whole and in parts.
+struct FlatStatements {
+  std::array<std::array<std::string, 2>, 3> whole;
+  std::array<std::array<PlainParts, 2>, 3> parts;
+};
+
+FlatStatements build_all_flat(const Dialect& dialect) {
+  FlatStatements built;
+  for (StatementKind kind : {StatementKind::flat_fixed_window, StatementKind::flat_sliding_window,
+                             StatementKind::flat_token_bucket}) {
+    const auto index = static_cast<std::size_t>(static_cast<int>(kind) -
+                                                static_cast<int>(StatementKind::flat_fixed_window));
+    for (const Operation operation : {Operation::consume, Operation::record}) {
+      const PlainText text = build_plain(operation, stored_algorithm(kind), true);
+      const std::size_t at = operation == Operation::consume ? 0 : 1;
+      built.whole[index][at] = finish(text.whole(), dialect);
+      built.parts[index][at] = {
+          finish(text.statement, dialect),
+          finish(fill(kPlainAnswerRead, arg("answer", text.returning),
+                      arg("table", state_table(kind)), arg("owners_row", kPlainOwnersRow)),
+                 dialect)};
+    }
+  }
+  return built;
+}
+
+const FlatStatements& flat_statements(const Dialect& dialect) {
+  static const FlatStatements flat_sqlite = build_all_flat(kSqlite);
+  static const FlatStatements flat_postgresql = build_all_flat(kPostgresql);
+  return dialect.name == kPostgresql.name ? flat_postgresql : flat_sqlite;
+}
+
+std::size_t flat_index(StatementKind kind) {
+  return static_cast<std::size_t>(static_cast<int>(kind) -
+                                  static_cast<int>(StatementKind::flat_fixed_window));
+}
+
 }  // namespace
 
 std::optional<StatementKind> plain_kind(Operation operation, StatementKind kind) {
@@ -1225,8 +1353,34 @@ std::optional<StatementKind> plain_kind(Operation operation, StatementKind kind)
   }
 }
 
+std::optional<StatementKind> flat_kind(Operation operation, StatementKind kind) {
+  if (operation != Operation::consume && operation != Operation::record) return std::nullopt;
+  switch (kind) {
+    case StatementKind::fixed_window:
+      return StatementKind::flat_fixed_window;
+    case StatementKind::sliding_window:
+      return StatementKind::flat_sliding_window;
+    case StatementKind::token_bucket:
+      return StatementKind::flat_token_bucket;
+    default:
+      return std::nullopt;
+  }
+}
+
+std::optional<StatementKind> specialised_kind(Operation operation, StatementKind kind, Shape shape) {
+  switch (shape) {
+    case Shape::plain:
+      return plain_kind(operation, kind);
+    case Shape::flat:
+      return flat_kind(operation, kind);
+    case Shape::general:
+      break;
+  }
+  return std::nullopt;
+}
+
 StatementKind general_kind(StatementKind kind) {
-  return is_plain(kind) ? kind_of(stored_algorithm(kind)) : kind;
+  return is_specialised(kind) ? kind_of(stored_algorithm(kind)) : kind;
 }
 
 Algorithm stored_algorithm(StatementKind kind) {
@@ -1237,12 +1391,15 @@ Algorithm stored_algorithm(StatementKind kind) {
     case StatementKind::fixed_window:
     case StatementKind::calendar_window:
     case StatementKind::plain_fixed_window:
+    case StatementKind::flat_fixed_window:
       return Algorithm::fixed_window;
     case StatementKind::sliding_window:
     case StatementKind::plain_sliding_window:
+    case StatementKind::flat_sliding_window:
       return Algorithm::sliding_window;
     case StatementKind::token_bucket:
     case StatementKind::plain_token_bucket:
+    case StatementKind::flat_token_bucket:
       return Algorithm::token_bucket;
     case StatementKind::concurrency:
     case StatementKind::plain_concurrency:
@@ -1261,6 +1418,12 @@ const std::string& statement(const Dialect& dialect, Operation operation, Statem
     return sql::lease_statement(dialect, operation);
   }
   if (kind == StatementKind::concurrency) kind = StatementKind::sliding_log;  // one reset
+  if (is_flat(kind)) {
+    if (operation != Operation::consume && operation != Operation::record) {
+      throw std::logic_error("no flat statement for this operation");
+    }
+    return flat_statements(dialect).whole[flat_index(kind)][operation == Operation::consume ? 0 : 1];
+  }
   if (is_plain(kind)) {
     const auto index = static_cast<std::size_t>(static_cast<int>(kind) -
                                                 static_cast<int>(StatementKind::plain_fixed_window));
@@ -1284,8 +1447,11 @@ const std::string& statement(const Dialect& dialect, Operation operation, Statem
 }
 
 const PlainParts* plain_parts(const Dialect& dialect, Operation operation, StatementKind kind) {
-  if (!is_plain(kind) || kind == StatementKind::plain_concurrency) return nullptr;
+  if (!is_specialised(kind) || kind == StatementKind::plain_concurrency) return nullptr;
   if (operation != Operation::consume && operation != Operation::record) return nullptr;
+  if (is_flat(kind)) {
+    return &flat_statements(dialect).parts[flat_index(kind)][operation == Operation::consume ? 0 : 1];
+  }
   const auto index = static_cast<std::size_t>(static_cast<int>(kind) -
                                               static_cast<int>(StatementKind::plain_fixed_window));
   return &plain_statements(dialect).parts[index][operation == Operation::consume ? 0 : 1];
@@ -1312,6 +1478,12 @@ std::string_view kind_name(StatementKind kind) {
       return "plain_sliding_log";
     case StatementKind::plain_concurrency:
       return "plain_concurrency";
+    case StatementKind::flat_fixed_window:
+      return "flat_fixed_window";
+    case StatementKind::flat_sliding_window:
+      return "flat_sliding_window";
+    case StatementKind::flat_token_bucket:
+      return "flat_token_bucket";
     default:
       return to_string(stored_algorithm(kind));
   }

@@ -51,7 +51,18 @@ enum class StatementKind {
   concurrency,
   // A plain concurrency limit's consume (acquire) and record.
   plain_concurrency,
+  // The flat statements (consume and record only): a limit that no override concerns
+  // (quota_limits.overridden, migration 0016) and without a calendar, with shadow mode or a
+  // block read from the limit's row inside the statement.
+  flat_fixed_window,
+  flat_sliding_window,
+  flat_token_bucket,
 };
+
+// Which specialised statements a limit's consume and record run first, from its flags as the
+// engine read them: plain (quota_limits.plain), flat (not plain, but not overridden and
+// without a calendar: shadow mode or a block), or none (the general statement).
+enum class Shape { general, plain, flat };
 
 // The statements' kind of a limit of `algorithm`, with a calendar period or not.
 inline StatementKind kind_of(Algorithm algorithm, bool calendar = false) {
@@ -66,12 +77,30 @@ inline bool is_plain(StatementKind kind) {
          kind == StatementKind::plain_sliding_log || kind == StatementKind::plain_concurrency;
 }
 
+inline bool is_flat(StatementKind kind) {
+  return kind == StatementKind::flat_fixed_window || kind == StatementKind::flat_sliding_window ||
+         kind == StatementKind::flat_token_bucket;
+}
+
+// A statement specialised to its limit's configuration (plain or flat): an UPDATE of the
+// owner's row that answers no row for an owner without state and fails with "unknown limit"
+// when the limit no longer has that configuration; the engine then runs the general one.
+inline bool is_specialised(StatementKind kind) { return is_plain(kind) || is_flat(kind); }
+
 // The plain statements' kind of `operation` on a limit of statements' kind `kind`, or
 // nullopt when there is none (refund, reset; a concurrency limit's and a sliding log's
 // check; calendar windows).
 std::optional<StatementKind> plain_kind(Operation operation, StatementKind kind);
 
-// The general kind of a plain kind (any other kind: itself).
+// The flat statements' kind of `operation` on a limit of statements' kind `kind`, or nullopt
+// when there is none (only consume and record of fixed_window, sliding_window and
+// token_bucket have one).
+std::optional<StatementKind> flat_kind(Operation operation, StatementKind kind);
+
+// The specialised kind that a limit of `shape` runs first for `operation`, or nullopt.
+std::optional<StatementKind> specialised_kind(Operation operation, StatementKind kind, Shape shape);
+
+// The general kind of a plain or flat kind (any other kind: itself).
 StatementKind general_kind(StatementKind kind);
 
 // The algorithm of the limits that a kind's statements match.
@@ -107,7 +136,7 @@ struct PlainParts {
   std::string answer;
 };
 // The parts of (operation, kind) in `dialect`'s spelling, or nullptr when it has none (any
-// statement but a plain window's or bucket's consume and record).
+// statement but a plain or flat consume and record; a concurrency limit's run whole).
 const PlainParts* plain_parts(const Dialect& dialect, Operation operation, StatementKind kind);
 
 // The table that holds the per-owner state of the limits of statements' kind `kind`:

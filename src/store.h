@@ -116,7 +116,7 @@ class Store {
 
   // Runs every step's statement in order, in one transaction of its own (a savepoint of the
   // transaction already open), and returns each one's first row as run does; a failure of
-  // any rolls all of them back and throws. A step of a plain kind (is_plain) that answers no
+  // any rolls all of them back and throws. A step of a plain or flat kind (is_specialised) that answers no
   // row (an owner without state) runs its general kind in the same transaction, as the
   // engine does for a lone request. PostgreSQL sends them in one round trip (pipeline mode;
   // with plain steps the commit waits for their answers, so that the general statements of

@@ -427,14 +427,13 @@ void Engine::Impl::start_once() {
 
 void Engine::Impl::forget_kind(std::string_view name) {
   if (const auto found = kinds.find(name); found != kinds.end()) kinds.erase(found);
-  if (const auto found = plain_limits.find(name); found != plain_limits.end())
-    plain_limits.erase(found);
+  if (const auto found = shapes.find(name); found != shapes.end()) shapes.erase(found);
 }
 
 void Engine::Impl::forget_overridden(std::string_view limit) {
   if (limit == kEveryLimit) {
     kinds.clear();
-    plain_limits.clear();
+    shapes.clear();
   } else {
     forget_kind(limit);
   }
@@ -449,9 +448,11 @@ std::optional<detail::StatementKind> Engine::Impl::statement_kind(std::string_vi
   }
   const std::string key(name);
   // Plain: no shadow mode, block or calendar, and no override of the limit or of '*'; the
-  // flag that migration 0010's triggers keep, which the plain statements guard on.
+  // flag that migration 0010's triggers keep, which the plain statements guard on. Flat: not
+  // plain, but no override (migration 0016's flag, the flat statements' guard) or calendar.
   const std::vector<Row> rows = store->query(
-      "SELECT algorithm, calendar, CASE WHEN plain THEN 1 ELSE 0 END "
+      "SELECT algorithm, calendar, CASE WHEN plain THEN 1 ELSE 0 END, "
+      "CASE WHEN overridden THEN 1 ELSE 0 END "
       "FROM quota_limits WHERE name = ?1",
       {Value(key)});
   if (rows.empty()) return std::nullopt;
@@ -460,7 +461,11 @@ std::optional<detail::StatementKind> Engine::Impl::statement_kind(std::string_vi
   const detail::StatementKind kind =
       detail::kind_of(*algorithm, !detail::is_null(rows.front().at(1)));
   kinds.emplace(key, kind);
-  if (integer_of(rows.front().at(2)) == 1) plain_limits.insert(key);
+  if (integer_of(rows.front().at(2)) == 1) {
+    shapes.emplace(key, detail::Shape::plain);
+  } else if (integer_of(rows.front().at(3)) == 0 && detail::is_null(rows.front().at(1))) {
+    shapes.emplace(key, detail::Shape::flat);
+  }
   return kind;
 }
 
@@ -533,13 +538,20 @@ Result Engine::Impl::run_at(Operation operation, std::string_view limit, std::st
   throw unknown_limit(limit);
 }
 
+std::optional<detail::StatementKind> Engine::Impl::specialised_kind(Operation operation,
+                                                                    detail::StatementKind kind,
+                                                                    std::string_view limit) const {
+  const auto found = shapes.find(limit);
+  if (found == shapes.end()) return std::nullopt;
+  return detail::specialised_kind(operation, kind, found->second);
+}
+
 std::optional<Row> Engine::Impl::run_plain_first(Operation operation,
                                                  detail::StatementKind kind,
                                                  std::string_view limit,
                                                  const detail::StatementRequest& request) {
-  if (const auto plain = detail::plain_kind(operation, kind);
-      plain && plain_limits.find(limit) != plain_limits.end()) {
-    if (std::optional<Row> row = store->run(operation, *plain, request)) return row;
+  if (const auto specialised = specialised_kind(operation, kind, limit)) {
+    if (std::optional<Row> row = store->run(operation, *specialised, request)) return row;
   }
   return store->run(operation, kind, request);
 }
@@ -643,12 +655,9 @@ std::vector<Result> Engine::Impl::run_many(Operation operation,
     const auto kind = statement_kind(request.limit, false);
     if (!kind) throw unknown_limit(request.limit);
     if (operation != Operation::check && hooks_of(request.limit)) plain = false;
-    // A plain limit's plain statement, as a lone request runs it (run_plain_first): the store
-    // runs the general one after it for an owner without state.
-    const auto plain_statement = detail::plain_kind(operation, *kind);
-    const bool plain_limit =
-        plain_statement && plain_limits.find(request.limit) != plain_limits.end();
-    steps.push_back({operation, plain_limit ? *plain_statement : *kind,
+    // A plain or flat limit's own statement, as a lone request runs it (run_plain_first): the
+    // store runs the general one after it for an owner without state.
+    steps.push_back({operation, specialised_kind(operation, *kind, request.limit).value_or(*kind),
                      {request.limit, request.owner, request.cost, at}});
   }
   std::vector<Result> results(requests.size());

@@ -122,9 +122,10 @@ struct QUOTA_ENGINE_IMPL_HIDDEN Engine::Impl {
   // limit name -> its statements' kind (src/statements.h); std::less<> finds a string_view
   // without building a string
   std::map<std::string, detail::StatementKind, std::less<>> kinds;
-  // the limits of `kinds` read as plain (no override, shadow mode, block or calendar):
-  // their consume and record run the plain statements first (src/statements.h)
-  std::set<std::string, std::less<>> plain_limits;
+  // the limits of `kinds` read as plain (no override, shadow mode, block or calendar) or
+  // flat (shadow mode or a block, but no override or calendar): their consume and record run
+  // the plain or flat statements first (src/statements.h, Shape); a limit not here is general
+  std::map<std::string, detail::Shape, std::less<>> shapes;
   // limit name -> its hooks (set_hooks); empty for most engines, so no lookup costs much
   std::map<std::string, Hooks, std::less<>> hooks;
   detail::Counters counters;  // Engine::metrics()
@@ -303,13 +304,18 @@ struct QUOTA_ENGINE_IMPL_HIDDEN Engine::Impl {
   Result run_at(detail::Operation operation, std::string_view limit, std::string_view owner,
                 std::int64_t cost, std::optional<std::int64_t> now, detail::Held* held = nullptr);
 
-  // The statement of (operation, kind) for `request`: a plain limit's own statement first
-  // (src/statements.h, plain_kind), then the general one when it answered no row (a consume
-  // or record for an owner without state; a check of a limit no longer plain). A plain
-  // consume or record of a limit no longer plain throws ErrorCode::unknown_limit instead.
+  // The statement of (operation, kind) for `request`: a plain or flat limit's own statement
+  // first (src/statements.h, specialised_kind), then the general one when it answered no row
+  // (a consume or record for an owner without state; a check of a limit no longer plain). A
+  // plain or flat consume or record of a limit that no longer has that shape throws
+  // ErrorCode::unknown_limit instead.
   std::optional<detail::Row> run_plain_first(detail::Operation operation,
                                              detail::StatementKind kind, std::string_view limit,
                                              const detail::StatementRequest& request);
+  // The plain or flat kind that `limit`, as last read, runs first for `operation`, or nullopt.
+  std::optional<detail::StatementKind> specialised_kind(detail::Operation operation,
+                                                        detail::StatementKind kind,
+                                                        std::string_view limit) const;
 
   // `owner`'s usage of `limit` at `now` and the check of `cost` then, by the limit's check
   // statement (which changes nothing); nullopt when the statement finds no such limit.

@@ -430,7 +430,7 @@ class PostgresqlStore final : public Store {
     // With plain steps the ending waits: one that answers nothing runs its general
     // statement first, in the same transaction (below).
     const bool plain_steps =
-        std::any_of(steps.begin(), steps.end(), [](const Step& step) { return is_plain(step.kind); });
+        std::any_of(steps.begin(), steps.end(), [](const Step& step) { return is_specialised(step.kind); });
     const char* ending = nested ? "RELEASE SAVEPOINT quota_batch" : "COMMIT";
     if (!failure && !plain_steps) send(ending);
     const bool ending_sent = !failure && !plain_steps;
@@ -448,7 +448,7 @@ class PostgresqlStore final : public Store {
     if (!failure && plain_steps) {
       try {
         for (std::size_t i = 0; i < steps.size(); ++i) {
-          if (!rows[i] && is_plain(steps[i].kind)) {
+          if (!rows[i] && is_specialised(steps[i].kind)) {
             rows[i] = run_connected(steps[i].operation, general_kind(steps[i].kind),
                                     steps[i].request);
           }

@@ -267,7 +267,7 @@ class SqliteStore final : public Store {
     try {
       for (const Step& step : steps) {
         std::optional<Row> row = run(step.operation, step.kind, step.request);
-        if (!row && is_plain(step.kind)) {
+        if (!row && is_specialised(step.kind)) {
           row = run(step.operation, general_kind(step.kind), step.request);
         }
         rows.push_back(std::move(row));

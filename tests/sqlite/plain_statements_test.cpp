@@ -4,6 +4,8 @@
 // engine, which runs them first, notices a change made by another connection.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
+
+#include <chrono>
 #include <random>
 #include <string>
 #include <vector>
@@ -111,95 +113,125 @@ std::vector<Change> not_plain_changes(bool fixed_window) {
   return changes;
 }
 
+// Runs 1,500 random requests of one algorithm on three databases: the general statements,
+// the statements of `shape` (then the general one where they answer nothing), and the same
+// in two parts as SQLite's store runs them; each answer and the state after it must be the
+// general statement's. A flat limit's configuration changes between shadow mode, a block,
+// both and neither as it runs.
+void compare_with_general(Algorithm algorithm, std::uint64_t seed, detail::Shape shape) {
+  const bool flat = shape == detail::Shape::flat;
+  CAPTURE(to_string(algorithm), seed, flat);
+  std::mt19937_64 random(seed);
+  auto between = [&](std::int64_t low, std::int64_t high) {
+    return std::uniform_int_distribution<std::int64_t>(low, high)(random);
+  };
+  TempDir dir;
+  const std::string general_path = dir.file("general.db");
+  const std::string plain_path = dir.file("plain.db");
+  const std::string parts_path = dir.file("parts.db");
+  const std::int64_t maximum = between(1, 5);
+  const std::int64_t period = between(1, 60);
+  Limit limit = algorithm == Algorithm::token_bucket
+                    ? make_bucket("p", maximum, period, maximum + between(0, 2))
+                    : make_limit("p", algorithm, maximum, period);
+  if (flat) limit.block = std::chrono::milliseconds(between(1, 3 * period));
+  for (const std::string& path : {general_path, plain_path, parts_path}) {
+    Engine::open(path).define(limit);
+  }
+  RawDb general(general_path);
+  RawDb plain(plain_path);
+  RawDb parts(parts_path);
+  const auto kind = detail::specialised_kind(Operation::consume, detail::kind_of(algorithm), shape);
+  REQUIRE(kind);
+  REQUIRE(detail::is_flat(*kind) == flat);
+  if (!flat) {
+    // A sliding log's check is the general one (both databases run it below).
+    const auto check_kind = detail::plain_kind(Operation::check, detail::kind_of(algorithm));
+    REQUIRE((algorithm == Algorithm::sliding_log ? !check_kind : check_kind == kind));
+  }
+  const auto change_everywhere = [&](const std::string& change) {
+    general.exec(change);
+    plain.exec(change);
+    parts.exec(change);
+  };
+  std::int64_t now = T;
+  int by_specialised = 0;
+  for (int step = 0; step < 1500; ++step) {
+    const std::int64_t move = between(0, 9);
+    now += move < 3 ? 0 : move < 9 ? between(1, period / 3 + 1) : -between(1, period);
+    const std::string owner = std::string(1, static_cast<char>('a' + between(0, 3)));
+    const std::int64_t cost = between(0, 7) == 0 ? between(maximum, maximum + 3) : 1;
+    const std::int64_t pick = between(0, 9);
+    const Operation operation = pick == 0   ? Operation::record
+                                : pick <= 2 ? Operation::check
+                                            : Operation::consume;
+    CAPTURE(step, owner, cost, now - T, detail::operation_name(operation));
+    if (between(0, 199) == 0) {
+      // Another configuration of the same limit: its owners' state is kept.
+      change_everywhere(fmt::format("UPDATE quota_limits SET maximum = {0}, period_ms = {1}{2}",
+                                    between(1, 5), between(1, 60),
+                                    algorithm == Algorithm::token_bucket ? ", burst = maximum" : ""));
+    }
+    if (flat && between(0, 99) == 0) {
+      // The limit's own policies: shadow mode, a block, both, or neither (then it is plain,
+      // which the flat statements answer for too).
+      const std::int64_t policies = between(0, 3);
+      change_everywhere(fmt::format(
+          "UPDATE quota_limits SET shadow = {}, block_ms = {}", policies & 1,
+          policies & 2 ? std::to_string(between(1, 200)) : std::string("NULL")));
+    }
+    const Outcome expected =
+        run(general.handle(), detail::statement(operation, detail::kind_of(algorithm)), "p", owner, cost, now);
+    REQUIRE(expected.error.empty());
+    const detail::StatementKind specialised =
+        detail::specialised_kind(operation, detail::kind_of(algorithm), shape).value_or(detail::kind_of(algorithm));
+    Outcome got = run(plain.handle(), detail::statement(operation, specialised), "p", owner, cost, now);
+    REQUIRE(got.error.empty());
+    const bool specialised_answered = got.answered;
+    if (got.answered) {
+      if (specialised != detail::kind_of(algorithm)) ++by_specialised;
+    } else {
+      // An owner without state: the general statement makes its row (a plain check
+      // answers for it, as for every owner of a plain limit).
+      REQUIRE(operation != Operation::check);
+      got = run(plain.handle(), detail::statement(operation, detail::kind_of(algorithm)), "p", owner, cost, now);
+    }
+    REQUIRE(got.row == expected.row);
+    REQUIRE(state_of(plain, algorithm) == state_of(general, algorithm));
+    // The same request as SQLite's store runs a plain or flat consume or record: in two parts.
+    if (const auto* two = detail::plain_parts(detail::kSqlite, operation, specialised)) {
+      Outcome apart = run_parts(parts, *two, "p", owner, cost, now);
+      REQUIRE(apart.error.empty());
+      REQUIRE(apart.answered == specialised_answered);
+      if (!apart.answered) {
+        apart = run(parts.handle(), detail::statement(operation, detail::kind_of(algorithm)),
+                    "p", owner, cost, now);
+      }
+      REQUIRE(apart.row == expected.row);
+    } else {
+      REQUIRE(run(parts.handle(), detail::statement(operation, detail::kind_of(algorithm)),
+                  "p", owner, cost, now)
+                  .row == expected.row);
+    }
+    REQUIRE(state_of(parts, algorithm) == state_of(general, algorithm));
+  }
+  CHECK(by_specialised > (algorithm == Algorithm::sliding_log || flat ? 700 : 1000));
+}
+
 TEST_CASE("a plain limit's statements answer and write what the general statements do",
           "[slow][plain][property]") {
   for (const Algorithm algorithm : {Algorithm::fixed_window, Algorithm::sliding_window,
                                     Algorithm::token_bucket, Algorithm::sliding_log}) {
-    for (const std::uint64_t seed : {1u, 2u, 3u}) {
-      CAPTURE(to_string(algorithm), seed);
-      std::mt19937_64 random(seed);
-      auto between = [&](std::int64_t low, std::int64_t high) {
-        return std::uniform_int_distribution<std::int64_t>(low, high)(random);
-      };
-      TempDir dir;
-      const std::string general_path = dir.file("general.db");
-      const std::string plain_path = dir.file("plain.db");
-      const std::string parts_path = dir.file("parts.db");
-      const std::int64_t maximum = between(1, 5);
-      const std::int64_t period = between(1, 60);
-      const Limit limit = algorithm == Algorithm::token_bucket
-                              ? make_bucket("p", maximum, period, maximum + between(0, 2))
-                              : make_limit("p", algorithm, maximum, period);
-      for (const std::string& path : {general_path, plain_path, parts_path}) {
-        Engine::open(path).define(limit);
-      }
-      RawDb general(general_path);
-      RawDb plain(plain_path);
-      RawDb parts(parts_path);
-      const auto kind = detail::plain_kind(Operation::consume, detail::kind_of(algorithm));
-      REQUIRE(kind);
-      // A sliding log's check is the general one (both databases run it below).
-      const auto check_kind = detail::plain_kind(Operation::check, detail::kind_of(algorithm));
-      REQUIRE((algorithm == Algorithm::sliding_log ? !check_kind : check_kind == kind));
-      std::int64_t now = T;
-      int by_plain = 0;
-      for (int step = 0; step < 1500; ++step) {
-        const std::int64_t move = between(0, 9);
-        now += move < 3 ? 0 : move < 9 ? between(1, period / 3 + 1) : -between(1, period);
-        const std::string owner = std::string(1, static_cast<char>('a' + between(0, 3)));
-        const std::int64_t cost = between(0, 7) == 0 ? between(maximum, maximum + 3) : 1;
-        const std::int64_t pick = between(0, 9);
-        const Operation operation = pick == 0   ? Operation::record
-                                    : pick <= 2 ? Operation::check
-                                                : Operation::consume;
-        CAPTURE(step, owner, cost, now - T, detail::operation_name(operation));
-        if (between(0, 199) == 0) {
-          // Another configuration of the same limit: its owners' state is kept.
-          const std::string change =
-              fmt::format("UPDATE quota_limits SET maximum = {0}, period_ms = {1}{2}",
-                          between(1, 5), between(1, 60),
-                          algorithm == Algorithm::token_bucket ? ", burst = maximum" : "");
-          general.exec(change);
-          plain.exec(change);
-          parts.exec(change);
-        }
-        const Outcome expected =
-            run(general.handle(), detail::statement(operation, detail::kind_of(algorithm)), "p", owner, cost, now);
-        REQUIRE(expected.error.empty());
-        const detail::StatementKind plain_statement =
-            detail::plain_kind(operation, detail::kind_of(algorithm)).value_or(detail::kind_of(algorithm));
-        Outcome got = run(plain.handle(), detail::statement(operation, plain_statement), "p", owner, cost, now);
-        REQUIRE(got.error.empty());
-        const bool plain_answered = got.answered;
-        if (got.answered) {
-          if (plain_statement != detail::kind_of(algorithm)) ++by_plain;
-        } else {
-          // An owner without state: the general statement makes its row (a plain check
-          // answers for it, as for every owner of a plain limit).
-          REQUIRE(operation != Operation::check);
-          got = run(plain.handle(), detail::statement(operation, detail::kind_of(algorithm)), "p", owner, cost, now);
-        }
-        REQUIRE(got.row == expected.row);
-        REQUIRE(state_of(plain, algorithm) == state_of(general, algorithm));
-        // The same request as SQLite's store runs a plain consume or record: in two parts.
-        if (const auto* two = detail::plain_parts(detail::kSqlite, operation, plain_statement)) {
-          Outcome apart = run_parts(parts, *two, "p", owner, cost, now);
-          REQUIRE(apart.error.empty());
-          REQUIRE(apart.answered == plain_answered);
-          if (!apart.answered) {
-            apart = run(parts.handle(), detail::statement(operation, detail::kind_of(algorithm)),
-                        "p", owner, cost, now);
-          }
-          REQUIRE(apart.row == expected.row);
-        } else {
-          REQUIRE(run(parts.handle(), detail::statement(operation, detail::kind_of(algorithm)),
-                      "p", owner, cost, now)
-                      .row == expected.row);
-        }
-        REQUIRE(state_of(parts, algorithm) == state_of(general, algorithm));
-      }
-      CHECK(by_plain > (algorithm == Algorithm::sliding_log ? 700 : 1000));
-    }
+    for (const std::uint64_t seed : {1u, 2u, 3u}) compare_with_general(algorithm, seed, detail::Shape::plain);
+  }
+}
+
+TEST_CASE("a flat limit's statements (shadow mode, a block) answer and write what the general "
+          "statements do",
+          "[slow][plain][flat][property]") {
+  for (const Algorithm algorithm :
+       {Algorithm::fixed_window, Algorithm::sliding_window, Algorithm::token_bucket}) {
+    for (const std::uint64_t seed : {1u, 2u, 3u}) compare_with_general(algorithm, seed, detail::Shape::flat);
   }
 }
 
@@ -337,8 +369,8 @@ TEST_CASE("a plain statement answers nothing for an owner without state", "[plai
 // Each change of not_plain_changes makes `kind`'s plain consume of limit 'p' (owner 'a' with
 // state) fail with "unknown limit", whole or in SQLite's two parts, changing nothing.
 void expect_refused_after_each_change(EngineOnFile& f, detail::StatementKind kind,
-                                      bool fixed_window) {
-  for (const Change& change : not_plain_changes(fixed_window)) {
+                                      const std::vector<Change>& changes) {
+  for (const Change& change : changes) {
     CAPTURE(change.apply);
     f.raw.exec(change.apply);
     const std::string before = dump(f.path);
@@ -364,12 +396,47 @@ TEST_CASE("a plain statement refuses a limit or an owner that is no longer plain
   f.engine.define(make_limit("p", Algorithm::fixed_window, 3, 1000));
   f.clock.set(T);
   f.engine.consume("p", "a");
-  expect_refused_after_each_change(f, detail::StatementKind::plain_fixed_window, true);
+  expect_refused_after_each_change(f, detail::StatementKind::plain_fixed_window,
+                                   not_plain_changes(true));
   // Of another algorithm: a sliding_window statement on this fixed_window limit.
   const Outcome other =
       run(f.raw.handle(), detail::statement(Operation::consume, detail::StatementKind::plain_sliding_window), "p",
           "a", 1, T + 1);
   CHECK(other.error.find("unknown limit") != std::string::npos);
+}
+
+TEST_CASE("a flat statement refuses a limit that an override concerns or with a calendar, "
+          "changing nothing, and the engine then runs the general one",
+          "[plain][flat]") {
+  EngineOnFile f;
+  Limit limit = make_limit("p", Algorithm::fixed_window, 3, 1000);
+  limit.block = std::chrono::milliseconds(5000);
+  limit.shadow = true;
+  f.engine.define(limit);
+  f.clock.set(T);
+  f.engine.consume("p", "a");
+  // Shadow mode and the block are the flat statement's own: only overrides and a calendar
+  // (migration 0016's flag, and the fixed_window statements' test) refuse it.
+  std::vector<Change> changes = not_plain_changes(true);
+  changes.erase(changes.begin(), changes.begin() + 2);
+  expect_refused_after_each_change(f, detail::StatementKind::flat_fixed_window, changes);
+  CHECK(run(f.raw.handle(), detail::statement(Operation::consume, detail::StatementKind::flat_fixed_window),
+            "p", "a", 1, T + 2)
+            .answered);
+  // Of another algorithm: a sliding_window statement on this fixed_window limit.
+  CHECK(run(f.raw.handle(), detail::statement(Operation::consume, detail::StatementKind::flat_sliding_window),
+            "p", "a", 1, T + 2)
+            .error.find("unknown limit") != std::string::npos);
+  // The engine, which read the limit as flat, notices an override set by another connection.
+  f.raw.exec("UPDATE quota_limits SET shadow = 0");
+  f.clock.set(T + 3);
+  f.engine.consume("p", "a");
+  const Result blocked = f.engine.consume("p", "a");
+  CHECK(blocked.reason == Reason::rate_limited);
+  CHECK(blocked.retry_after_ms == 5000);
+  CHECK(f.engine.consume("p", "a").reason == Reason::blocked);
+  f.raw.exec("INSERT INTO quota_overrides VALUES ('p', 'a', 'exempt', NULL, NULL)");
+  CHECK(f.engine.consume("p", "a").allowed);
 }
 
 TEST_CASE("a plain sliding log's statement refuses a limit that is no longer plain, changing "
@@ -379,7 +446,8 @@ TEST_CASE("a plain sliding log's statement refuses a limit that is no longer pla
   f.engine.define(make_limit("p", Algorithm::sliding_log, 3, 1000));
   f.clock.set(T);
   f.engine.consume("p", "a");
-  expect_refused_after_each_change(f, detail::StatementKind::plain_sliding_log, false);
+  expect_refused_after_each_change(f, detail::StatementKind::plain_sliding_log,
+                                   not_plain_changes(false));
   // Plain again: it answers, and records the event by the log's trigger.
   const Outcome outcome =
       run(f.raw.handle(), detail::statement(Operation::consume, detail::StatementKind::plain_sliding_log),
