@@ -17,8 +17,20 @@ using namespace std::chrono_literals;
 
 constexpr std::int64_t T = 1'700'000'000'000;
 
-// The flag of limit `name` as 1 or 0, checked against the rule that quota_limits_plain holds.
+// The overridden flag of limit `name` (migration 0016) as 1 or 0, checked against the rule
+// that quota_limits_overridden holds.
+std::int64_t overridden(const TestDatabase& database, const std::string& name) {
+  const std::int64_t flag = database.integer(
+      "SELECT CASE WHEN overridden THEN 1 ELSE 0 END FROM quota_limits WHERE name = '" + name + "'");
+  CHECK(flag == database.integer("SELECT CASE WHEN overridden THEN 1 ELSE 0 END "
+                                 "FROM quota_limits_overridden WHERE name = '" + name + "'"));
+  return flag;
+}
+
+// The flag of limit `name` as 1 or 0, checked against the rule that quota_limits_plain holds
+// (and its overridden flag against its own).
 std::int64_t plain(const TestDatabase& database, const std::string& name) {
+  overridden(database, name);
   const std::int64_t flag = database.integer(
       "SELECT CASE WHEN plain THEN 1 ELSE 0 END FROM quota_limits WHERE name = '" + name + "'");
   CHECK(flag == database.integer("SELECT CASE WHEN plain THEN 1 ELSE 0 END "
@@ -40,10 +52,13 @@ TEST_CASE("the plain flag follows the engine's changes to limits and overrides",
   CHECK(plain(f.database, "a") == 1);
   CHECK(plain(f.database, "b") == 1);
 
+  CHECK(overridden(f.database, "a") == 0);
   // An override of the limit, then of '*' (every limit, whatever its owner).
   f.engine.set_override({"a", "u", Policy::exempt});
   CHECK(plain(f.database, "a") == 0);
   CHECK(plain(f.database, "b") == 1);
+  CHECK(overridden(f.database, "a") == 1);
+  CHECK(overridden(f.database, "b") == 0);
   f.engine.set_override({"a", "v", Policy::maximum, 9});
   CHECK(f.engine.remove_override("a", "u"));
   CHECK(plain(f.database, "a") == 0);  // v's is left
@@ -54,16 +69,20 @@ TEST_CASE("the plain flag follows the engine's changes to limits and overrides",
   CHECK(plain(f.database, "b") == 0);
   f.engine.define(window("c"));  // defined while a '*' override exists
   CHECK(plain(f.database, "c") == 0);
+  CHECK(overridden(f.database, "c") == 1);
   CHECK(f.engine.remove_override(kEveryLimit, "w"));
   CHECK(plain(f.database, "a") == 1);
   CHECK(plain(f.database, "b") == 1);
   CHECK(plain(f.database, "c") == 1);
+  CHECK(overridden(f.database, "c") == 0);
 
-  // The limit's own policies, each set and then taken away by define.
+  // The limit's own policies, each set and then taken away by define: not plain, and not
+  // overridden (the flat statements' limits).
   Limit limit = window("a");
   limit.shadow = true;
   f.engine.define(limit);
   CHECK(plain(f.database, "a") == 0);
+  CHECK(overridden(f.database, "a") == 0);
   f.engine.define(window("a"));
   CHECK(plain(f.database, "a") == 1);
   limit = window("a");
@@ -100,6 +119,13 @@ TEST_CASE("the plain flag follows plain SQL on limits and overrides", "[plain]")
   f.raw.exec("UPDATE quota_overrides SET limit_name = 'b' WHERE owner = 'u'");
   CHECK(plain(f.database, "a") == 1);
   CHECK(plain(f.database, "b") == 0);
+  CHECK(overridden(f.database, "a") == 0);
+  CHECK(overridden(f.database, "b") == 1);
+  // A limit renamed: its flag follows the overrides of its new name.
+  f.raw.exec("UPDATE quota_limits SET name = 'b2' WHERE name = 'b'");
+  CHECK(overridden(f.database, "b2") == 0);
+  f.raw.exec("UPDATE quota_limits SET name = 'b' WHERE name = 'b2'");
+  CHECK(overridden(f.database, "b") == 1);
   // Moved to '*', and back.
   f.raw.exec("UPDATE quota_overrides SET limit_name = '*' WHERE owner = 'u'");
   CHECK(plain(f.database, "a") == 0);
@@ -216,6 +242,26 @@ TEST_CASE("a consume after an override inserted with plain SQL obeys the overrid
   f.clock.set(T + 60000);
   CHECK(f.engine.consume("a", "u").allowed);
   CHECK_FALSE(f.engine.consume("a", "u").allowed);
+
+  // A limit with a block, which the engine reads as flat: its statement guards on the
+  // overridden flag, and the general statement answers for the override.
+  Limit blocking = make_limit("c", Algorithm::sliding_window, 1, 60000);
+  blocking.block = 600000ms;
+  f.engine.define(blocking);
+  CHECK(f.engine.consume("c", "u").allowed);
+  result = f.engine.consume("c", "u");
+  CHECK(result.reason == Reason::rate_limited);
+  CHECK(result.retry_after_ms == 600000);
+  CHECK(f.engine.consume("c", "u").reason == Reason::blocked);
+  f.raw.exec("INSERT INTO quota_overrides (limit_name, owner, policy) VALUES ('c', 'u', 'exempt')");
+  CHECK(overridden(f.database, "c") == 1);
+  CHECK(f.engine.consume("c", "u").allowed);
+  // The exempt consume cleared the block (an exempt owner is never blocked); without the
+  // override the window is still full, so the next consume is denied and blocks again.
+  f.raw.exec("DELETE FROM quota_overrides");
+  CHECK(overridden(f.database, "c") == 0);
+  CHECK(f.engine.consume("c", "u").reason == Reason::rate_limited);
+  CHECK(f.engine.consume("c", "u").reason == Reason::blocked);
 }
 
 TEST_CASE("migration 0010 gives the limits a database already has their flag",
@@ -241,6 +287,30 @@ TEST_CASE("migration 0010 gives the limits a database already has their flag",
   CHECK(plain(database, "overridden") == 0);
   CHECK(plain(database, "blocking") == 0);
   CHECK(plain(database, "daily") == 0);
+}
+
+TEST_CASE("migration 0016 gives the limits a database already has their overridden flag",
+          "[plain][flat][migrations]") {
+  const Backend backend = each_backend();
+  CAPTURE(to_string(backend));
+  TestDatabase database(backend);
+  database.migrate_before(16);
+  database.exec(
+      "INSERT INTO quota_limits (name, algorithm, maximum, period_ms, block_ms) VALUES "
+      "('bare', 'fixed_window', 1, 1000, NULL), ('overridden', 'fixed_window', 1, 1000, 1000)");
+  database.exec("INSERT INTO quota_overrides (limit_name, owner, policy) "
+                "VALUES ('overridden', 'u', 'deny')");
+  {
+    Engine engine = Engine::open(database.location());
+    CHECK(engine.schema_version() >= 16);
+  }
+  CHECK(overridden(database, "bare") == 0);
+  CHECK(overridden(database, "overridden") == 1);
+  database.exec("INSERT INTO quota_overrides (limit_name, owner, policy) VALUES ('*', 'v', 'deny')");
+  CHECK(overridden(database, "bare") == 1);
+  database.exec("DELETE FROM quota_overrides WHERE limit_name = '*'");
+  CHECK(overridden(database, "bare") == 0);
+  CHECK(overridden(database, "overridden") == 1);
 }
 
 }  // namespace

@@ -93,14 +93,48 @@ TEST_CASE("every plain limit's statement matches its golden file in tests/sql/",
   CHECK_FALSE(detail::plain_kind(Operation::consume, StatementKind::calendar_window));
 }
 
-// SQLite runs a plain consume or record in two parts (detail::plain_parts): the plain
+// A flat limit's consume and record (shadow mode or a block, no override or calendar).
+TEST_CASE("every flat limit's statement matches its golden file in tests/sql/", "[golden]") {
+  const bool update = std::getenv("QUOTA_UPDATE_GOLDEN") != nullptr;
+  for (const detail::Dialect* dialect : {&detail::kSqlite, &detail::kPostgresql}) {
+    for (Operation operation : {Operation::consume, Operation::record}) {
+      for (StatementKind kind : {StatementKind::flat_fixed_window, StatementKind::flat_sliding_window,
+                                 StatementKind::flat_token_bucket}) {
+        CHECK(detail::flat_kind(operation, detail::general_kind(kind)) == kind);
+        CHECK(detail::specialised_kind(operation, detail::general_kind(kind), detail::Shape::flat) == kind);
+        const std::filesystem::path path = golden_path(*dialect, operation, kind);
+        const std::string text = detail::statement(*dialect, operation, kind) + "\n";
+        CAPTURE(path.string());
+        if (update) std::ofstream(path, std::ios::binary) << text;
+        REQUIRE(std::filesystem::exists(path));
+        CHECK(read_file(path) == text);
+      }
+    }
+  }
+  // The others have none: the engine runs the general statement.
+  for (Operation operation : {Operation::check, Operation::refund, Operation::reset}) {
+    CHECK_FALSE(detail::flat_kind(operation, StatementKind::fixed_window));
+  }
+  for (StatementKind kind : {StatementKind::sliding_log, StatementKind::calendar_window,
+                             StatementKind::concurrency}) {
+    CHECK_FALSE(detail::flat_kind(Operation::consume, kind));
+  }
+  CHECK_FALSE(detail::specialised_kind(Operation::consume, StatementKind::fixed_window,
+                                       detail::Shape::general));
+  CHECK_THROWS_AS(detail::statement(Operation::check, StatementKind::flat_fixed_window),
+                  std::logic_error);
+}
+
+// SQLite runs a plain or flat consume or record in two parts (detail::plain_parts): the
 // statement's UPDATE, and a SELECT of its RETURNING list from the owner's row. Both come from
-// the plain statement's own pieces; the answer's read has a golden file of its own.
+// the statement's own pieces; the answer's read has a golden file of its own.
 TEST_CASE("SQLite's two parts of a plain consume and record are the plain statement's", "[golden]") {
   const bool update = std::getenv("QUOTA_UPDATE_GOLDEN") != nullptr;
   for (Operation operation : {Operation::consume, Operation::record}) {
     for (StatementKind kind : {StatementKind::plain_fixed_window, StatementKind::plain_sliding_window,
-                               StatementKind::plain_token_bucket, StatementKind::plain_sliding_log}) {
+                               StatementKind::plain_token_bucket, StatementKind::plain_sliding_log,
+                               StatementKind::flat_fixed_window, StatementKind::flat_sliding_window,
+                               StatementKind::flat_token_bucket}) {
       const detail::PlainParts* parts = detail::plain_parts(detail::kSqlite, operation, kind);
       REQUIRE(parts);
       const std::string& whole = detail::statement(operation, kind);

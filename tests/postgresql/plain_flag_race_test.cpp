@@ -1,4 +1,5 @@
-// quota_limits.plain on PostgreSQL when two hosts change the configuration at once
+// quota_limits.plain (and migration 0016's quota_limits.overridden, set under the same lock)
+// on PostgreSQL when two hosts change the configuration at once
 // (migrations/postgresql/0010_plain_flag.sql): a limit inserted while another transaction
 // inserts its first override, and the last override deleted while another is inserted, end
 // with the flag the committed rows call for, in either order of commit. The second
@@ -128,6 +129,10 @@ TEST_CASE("the plain flag is exact when two hosts change limits and overrides at
     CHECK(plain(database, race.limit) ==
           database.integer("SELECT CASE WHEN plain THEN 1 ELSE 0 END FROM quota_limits_plain "
                            "WHERE name = '" + std::string(race.limit) + "'"));
+    // Migration 0016's overridden flag, set under the same lock: here, the opposite of plain.
+    CHECK(database.integer("SELECT CASE WHEN overridden THEN 1 ELSE 0 END FROM quota_limits "
+                           "WHERE name = '" + std::string(race.limit) + "'") ==
+          1 - race.expected);
   }
 }
 
