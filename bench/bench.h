@@ -118,6 +118,9 @@ struct Case {
   // The limit locks an owner out after a denial (Limit::block, a minute): what carrying the
   // block costs the consumes that are allowed, beside the same case without it (/block).
   bool block = false;
+  // The limit is in shadow mode (Limit::shadow): what answering for it costs a consume,
+  // beside the same case without it (/shadow; memory only).
+  bool shadow = false;
   // The limit counts per calendar month (Limit::calendar) at +09:00, its windows beginning on
   // the 31st (the last day of a shorter month): what computing a calendar window costs a
   // consume, beside the same case without it (/calendar). Its clock moves faster, so that an

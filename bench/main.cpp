@@ -10,6 +10,7 @@
 //   consume, check, record   quota::Engine, each algorithm
 //   consume/.../block        fixed_window consume on a limit with a block (Limit::block),
 //                            beside the plain one (memory and wal_normal, 1,000 owners)
+//   consume/.../shadow       the same on a limit in shadow mode (Limit::shadow; memory)
 //   consume/.../calendar     the same on a calendar month at +09:00 anchored on the 31st
 //                            (Limit::calendar), as many requests per window per owner
 //   consume/concurrency      an acquire (a consume on a concurrency limit of 100 leases, TTL
@@ -309,6 +310,10 @@ std::vector<Case> all_cases(const Scale& scale) {
     if (setting != Setting::wal_full) {
       add(Subject::consume, setting, scale.owners);
       cases.back().block = true;
+      if (setting == Setting::memory) {
+        add(Subject::consume, setting, scale.owners);
+        cases.back().shadow = true;
+      }
       add(Subject::consume, setting, scale.owners);
       cases.back().calendar = true;
     }
@@ -370,7 +375,7 @@ std::vector<Case> all_cases(const Scale& scale) {
 // The baselines a case's ratios are taken against (by name).
 struct References {
   std::string upsert, upsert_text, select, select_text, short_log;
-  // A case with a block or a calendar: the same case without it.
+  // A case with a block, shadow mode or a calendar: the same case without it.
   std::string plain;
 };
 
@@ -400,9 +405,9 @@ References references_of(const Case& c, const Scale& scale) {
     short_log.log_limit = scale.short_log;
     references.short_log = short_log.name();
   }
-  if (c.block || c.calendar || c.subject == Subject::consume_many) {
+  if (c.block || c.shadow || c.calendar || c.subject == Subject::consume_many) {
     Case plain = c;
-    plain.block = plain.calendar = false;
+    plain.block = plain.shadow = plain.calendar = false;
     plain.subject = Subject::consume;
     references.plain = plain.name();
   }

@@ -545,6 +545,12 @@ void with_operation(const Case& c, const Templates& templates, int repetition,
                                          block_ms, limit_name(c.algorithm)));
   };
   if (c.block) set_block("60000");
+  // Shadow mode, the same way.
+  const auto set_shadow = [&](int shadow) {
+    execute(db->getHandle(), fmt::format("UPDATE quota_limits SET shadow = {} WHERE name = '{}'",
+                                         shadow, limit_name(c.algorithm)));
+  };
+  if (c.shadow) set_shadow(1);
   quota::Options options;
   // Atomic: a watch's thread reads the clock too.
   std::atomic<std::int64_t> tick{now};
@@ -576,6 +582,7 @@ void with_operation(const Case& c, const Templates& templates, int repetition,
   }
   use(operation);
   if (c.block) set_block("NULL");
+  if (c.shadow) set_shadow(0);
   if (c.calendar) {
     engine.define(
         {limit_name(c.algorithm), c.algorithm, kMaximum, std::chrono::milliseconds(kPeriodMs), {}});
@@ -646,6 +653,7 @@ std::string Case::name() const {
   if (clients > 1) name += fmt::format("/{}_clients", clients);
   if (watched) name += "/watched";
   if (block) name += "/block";
+  if (shadow) name += "/shadow";
   if (calendar) name += "/calendar";
   return name;
 }

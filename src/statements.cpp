@@ -1253,6 +1253,15 @@ Statements build_all(const Dialect& dialect) {
   return built;
 }
 
+// The two parts of a plain or flat consume or record of `kind` (plain_parts): its UPDATE, and
+// the SELECT of its RETURNING list from the owner's row.
+PlainParts parts_of_text(const PlainText& text, StatementKind kind, const Dialect& dialect) {
+  return {finish(text.statement, dialect),
+          finish(fill(kPlainAnswerRead, arg("answer", text.returning),
+                      arg("table", state_table(kind)), arg("owners_row", kPlainOwnersRow)),
+                 dialect)};
+}
+
 // consume, record and check of each plain kind (`whole`), and consume's and record's parts.
 struct PlainStatements {
   std::array<std::array<std::string, 3>, 4> whole;
@@ -1270,11 +1279,7 @@ PlainStatements build_all_plain(const Dialect& dialect) {
       const PlainText text = build_plain(operation, algorithm);
       const std::size_t at = operation == Operation::consume ? 0 : 1;
       built.whole[index][at] = finish(text.whole(), dialect);
-      built.parts[index][at] = {
-          finish(text.statement, dialect),
-          finish(fill(kPlainAnswerRead, arg("answer", text.returning),
-                      arg("table", state_table(kind)), arg("owners_row", kPlainOwnersRow)),
-                 dialect)};
+      built.parts[index][at] = parts_of_text(text, kind, dialect);
     }
     if (kind != StatementKind::plain_sliding_log) {
       built.whole[index][2] = finish(build_plain(Operation::check, algorithm).whole(), dialect);
@@ -1305,11 +1310,7 @@ FlatStatements build_all_flat(const Dialect& dialect) {
       const PlainText text = build_plain(operation, stored_algorithm(kind), true);
       const std::size_t at = operation == Operation::consume ? 0 : 1;
       built.whole[index][at] = finish(text.whole(), dialect);
-      built.parts[index][at] = {
-          finish(text.statement, dialect),
-          finish(fill(kPlainAnswerRead, arg("answer", text.returning),
-                      arg("table", state_table(kind)), arg("owners_row", kPlainOwnersRow)),
-                 dialect)};
+      built.parts[index][at] = parts_of_text(text, kind, dialect);
     }
   }
   return built;
@@ -1354,17 +1355,13 @@ std::optional<StatementKind> plain_kind(Operation operation, StatementKind kind)
 }
 
 std::optional<StatementKind> flat_kind(Operation operation, StatementKind kind) {
-  if (operation != Operation::consume && operation != Operation::record) return std::nullopt;
-  switch (kind) {
-    case StatementKind::fixed_window:
-      return StatementKind::flat_fixed_window;
-    case StatementKind::sliding_window:
-      return StatementKind::flat_sliding_window;
-    case StatementKind::token_bucket:
-      return StatementKind::flat_token_bucket;
-    default:
-      return std::nullopt;
-  }
+  // The flat kinds are the plain windows' and bucket's consume and record, in the same order
+  // (src/statements.h).
+  const auto plain = operation == Operation::check ? std::nullopt : plain_kind(operation, kind);
+  if (!plain || *plain > StatementKind::plain_token_bucket) return std::nullopt;
+  return static_cast<StatementKind>(static_cast<int>(StatementKind::flat_fixed_window) +
+                                    static_cast<int>(*plain) -
+                                    static_cast<int>(StatementKind::plain_fixed_window));
 }
 
 std::optional<StatementKind> specialised_kind(Operation operation, StatementKind kind, Shape shape) {

@@ -38,8 +38,18 @@ std::string read_file(const std::filesystem::path& path) {
   return text.str();
 }
 
+// `text` against its golden file at `path`, which QUOTA_UPDATE_GOLDEN=1 writes first.
+void expect_golden(const std::filesystem::path& path, const std::string& text) {
+  CAPTURE(path.string());
+  if (std::getenv("QUOTA_UPDATE_GOLDEN") != nullptr) {
+    std::filesystem::create_directories(path.parent_path());
+    std::ofstream(path, std::ios::binary) << text;
+  }
+  REQUIRE(std::filesystem::exists(path));
+  CHECK(read_file(path) == text);
+}
+
 TEST_CASE("every statement matches its golden file in tests/sql/", "[golden]") {
-  const bool update = std::getenv("QUOTA_UPDATE_GOLDEN") != nullptr;
   for (const detail::Dialect* dialect : {&detail::kSqlite, &detail::kPostgresql}) {
     for (Operation operation : {Operation::check, Operation::consume, Operation::record,
                                 Operation::refund, Operation::reset}) {
@@ -48,22 +58,14 @@ TEST_CASE("every statement matches its golden file in tests/sql/", "[golden]") {
            {StatementKind::sliding_log, StatementKind::fixed_window, StatementKind::sliding_window,
             StatementKind::token_bucket, StatementKind::calendar_window}) {
         if (operation == Operation::reset && kind != StatementKind::sliding_log) continue;
-        const std::filesystem::path path = golden_path(*dialect, operation, kind);
-        const std::string text = detail::statement(*dialect, operation, kind) + "\n";
-        CAPTURE(path.string());
-        if (update) {
-          std::filesystem::create_directories(path.parent_path());
-          std::ofstream(path, std::ios::binary) << text;
-        }
-        REQUIRE(std::filesystem::exists(path));
-        CHECK(read_file(path) == text);
+        expect_golden(golden_path(*dialect, operation, kind),
+                      detail::statement(*dialect, operation, kind) + "\n");
       }
     }
   }
 }
 
 TEST_CASE("every plain limit's statement matches its golden file in tests/sql/", "[golden]") {
-  const bool update = std::getenv("QUOTA_UPDATE_GOLDEN") != nullptr;
   for (const detail::Dialect* dialect : {&detail::kSqlite, &detail::kPostgresql}) {
     for (Operation operation : {Operation::consume, Operation::record, Operation::check}) {
       for (StatementKind kind :
@@ -75,12 +77,8 @@ TEST_CASE("every plain limit's statement matches its golden file in tests/sql/",
           continue;
         }
         CHECK(detail::plain_kind(operation, detail::general_kind(kind)) == kind);
-        const std::filesystem::path path = golden_path(*dialect, operation, kind);
-        const std::string text = detail::statement(*dialect, operation, kind) + "\n";
-        CAPTURE(path.string());
-        if (update) std::ofstream(path, std::ios::binary) << text;
-        REQUIRE(std::filesystem::exists(path));
-        CHECK(read_file(path) == text);
+        expect_golden(golden_path(*dialect, operation, kind),
+                      detail::statement(*dialect, operation, kind) + "\n");
       }
     }
   }
@@ -95,19 +93,14 @@ TEST_CASE("every plain limit's statement matches its golden file in tests/sql/",
 
 // A flat limit's consume and record (shadow mode or a block, no override or calendar).
 TEST_CASE("every flat limit's statement matches its golden file in tests/sql/", "[golden]") {
-  const bool update = std::getenv("QUOTA_UPDATE_GOLDEN") != nullptr;
   for (const detail::Dialect* dialect : {&detail::kSqlite, &detail::kPostgresql}) {
     for (Operation operation : {Operation::consume, Operation::record}) {
       for (StatementKind kind : {StatementKind::flat_fixed_window, StatementKind::flat_sliding_window,
                                  StatementKind::flat_token_bucket}) {
         CHECK(detail::flat_kind(operation, detail::general_kind(kind)) == kind);
         CHECK(detail::specialised_kind(operation, detail::general_kind(kind), detail::Shape::flat) == kind);
-        const std::filesystem::path path = golden_path(*dialect, operation, kind);
-        const std::string text = detail::statement(*dialect, operation, kind) + "\n";
-        CAPTURE(path.string());
-        if (update) std::ofstream(path, std::ios::binary) << text;
-        REQUIRE(std::filesystem::exists(path));
-        CHECK(read_file(path) == text);
+        expect_golden(golden_path(*dialect, operation, kind),
+                      detail::statement(*dialect, operation, kind) + "\n");
       }
     }
   }
@@ -129,7 +122,6 @@ TEST_CASE("every flat limit's statement matches its golden file in tests/sql/", 
 // statement's UPDATE, and a SELECT of its RETURNING list from the owner's row. Both come from
 // the statement's own pieces; the answer's read has a golden file of its own.
 TEST_CASE("SQLite's two parts of a plain consume and record are the plain statement's", "[golden]") {
-  const bool update = std::getenv("QUOTA_UPDATE_GOLDEN") != nullptr;
   for (Operation operation : {Operation::consume, Operation::record}) {
     for (StatementKind kind : {StatementKind::plain_fixed_window, StatementKind::plain_sliding_window,
                                StatementKind::plain_token_bucket, StatementKind::plain_sliding_log,
@@ -149,10 +141,7 @@ TEST_CASE("SQLite's two parts of a plain consume and record are the plain statem
       const std::filesystem::path path = std::filesystem::path(QUOTA_SOURCE_DIR) / "tests" /
                                          "sql" / "sqlite" /
                                          ("answer_" + std::string(detail::kind_name(kind)) + ".sql");
-      CAPTURE(path.string());
-      if (update) std::ofstream(path, std::ios::binary) << parts->answer << "\n";
-      REQUIRE(std::filesystem::exists(path));
-      CHECK(read_file(path) == parts->answer + "\n");
+      expect_golden(path, parts->answer + "\n");
     }
   }
   // The others run whole.
