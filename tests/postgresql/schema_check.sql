@@ -23,13 +23,15 @@ SELECT expect((SELECT string_agg(table_name || '.' || column_name, ' '
                AND data_type NOT IN ('bigint', 'text')) =
               'quota_buckets.last_allowed quota_idempotency.allowed '
               'quota_idempotency.shadow_denied quota_lease_owners.last_allowed '
-              'quota_lease_owners.last_shadow_denied quota_limits.plain quota_limits.shadow '
-              'quota_limits_plain.plain quota_log_owners.last_allowed '
+              'quota_lease_owners.last_shadow_denied quota_limits.overridden quota_limits.plain '
+              'quota_limits.shadow quota_limits_overridden.overridden quota_limits_plain.plain '
+              'quota_log_owners.last_allowed '
               'quota_migrations.version quota_windows.last_allowed',
               'the columns that are neither bigint nor text');
 SELECT expect((SELECT string_agg(DISTINCT data_type, ' ') FROM information_schema.columns
-               WHERE table_schema = 'public' AND column_name IN ('last_allowed', 'shadow', 'plain')) =
-              'boolean', 'last_allowed, shadow and plain are boolean');
+               WHERE table_schema = 'public'
+               AND column_name IN ('last_allowed', 'shadow', 'plain', 'overridden')) =
+              'boolean', 'last_allowed, shadow, plain and overridden are boolean');
 SELECT expect((SELECT data_type FROM information_schema.columns WHERE table_name = 'quota_usage'
                AND column_name = 'reset_at') = 'text', 'quota_usage.reset_at is text');
 SELECT expect((SELECT data_type FROM information_schema.columns
