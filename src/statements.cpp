@@ -923,7 +923,7 @@ constexpr const char* kPlainWindowDecision = R"(
   SELECT *, {used_after} AS used_after,
          denied_before + {as_integer}({denied}) AS denied
   FROM (
-    SELECT *, cost <= maximum AND {fits} AS allowed
+    SELECT *, {allowed} AS allowed
     FROM (
       SELECT maximum, period_ms, cost, t, window_key, rest, denied_before{carry}{blocked_column},
         {used} AS used,
@@ -932,7 +932,7 @@ constexpr const char* kPlainWindowDecision = R"(
         SELECT *, {window_key} AS window_key, {rest} AS rest,
           {row_key} AS row_key
         FROM (
-          SELECT l.maximum AS maximum, l.period_ms AS period_ms, {cost_param} AS cost,
+          SELECT {maximum} AS maximum, l.period_ms AS period_ms, {cost_param} AS cost,
             {clock} AS t,
             quota_windows.period_ms AS s_period, quota_windows.window_key AS s_window_key,
             quota_windows.seen_ms AS s_seen, quota_windows.used AS s_used,
@@ -950,13 +950,13 @@ constexpr const char* kPlainBucketDecision = R"(
   SELECT *, {level_after} AS level_after,
          denied_before + {as_integer}({denied}) AS denied
   FROM (
-    SELECT *, cost <= capacity AND {fits} AS allowed
+    SELECT *, {allowed} AS allowed
     FROM (
       SELECT *, {level} AS level
       FROM (
         SELECT *, CASE WHEN s_level IS NULL THEN full_level ELSE {start} END AS start{blocked_column}
         FROM (
-          SELECT l.maximum AS maximum, l.burst AS capacity, l.period_ms AS period_ms,
+          SELECT {maximum} AS maximum, {burst} AS capacity, l.period_ms AS period_ms,
             {cost_param} AS cost,
             {clock} AS t,
             {full_level} AS full_level,
@@ -1061,11 +1061,13 @@ sql::Bindings decision_columns(std::string_view capacity) {
 constexpr const char* kFlatGuard = "NOT l.overridden";
 
 // The inputs a flat decision adds to the plain one: the window's capacity (a bucket's is its
-// burst, already an input), the caller's time, and the limit's own policies.
+// burst, already an input), the caller's time, the owner's policy (NULL without overrides)
+// and the limit's own policies.
 constexpr const char* kFlatInputs = R"(,
-            {capacity}{plain_now} AS now, CAST(NULL AS text) AS policy, l.shadow AS shadow,
+            {capacity}{plain_now} AS now, {policy} AS policy, l.shadow AS shadow,
             l.block_ms AS block_ms, {table}.blocked_until_ms AS s_blocked_until)";
-constexpr const char* kFlatWindowCapacity = "l.maximum AS capacity, ";
+constexpr const char* kFlatWindowCapacity = "{maximum} AS capacity, ";
+constexpr const char* kNoPolicy = "CAST(NULL AS text)";
 // Whether a block holds, computed once in the layer after the inputs.
 constexpr const char* kFlatBlocked = ", {blocked} AS blocked";
 // ...which the window layers, which name the columns they pass on, carry.
@@ -1122,13 +1124,16 @@ PlainText build_flat(Operation operation, Algorithm algorithm, const std::string
           kStoredAnswer};
 }
 
-PlainText build_plain(Operation operation, Algorithm algorithm, bool flat = false) {
+PlainText build_plain(Operation operation, Algorithm algorithm, Shape shape = Shape::plain) {
   // A plain limit has no policy, shadow mode or block: consume records what it allows and
   // counts what it denies; record records everything and counts nothing; check does neither.
   // A flat statement records and counts as the general statement does (parts_of), with no
-  // override: its policy is NULL.
+  // override (its policy is NULL) or with the owner's (Shape::overridden: read by the
+  // general statement's joins, kOverrideJoins, and its maximum and verdict, kAllowed).
   const bool check = operation == Operation::check;
-  if (flat && (check || algorithm == Algorithm::sliding_log)) {
+  const bool flat = shape != Shape::plain;
+  const bool overrides = shape == Shape::overridden;
+  if (shape == Shape::general || (flat && (check || algorithm == Algorithm::sliding_log))) {
     throw std::logic_error("a flat statement is a window's or a bucket's consume or record");
   }
   // A flat decision computes whether a block holds once, as its column `blocked`
@@ -1144,8 +1149,15 @@ PlainText build_plain(Operation operation, Algorithm algorithm, bool flat = fals
   const std::string denied = flat ? blocked_column(parts_of(operation).denied)
                              : operation == Operation::consume ? "NOT allowed"
                                                                : "FALSE";
-  const std::string guard =
-      flat ? kFlatGuard + std::string(family_of(kind_of(algorithm)).layout_test) : kPlainGuard;
+  // A flat statement with overrides answers for every configuration but a calendar (the
+  // fixed_window family's layout_test), so it guards on nothing else.
+  const std::string layout_test = family_of(kind_of(algorithm)).layout_test;
+  const std::string guard = overrides ? (layout_test.empty() ? std::string("TRUE")
+                                                             : layout_test.substr(5))
+                            : flat    ? kFlatGuard + layout_test
+                                      : kPlainGuard;
+  const std::string maximum = overrides ? maximum_for_owner(algorithm) : "l.maximum";
+  const std::string burst = overrides ? burst_for_owner() : "l.burst";
   const auto plain_now = arg("plain_now", kPlainNow);
   const std::string_view name = to_string(algorithm);
   if (algorithm == Algorithm::sliding_log) {
@@ -1188,30 +1200,39 @@ PlainText build_plain(Operation operation, Algorithm algorithm, bool flat = fals
       bucket ? answer("remaining") : "{max}(" + answer("remaining") + ", 0)";
   const std::string clock =
       part("clock", "t", {{"now", kPlainNow}, {"s_seen", fill("{table}.seen_ms", arg("table", table))}});
-  const auto state = arg("state", check ? fill(kPlainCheckState, arg("table", table)) : "");
+  const auto state = arg("state", check       ? fill(kPlainCheckState, arg("table", table))
+                                  : overrides ? override_joins("{limit}", "{owner}")
+                                              : std::string());
   const auto carry_input = arg(
       "carry_input", check  ? fill(kPlainCheckCarry, arg("table", table))
                      : flat ? fill(kFlatInputs, arg("table", table), plain_now,
-                                   arg("capacity", bucket ? "" : kFlatWindowCapacity))
+                                   arg("capacity", bucket ? std::string()
+                                                          : fill(kFlatWindowCapacity,
+                                                                 arg("maximum", maximum))),
+                                   arg("policy", overrides ? kPolicy : kNoPolicy))
                             : "");
+  const std::string fits = part(name, "fits");
+  const auto allowed = arg(
+      "allowed", overrides ? fill(kAllowed, arg("fits", fits))
+                           : fill("cost <= {capacity} AND {fits}",
+                                  arg("capacity", bucket ? "capacity" : "maximum"), arg("fits", fits)));
   const auto carry = arg("carry", check ? ", shadow_denials" : flat ? kFlatCarry : "");
   std::string decision;
   if (bucket) {
     decision = fill(
         kPlainBucketDecision, arg("guard", guard), plain_now, arg("clock", clock), state,
-        carry_input, blocked,
-        arg("full_level", part(name, "full_level", {{"capacity", "l.burst"}, {"period_ms", "l.period_ms"}})),
+        carry_input, blocked, allowed, arg("maximum", maximum), arg("burst", burst),
+        arg("full_level", part(name, "full_level", {{"capacity", burst}, {"period_ms", "l.period_ms"}})),
         arg("level_after", part(name, "level_after", {{"records", records}})),
-        arg("denied", denied), arg("fits", part(name, "fits")),
-        arg("level", part(name, "refill")), arg("start", part(name, "start")));
+        arg("denied", denied), arg("level", part(name, "refill")),
+        arg("start", part(name, "start")));
   } else {
     const WindowLayout& layout = kPeriodWindows;
     decision = fill(
         kPlainWindowDecision, arg("guard", guard), plain_now, arg("clock", clock), state,
-        carry_input, carry, blocked, arg("algorithm", name),
+        carry_input, carry, blocked, allowed, arg("maximum", maximum), arg("algorithm", name),
         arg("used_after", part("window", "used_after", {{"records", records}})),
-        arg("denied", denied), arg("fits", part(name, "fits")),
-        arg("window_key", part(layout.fragments, "window_key")),
+        arg("denied", denied), arg("window_key", part(layout.fragments, "window_key")),
         arg("row_key", part(layout.fragments, "row_key")), arg("rest", sql::ref("window.rest")),
         arg("used", part("window", "used", {{"take", ""}})),
         arg("previous_used", sql::ref("window.previous_used")));
@@ -1294,20 +1315,23 @@ const PlainStatements& plain_statements(const Dialect& dialect) {
   return dialect.name == kPostgresql.name ? plain_postgresql : plain_sqlite;
 }
 
-// consume and record of each flat kind, whole and in parts.
+// consume and record of each flat kind (with overrides and without), whole and in parts.
 struct FlatStatements {
-  std::array<std::array<std::string, 2>, 3> whole;
-  std::array<std::array<PlainParts, 2>, 3> parts;
+  std::array<std::array<std::string, 2>, 6> whole;
+  std::array<std::array<PlainParts, 2>, 6> parts;
 };
 
 FlatStatements build_all_flat(const Dialect& dialect) {
   FlatStatements built;
-  for (StatementKind kind : {StatementKind::flat_fixed_window, StatementKind::flat_sliding_window,
-                             StatementKind::flat_token_bucket}) {
+  for (StatementKind kind :
+       {StatementKind::flat_fixed_window, StatementKind::flat_sliding_window,
+        StatementKind::flat_token_bucket, StatementKind::overridden_fixed_window,
+        StatementKind::overridden_sliding_window, StatementKind::overridden_token_bucket}) {
     const auto index = static_cast<std::size_t>(static_cast<int>(kind) -
                                                 static_cast<int>(StatementKind::flat_fixed_window));
+    const Shape shape = kind >= StatementKind::overridden_fixed_window ? Shape::overridden : Shape::flat;
     for (const Operation operation : {Operation::consume, Operation::record}) {
-      const PlainText text = build_plain(operation, stored_algorithm(kind), true);
+      const PlainText text = build_plain(operation, stored_algorithm(kind), shape);
       const std::size_t at = operation == Operation::consume ? 0 : 1;
       built.whole[index][at] = finish(text.whole(), dialect);
       built.parts[index][at] = parts_of_text(text, kind, dialect);
@@ -1354,13 +1378,14 @@ std::optional<StatementKind> plain_kind(Operation operation, StatementKind kind)
   }
 }
 
-std::optional<StatementKind> flat_kind(Operation operation, StatementKind kind) {
+std::optional<StatementKind> flat_kind(Operation operation, StatementKind kind, bool overrides) {
   // The flat kinds are the plain windows' and bucket's consume and record, in the same order
-  // (src/statements.h).
+  // (src/statements.h), and then the same with overrides.
   const auto plain = operation == Operation::check ? std::nullopt : plain_kind(operation, kind);
   if (!plain || *plain > StatementKind::plain_token_bucket) return std::nullopt;
-  return static_cast<StatementKind>(static_cast<int>(StatementKind::flat_fixed_window) +
-                                    static_cast<int>(*plain) -
+  const StatementKind first =
+      overrides ? StatementKind::overridden_fixed_window : StatementKind::flat_fixed_window;
+  return static_cast<StatementKind>(static_cast<int>(first) + static_cast<int>(*plain) -
                                     static_cast<int>(StatementKind::plain_fixed_window));
 }
 
@@ -1370,6 +1395,8 @@ std::optional<StatementKind> specialised_kind(Operation operation, StatementKind
       return plain_kind(operation, kind);
     case Shape::flat:
       return flat_kind(operation, kind);
+    case Shape::overridden:
+      return flat_kind(operation, kind, true);
     case Shape::general:
       break;
   }
@@ -1389,14 +1416,17 @@ Algorithm stored_algorithm(StatementKind kind) {
     case StatementKind::calendar_window:
     case StatementKind::plain_fixed_window:
     case StatementKind::flat_fixed_window:
+    case StatementKind::overridden_fixed_window:
       return Algorithm::fixed_window;
     case StatementKind::sliding_window:
     case StatementKind::plain_sliding_window:
     case StatementKind::flat_sliding_window:
+    case StatementKind::overridden_sliding_window:
       return Algorithm::sliding_window;
     case StatementKind::token_bucket:
     case StatementKind::plain_token_bucket:
     case StatementKind::flat_token_bucket:
+    case StatementKind::overridden_token_bucket:
       return Algorithm::token_bucket;
     case StatementKind::concurrency:
     case StatementKind::plain_concurrency:
@@ -1481,6 +1511,12 @@ std::string_view kind_name(StatementKind kind) {
       return "flat_sliding_window";
     case StatementKind::flat_token_bucket:
       return "flat_token_bucket";
+    case StatementKind::overridden_fixed_window:
+      return "overridden_fixed_window";
+    case StatementKind::overridden_sliding_window:
+      return "overridden_sliding_window";
+    case StatementKind::overridden_token_bucket:
+      return "overridden_token_bucket";
     default:
       return to_string(stored_algorithm(kind));
   }

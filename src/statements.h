@@ -57,12 +57,19 @@ enum class StatementKind {
   flat_fixed_window,
   flat_sliding_window,
   flat_token_bucket,
+  // The flat statements with overrides (consume and record only): the same with the owner's
+  // override read as the general statement reads it, for a limit that an override concerns
+  // (overridden 1) and without a calendar.
+  overridden_fixed_window,
+  overridden_sliding_window,
+  overridden_token_bucket,
 };
 
 // Which specialised statements a limit's consume and record run first, from its flags as the
 // engine read them: plain (quota_limits.plain), flat (not plain, but not overridden and
-// without a calendar: shadow mode or a block), or none (the general statement).
-enum class Shape { general, plain, flat };
+// without a calendar: shadow mode or a block), overridden (an override concerns it, and it has
+// no calendar: the flat statements with overrides), or none (the general statement).
+enum class Shape { general, plain, flat, overridden };
 
 // The statements' kind of a limit of `algorithm`, with a calendar period or not.
 inline StatementKind kind_of(Algorithm algorithm, bool calendar = false) {
@@ -77,9 +84,9 @@ inline bool is_plain(StatementKind kind) {
          kind == StatementKind::plain_sliding_log || kind == StatementKind::plain_concurrency;
 }
 
+// A flat statement, with overrides or without.
 inline bool is_flat(StatementKind kind) {
-  return kind == StatementKind::flat_fixed_window || kind == StatementKind::flat_sliding_window ||
-         kind == StatementKind::flat_token_bucket;
+  return kind >= StatementKind::flat_fixed_window && kind <= StatementKind::overridden_token_bucket;
 }
 
 // A statement specialised to its limit's configuration (plain or flat): an UPDATE of the
@@ -92,10 +99,10 @@ inline bool is_specialised(StatementKind kind) { return is_plain(kind) || is_fla
 // check; calendar windows).
 std::optional<StatementKind> plain_kind(Operation operation, StatementKind kind);
 
-// The flat statements' kind of `operation` on a limit of statements' kind `kind`, or nullopt
-// when there is none (only consume and record of fixed_window, sliding_window and
-// token_bucket have one).
-std::optional<StatementKind> flat_kind(Operation operation, StatementKind kind);
+// The flat statements' kind of `operation` on a limit of statements' kind `kind` (with
+// overrides, or without), or nullopt when there is none (only consume and record of
+// fixed_window, sliding_window and token_bucket have one).
+std::optional<StatementKind> flat_kind(Operation operation, StatementKind kind, bool overrides = false);
 
 // The specialised kind that a limit of `shape` runs first for `operation`, or nullopt.
 std::optional<StatementKind> specialised_kind(Operation operation, StatementKind kind, Shape shape);

@@ -449,7 +449,8 @@ std::optional<detail::StatementKind> Engine::Impl::statement_kind(std::string_vi
   const std::string key(name);
   // Plain: no shadow mode, block or calendar, and no override of the limit or of '*'; the
   // flag that migration 0010's triggers keep, which the plain statements guard on. Flat: not
-  // plain, but no override (migration 0016's flag, the flat statements' guard) or calendar.
+  // plain, but no override (migration 0016's flag, the flat statements' guard) or calendar;
+  // overridden: an override concerns it, and no calendar (the flat statements with overrides).
   const std::vector<Row> rows = store->query(
       "SELECT algorithm, calendar, CASE WHEN plain THEN 1 ELSE 0 END, "
       "CASE WHEN overridden THEN 1 ELSE 0 END "
@@ -463,8 +464,9 @@ std::optional<detail::StatementKind> Engine::Impl::statement_kind(std::string_vi
   kinds.emplace(key, kind);
   if (integer_of(rows.front().at(2)) == 1) {
     shapes.emplace(key, detail::Shape::plain);
-  } else if (integer_of(rows.front().at(3)) == 0 && detail::is_null(rows.front().at(1))) {
-    shapes.emplace(key, detail::Shape::flat);
+  } else if (detail::is_null(rows.front().at(1))) {
+    shapes.emplace(key, integer_of(rows.front().at(3)) == 0 ? detail::Shape::flat
+                                                            : detail::Shape::overridden);
   }
   return kind;
 }

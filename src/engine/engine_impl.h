@@ -122,9 +122,10 @@ struct QUOTA_ENGINE_IMPL_HIDDEN Engine::Impl {
   // limit name -> its statements' kind (src/statements.h); std::less<> finds a string_view
   // without building a string
   std::map<std::string, detail::StatementKind, std::less<>> kinds;
-  // the limits of `kinds` read as plain (no override, shadow mode, block or calendar) or
-  // flat (shadow mode or a block, but no override or calendar): their consume and record run
-  // the plain or flat statements first (src/statements.h, Shape); a limit not here is general
+  // the limits of `kinds` read as plain (no override, shadow mode, block or calendar), flat
+  // (shadow mode or a block, but no override or calendar) or overridden (an override, no
+  // calendar): their consume and record run the plain or flat statements first
+  // (src/statements.h, Shape); a limit not here is general
   std::map<std::string, detail::Shape, std::less<>> shapes;
   // limit name -> its hooks (set_hooks); empty for most engines, so no lookup costs much
   std::map<std::string, Hooks, std::less<>> hooks;

@@ -91,14 +91,20 @@ TEST_CASE("every plain limit's statement matches its golden file in tests/sql/",
   CHECK_FALSE(detail::plain_kind(Operation::consume, StatementKind::calendar_window));
 }
 
-// A flat limit's consume and record (shadow mode or a block, no override or calendar).
+// A flat limit's consume and record (shadow mode or a block, no override or calendar), and
+// the same with overrides.
 TEST_CASE("every flat limit's statement matches its golden file in tests/sql/", "[golden]") {
   for (const detail::Dialect* dialect : {&detail::kSqlite, &detail::kPostgresql}) {
     for (Operation operation : {Operation::consume, Operation::record}) {
-      for (StatementKind kind : {StatementKind::flat_fixed_window, StatementKind::flat_sliding_window,
-                                 StatementKind::flat_token_bucket}) {
-        CHECK(detail::flat_kind(operation, detail::general_kind(kind)) == kind);
-        CHECK(detail::specialised_kind(operation, detail::general_kind(kind), detail::Shape::flat) == kind);
+      for (StatementKind kind :
+           {StatementKind::flat_fixed_window, StatementKind::flat_sliding_window,
+            StatementKind::flat_token_bucket, StatementKind::overridden_fixed_window,
+            StatementKind::overridden_sliding_window, StatementKind::overridden_token_bucket}) {
+        const bool overrides = kind >= StatementKind::overridden_fixed_window;
+        CHECK(detail::flat_kind(operation, detail::general_kind(kind), overrides) == kind);
+        CHECK(detail::specialised_kind(operation, detail::general_kind(kind),
+                                       overrides ? detail::Shape::overridden : detail::Shape::flat) ==
+              kind);
         expect_golden(golden_path(*dialect, operation, kind),
                       detail::statement(*dialect, operation, kind) + "\n");
       }
@@ -126,7 +132,9 @@ TEST_CASE("SQLite's two parts of a plain consume and record are the plain statem
     for (StatementKind kind : {StatementKind::plain_fixed_window, StatementKind::plain_sliding_window,
                                StatementKind::plain_token_bucket, StatementKind::plain_sliding_log,
                                StatementKind::flat_fixed_window, StatementKind::flat_sliding_window,
-                               StatementKind::flat_token_bucket}) {
+                               StatementKind::flat_token_bucket, StatementKind::overridden_fixed_window,
+                               StatementKind::overridden_sliding_window,
+                               StatementKind::overridden_token_bucket}) {
       const detail::PlainParts* parts = detail::plain_parts(detail::kSqlite, operation, kind);
       REQUIRE(parts);
       const std::string& whole = detail::statement(operation, kind);

@@ -119,8 +119,9 @@ std::vector<Change> not_plain_changes(bool fixed_window) {
 // general statement's. A flat limit's configuration changes between shadow mode, a block,
 // both and neither as it runs.
 void compare_with_general(Algorithm algorithm, std::uint64_t seed, detail::Shape shape) {
-  const bool flat = shape == detail::Shape::flat;
-  CAPTURE(to_string(algorithm), seed, flat);
+  const bool flat = shape == detail::Shape::flat || shape == detail::Shape::overridden;
+  const bool overrides = shape == detail::Shape::overridden;
+  CAPTURE(to_string(algorithm), seed, flat, overrides);
   std::mt19937_64 random(seed);
   auto between = [&](std::int64_t low, std::int64_t high) {
     return std::uniform_int_distribution<std::int64_t>(low, high)(random);
@@ -180,6 +181,22 @@ void compare_with_general(Algorithm algorithm, std::uint64_t seed, detail::Shape
           "UPDATE quota_limits SET shadow = {}, block_ms = {}", policies & 1,
           policies & 2 ? std::to_string(between(1, 200)) : std::string("NULL")));
     }
+    if (overrides && between(0, 29) == 0) {
+      // An override of an owner (or of '*'): set, changed or removed.
+      const std::string whose =
+          between(0, 4) == 0 ? std::string("'*'") : fmt::format("'{}'", char('a' + between(0, 3)));
+      const std::int64_t policy = between(0, 3);
+      change_everywhere(
+          policy == 0 ? fmt::format("DELETE FROM quota_overrides WHERE owner IN ({0}, 'x') "
+                                    "OR limit_name = {0}",
+                                    whose)
+                      : fmt::format("INSERT OR REPLACE INTO quota_overrides VALUES ({}, {}, '{}', {}, {})",
+                                    whose == "'*'" ? "'*'" : "'p'",
+                                    whose == "'*'" ? fmt::format("'{}'", char('a' + between(0, 3))) : whose,
+                                    policy == 1 ? "maximum" : policy == 2 ? "exempt" : "deny",
+                                    policy == 1 ? std::to_string(between(1, 6)) : "NULL",
+                                    policy == 1 && between(0, 1) ? std::to_string(between(1, 8)) : "NULL"));
+    }
     const Outcome expected =
         run(general.handle(), detail::statement(operation, detail::kind_of(algorithm)), "p", owner, cost, now);
     REQUIRE(expected.error.empty());
@@ -232,6 +249,16 @@ TEST_CASE("a flat limit's statements (shadow mode, a block) answer and write wha
   for (const Algorithm algorithm :
        {Algorithm::fixed_window, Algorithm::sliding_window, Algorithm::token_bucket}) {
     for (const std::uint64_t seed : {1u, 2u, 3u}) compare_with_general(algorithm, seed, detail::Shape::flat);
+  }
+}
+
+TEST_CASE("the flat statements with overrides answer and write what the general statements do",
+          "[slow][plain][flat][property]") {
+  for (const Algorithm algorithm :
+       {Algorithm::fixed_window, Algorithm::sliding_window, Algorithm::token_bucket}) {
+    for (const std::uint64_t seed : {1u, 2u, 3u}) {
+      compare_with_general(algorithm, seed, detail::Shape::overridden);
+    }
   }
 }
 
@@ -406,7 +433,7 @@ TEST_CASE("a plain statement refuses a limit or an owner that is no longer plain
 }
 
 TEST_CASE("a flat statement refuses a limit that an override concerns or with a calendar, "
-          "changing nothing, and the engine then runs the general one",
+          "and one with overrides a calendar, changing nothing; the engine then runs another",
           "[plain][flat]") {
   EngineOnFile f;
   Limit limit = make_limit("p", Algorithm::fixed_window, 3, 1000);
@@ -427,6 +454,9 @@ TEST_CASE("a flat statement refuses a limit that an override concerns or with a 
   CHECK(run(f.raw.handle(), detail::statement(Operation::consume, detail::StatementKind::flat_sliding_window),
             "p", "a", 1, T + 2)
             .error.find("unknown limit") != std::string::npos);
+  // With overrides: only a calendar refuses it.
+  expect_refused_after_each_change(f, detail::StatementKind::overridden_fixed_window,
+                                   {changes.back()});
   // The engine, which read the limit as flat, notices an override set by another connection.
   f.raw.exec("UPDATE quota_limits SET shadow = 0");
   f.clock.set(T + 3);
@@ -437,6 +467,9 @@ TEST_CASE("a flat statement refuses a limit that an override concerns or with a 
   CHECK(f.engine.consume("p", "a").reason == Reason::blocked);
   f.raw.exec("INSERT INTO quota_overrides VALUES ('p', 'a', 'exempt', NULL, NULL)");
   CHECK(f.engine.consume("p", "a").allowed);
+  // ...and, now reading it as overridden, that override changed by another connection.
+  f.raw.exec("UPDATE quota_overrides SET policy = 'deny'");
+  CHECK(f.engine.consume("p", "a").reason == Reason::owner_denied);
 }
 
 TEST_CASE("a plain sliding log's statement refuses a limit that is no longer plain, changing "
