@@ -121,6 +121,9 @@ struct Case {
   // The limit is in shadow mode (Limit::shadow): what answering for it costs a consume,
   // beside the same case without it (/shadow; memory only).
   bool shadow = false;
+  // An override of the limit for another owner (not one the case consumes for): what an
+  // override present costs the other owners' consumes (/overridden; memory only).
+  bool overridden = false;
   // The limit counts per calendar month (Limit::calendar) at +09:00, its windows beginning on
   // the 31st (the last day of a shorter month): what computing a calendar window costs a
   // consume, beside the same case without it (/calendar). Its clock moves faster, so that an

@@ -108,7 +108,7 @@ for name, case in cases.items():
         number(ratios, "point_select", name)
     if name.endswith("limit_1000"):
         number(ratios, "short_log", name)
-    if name.endswith("/block") or name.endswith("/shadow") or name.endswith("/calendar"):
+    if name.endswith(("/block", "/shadow", "/overridden", "/calendar")):
         number(ratios, "plain", name)
     expect(len(case["repetitions"]) == 1, f"{name}: not one repetition")
     if case["subject"] in ("consume", "record") and case.get("log_limit") is None:

@@ -11,6 +11,7 @@
 //   consume/.../block        fixed_window consume on a limit with a block (Limit::block),
 //                            beside the plain one (memory and wal_normal, 1,000 owners)
 //   consume/.../shadow       the same on a limit in shadow mode (Limit::shadow; memory)
+//   consume/.../overridden   the same with an override of the limit for another owner (memory)
 //   consume/.../calendar     the same on a calendar month at +09:00 anchored on the 31st
 //                            (Limit::calendar), as many requests per window per owner
 //   consume/concurrency      an acquire (a consume on a concurrency limit of 100 leases, TTL
@@ -313,6 +314,8 @@ std::vector<Case> all_cases(const Scale& scale) {
       if (setting == Setting::memory) {
         add(Subject::consume, setting, scale.owners);
         cases.back().shadow = true;
+        add(Subject::consume, setting, scale.owners);
+        cases.back().overridden = true;
       }
       add(Subject::consume, setting, scale.owners);
       cases.back().calendar = true;
@@ -375,7 +378,7 @@ std::vector<Case> all_cases(const Scale& scale) {
 // The baselines a case's ratios are taken against (by name).
 struct References {
   std::string upsert, upsert_text, select, select_text, short_log;
-  // A case with a block, shadow mode or a calendar: the same case without it.
+  // A case with a block, shadow mode, an override or a calendar: the same case without it.
   std::string plain;
 };
 
@@ -405,9 +408,9 @@ References references_of(const Case& c, const Scale& scale) {
     short_log.log_limit = scale.short_log;
     references.short_log = short_log.name();
   }
-  if (c.block || c.shadow || c.calendar || c.subject == Subject::consume_many) {
+  if (c.block || c.shadow || c.overridden || c.calendar || c.subject == Subject::consume_many) {
     Case plain = c;
-    plain.block = plain.shadow = plain.calendar = false;
+    plain.block = plain.shadow = plain.overridden = plain.calendar = false;
     plain.subject = Subject::consume;
     references.plain = plain.name();
   }

@@ -551,6 +551,13 @@ void with_operation(const Case& c, const Templates& templates, int repetition,
                                          shadow, limit_name(c.algorithm)));
   };
   if (c.shadow) set_shadow(1);
+  // The override, of an owner the case never consumes for.
+  if (c.overridden) {
+    execute(db->getHandle(),
+            fmt::format("INSERT INTO quota_overrides (limit_name, owner, policy) "
+                        "VALUES ('{}', 'not-an-owner-of-the-case', 'exempt')",
+                        limit_name(c.algorithm)));
+  }
   quota::Options options;
   // Atomic: a watch's thread reads the clock too.
   std::atomic<std::int64_t> tick{now};
@@ -583,6 +590,10 @@ void with_operation(const Case& c, const Templates& templates, int repetition,
   use(operation);
   if (c.block) set_block("NULL");
   if (c.shadow) set_shadow(0);
+  if (c.overridden) {
+    execute(db->getHandle(), fmt::format("DELETE FROM quota_overrides WHERE limit_name = '{}'",
+                                         limit_name(c.algorithm)));
+  }
   if (c.calendar) {
     engine.define(
         {limit_name(c.algorithm), c.algorithm, kMaximum, std::chrono::milliseconds(kPeriodMs), {}});
@@ -654,6 +665,7 @@ std::string Case::name() const {
   if (watched) name += "/watched";
   if (block) name += "/block";
   if (shadow) name += "/shadow";
+  if (overridden) name += "/overridden";
   if (calendar) name += "/calendar";
   return name;
 }

@@ -66,7 +66,7 @@ fi
 mkdir -p "$work"
 [ -n "$keep" ] && mkdir -p "$keep"
 for name in "${cases[@]}"; do
-  "$bench" --list | grep -qx -- "$name" || { echo "bench-instructions: no case '$name' (see quota-bench --list)" >&2; exit 2; }
+  "$bench" --list | grep -x -- "$name" >/dev/null || { echo "bench-instructions: no case '$name' (see quota-bench --list)" >&2; exit 2; }
   # The templates are built natively first: under callgrind that would take minutes.
   "$bench" --prepare --work-dir "$work" --filter "$name" ${settings[@]+"${settings[@]}"} 2>/dev/null
   out="$work/callgrind.out"
