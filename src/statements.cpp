@@ -1021,11 +1021,12 @@ constexpr const char* kPlainLogWrite = R"(UPDATE quota_log_owners SET
 // and the full level are computed from its columns. The wait is measured from the caller's
 // time, as the general statement's (kFromCaller).
 sql::Bindings new_row(std::string_view capacity) {
-  const std::string full_level = fill("({capacity} * period_ms)", arg("capacity", capacity));
+  const std::string full_level =
+      "(" + part("token_bucket", "full_level", {{"capacity", std::string(capacity)}}) + ")";
   return {{"used_after", "used"},
           {"level_after", "level"},
           {"t", "seen_ms"},
-          {"rest", "(period_ms - seen_ms % period_ms)"},
+          {"rest", "(" + part("window", "rest", {{"t", "seen_ms"}}) + ")"},
           {"full_level", full_level},
           {"capacity", std::string(capacity)},
           {"allowed", "last_allowed"}};
