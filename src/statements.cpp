@@ -987,18 +987,18 @@ constexpr const char* kPlainLogDecision = R"(
     FROM (
       SELECT *, {recorded} AS recorded
       FROM (
-        SELECT *, cost <= maximum AND {fits} AS allowed
+        SELECT *, {allowed} AS allowed
         FROM (
           SELECT *, {used} AS used
           FROM (
-            SELECT *, {log_live_base} AS live_base
+            SELECT *, {log_live_base} AS live_base{blocked_column}
             FROM (
-              SELECT l.maximum AS maximum, l.period_ms AS period_ms, {cost_param} AS cost,
+              SELECT {maximum} AS maximum, l.period_ms AS period_ms, {cost_param} AS cost,
                 {clock} AS t, l.name AS key_limit, {owner} AS key_owner,
                 quota_log_owners.total AS s_total,
                 quota_log_owners.newest_at_ms AS s_newest_at,
-                coalesce(quota_log_owners.denied, 0) AS denied_before
-              FROM quota_limits AS l
+                coalesce(quota_log_owners.denied, 0) AS denied_before{carry_input}
+              FROM quota_limits AS l{state}
               WHERE l.name = {limit} AND l.algorithm = 'sliding_log' AND {guard}
             ) AS inputs {barrier}
           ) AS based
@@ -1040,8 +1040,9 @@ sql::Bindings decision_columns(std::string_view capacity) {
 }
 
 // ---------------------------------------------------------------------------------------
-// A limit's own policies, the flat statements (issue 27): a window or bucket limit that no
-// override concerns and that has no calendar, with shadow mode, a block, or both. Its consume
+// A limit's own policies, the flat statements (issue 27): a limit that no override concerns
+// and that has no calendar, with shadow mode, a block, or both (and, with overrides, one that
+// an override concerns: Shape::overridden, below). Its consume
 // and record are the plain statement's UPDATE of the owner's row with the plain decision's
 // flat chain, plus what the general statement does for the limit's own policies: the
 // decision's inputs add the limit's shadow flag and block_ms, the row's block end and a NULL
@@ -1134,8 +1135,8 @@ PlainText build_plain(Operation operation, Algorithm algorithm, Shape shape = Sh
   const bool check = operation == Operation::check;
   const bool flat = shape != Shape::plain;
   const bool overrides = shape == Shape::overridden;
-  if (shape == Shape::general || (flat && (check || algorithm == Algorithm::sliding_log))) {
-    throw std::logic_error("a flat statement is a window's or a bucket's consume or record");
+  if (shape == Shape::general || (flat && check)) {
+    throw std::logic_error("a flat statement is a consume or a record");
   }
   // A flat decision computes whether a block holds once, as its column `blocked`
   // (kFlatBlocked), which every later layer reads.
@@ -1161,21 +1162,53 @@ PlainText build_plain(Operation operation, Algorithm algorithm, Shape shape = Sh
   const std::string burst = overrides ? burst_for_owner() : "l.burst";
   const auto plain_now = arg("plain_now", kPlainNow);
   const std::string_view name = to_string(algorithm);
+  // The owner's policy inputs and overrides of a flat statement (and whether a block holds,
+  // blocked above), which the plain statements do without.
+  const auto flat_inputs = [&](const char* table, bool with_capacity) {
+    return fill(kFlatInputs, arg("table", table), plain_now,
+                arg("capacity", with_capacity ? fill(kFlatWindowCapacity, arg("maximum", maximum))
+                                              : std::string()),
+                arg("policy", overrides ? kPolicy : kNoPolicy));
+  };
+  const auto overrides_state = [&] {
+    return overrides ? override_joins("{limit}", "{owner}") : std::string();
+  };
+  const auto verdict = [&](std::string_view capacity) {
+    const std::string fits = part(name, "fits");
+    return arg("allowed", overrides ? fill(kAllowed, arg("fits", fits))
+                                    : fill("cost <= {capacity} AND {fits}",
+                                           arg("capacity", capacity), arg("fits", fits)));
+  };
   if (algorithm == Algorithm::sliding_log) {
     if (check) throw std::logic_error("a sliding log's check is the general statement");
     const std::string newest = part(name, "newest");
-    const std::string retry = part(name, "retry") + plain_from_caller("t");
+    // A flat statement answers as the general one (the caller's time added by answer_retry
+    // at the write); a plain one from its own columns.
+    const std::string retry = part(name, "retry") + (flat ? "" : plain_from_caller("t"));
     const std::string decision = fill(
-        kPlainLogDecision, arg("guard", guard), plain_now,
-        arg("plain_reason", fill(kPlainReason, arg("allowed", "allowed"), arg("capacity", "maximum"))),
+        kPlainLogDecision, arg("guard", guard), plain_now, blocked, verdict("maximum"),
+        arg("maximum", maximum), arg("state", overrides_state()),
+        arg("carry_input", flat ? flat_inputs("quota_log_owners", true) : std::string()),
+        arg("plain_reason",
+            flat ? fill(kReason, arg("blocked", "blocked"))
+                 : fill(kPlainReason, arg("allowed", "allowed"), arg("capacity", "maximum"))),
         arg("clock", part("clock", "t", {{"now", kPlainNow}, {"s_seen", "quota_log_owners.seen_ms"}})),
         arg("remaining", part(name, "remaining")),
-        arg("answer_retry", part("answer", "retry", {{"retry", retry}, {"capacity", "maximum"}})),
+        arg("answer_retry",
+            part("answer", "retry", {{"retry", retry}, {"capacity", flat ? "capacity" : "maximum"}})),
         arg("reset_at", part(name, "reset_at", {{"newest", newest}})),
         arg("total", part(name, "total")),
         arg("newest_after", part(name, "newest_after", {{"newest", newest}})),
         arg("denied", denied), arg("recorded", part(name, "recorded", {{"records", records}})),
-        arg("fits", part(name, "fits")), arg("used", part(name, "used")));
+        arg("used", part(name, "used")));
+    if (flat) {
+      const Assignments update =
+          assignments_of(operation, family_of(StatementKind::sliding_log), false, "blocked");
+      return {fill(kFlatWrite, arg("table", "quota_log_owners"), arg("set_columns", update.columns),
+                   arg("set_values", update.values), arg("decision", decision),
+                   arg("owners_row", kPlainOwnersRow)),
+              kStoredAnswer};
+    }
     return {fill(kPlainLogWrite, arg("owners_row", kPlainOwnersRow), arg("columns", kLogColumns),
                  arg("values", kLogValues), arg("decision", decision)),
             kStoredAnswer};
@@ -1201,22 +1234,12 @@ PlainText build_plain(Operation operation, Algorithm algorithm, Shape shape = Sh
       bucket ? answer("remaining") : "{max}(" + answer("remaining") + ", 0)";
   const std::string clock =
       part("clock", "t", {{"now", kPlainNow}, {"s_seen", fill("{table}.seen_ms", arg("table", table))}});
-  const auto state = arg("state", check       ? fill(kPlainCheckState, arg("table", table))
-                                  : overrides ? override_joins("{limit}", "{owner}")
-                                              : std::string());
-  const auto carry_input = arg(
-      "carry_input", check  ? fill(kPlainCheckCarry, arg("table", table))
-                     : flat ? fill(kFlatInputs, arg("table", table), plain_now,
-                                   arg("capacity", bucket ? std::string()
-                                                          : fill(kFlatWindowCapacity,
-                                                                 arg("maximum", maximum))),
-                                   arg("policy", overrides ? kPolicy : kNoPolicy))
-                            : "");
-  const std::string fits = part(name, "fits");
-  const auto allowed = arg(
-      "allowed", overrides ? fill(kAllowed, arg("fits", fits))
-                           : fill("cost <= {capacity} AND {fits}",
-                                  arg("capacity", bucket ? "capacity" : "maximum"), arg("fits", fits)));
+  const auto state =
+      arg("state", check ? fill(kPlainCheckState, arg("table", table)) : overrides_state());
+  const auto carry_input = arg("carry_input", check  ? fill(kPlainCheckCarry, arg("table", table))
+                                              : flat ? flat_inputs(table, !bucket)
+                                                     : std::string());
+  const auto allowed = verdict(bucket ? "capacity" : "maximum");
   const auto carry = arg("carry", check ? ", shadow_denials" : flat ? kFlatCarry : "");
   std::string decision;
   if (bucket) {
@@ -1318,16 +1341,17 @@ const PlainStatements& plain_statements(const Dialect& dialect) {
 
 // consume and record of each flat kind (with overrides and without), whole and in parts.
 struct FlatStatements {
-  std::array<std::array<std::string, 2>, 6> whole;
-  std::array<std::array<PlainParts, 2>, 6> parts;
+  std::array<std::array<std::string, 2>, 8> whole;
+  std::array<std::array<PlainParts, 2>, 8> parts;
 };
 
 FlatStatements build_all_flat(const Dialect& dialect) {
   FlatStatements built;
   for (StatementKind kind :
        {StatementKind::flat_fixed_window, StatementKind::flat_sliding_window,
-        StatementKind::flat_token_bucket, StatementKind::overridden_fixed_window,
-        StatementKind::overridden_sliding_window, StatementKind::overridden_token_bucket}) {
+        StatementKind::flat_token_bucket, StatementKind::flat_sliding_log,
+        StatementKind::overridden_fixed_window, StatementKind::overridden_sliding_window,
+        StatementKind::overridden_token_bucket, StatementKind::overridden_sliding_log}) {
     const auto index = static_cast<std::size_t>(static_cast<int>(kind) -
                                                 static_cast<int>(StatementKind::flat_fixed_window));
     const Shape shape = kind >= StatementKind::overridden_fixed_window ? Shape::overridden : Shape::flat;
@@ -1380,10 +1404,10 @@ std::optional<StatementKind> plain_kind(Operation operation, StatementKind kind)
 }
 
 std::optional<StatementKind> flat_kind(Operation operation, StatementKind kind, bool overrides) {
-  // The flat kinds are the plain windows' and bucket's consume and record, in the same order
-  // (src/statements.h), and then the same with overrides.
+  // The flat kinds are the plain kinds' consume and record (a concurrency limit's aside), in
+  // the same order (src/statements.h), and then the same with overrides.
   const auto plain = operation == Operation::check ? std::nullopt : plain_kind(operation, kind);
-  if (!plain || *plain > StatementKind::plain_token_bucket) return std::nullopt;
+  if (!plain || *plain > StatementKind::plain_sliding_log) return std::nullopt;
   const StatementKind first =
       overrides ? StatementKind::overridden_fixed_window : StatementKind::flat_fixed_window;
   return static_cast<StatementKind>(static_cast<int>(first) + static_cast<int>(*plain) -
@@ -1412,6 +1436,8 @@ Algorithm stored_algorithm(StatementKind kind) {
   switch (kind) {
     case StatementKind::sliding_log:
     case StatementKind::plain_sliding_log:
+    case StatementKind::flat_sliding_log:
+    case StatementKind::overridden_sliding_log:
       return Algorithm::sliding_log;
     case StatementKind::fixed_window:
     case StatementKind::calendar_window:
@@ -1518,6 +1544,10 @@ std::string_view kind_name(StatementKind kind) {
       return "overridden_sliding_window";
     case StatementKind::overridden_token_bucket:
       return "overridden_token_bucket";
+    case StatementKind::flat_sliding_log:
+      return "flat_sliding_log";
+    case StatementKind::overridden_sliding_log:
+      return "overridden_sliding_log";
     default:
       return to_string(stored_algorithm(kind));
   }

@@ -51,18 +51,20 @@ enum class StatementKind {
   concurrency,
   // A plain concurrency limit's consume (acquire) and record.
   plain_concurrency,
-  // The flat statements (consume and record only): a limit that no override concerns
-  // (quota_limits.overridden, migration 0016) and without a calendar, with shadow mode or a
-  // block read from the limit's row inside the statement.
+  // The flat statements (consume and record only), in the plain kinds' order: a limit that no
+  // override concerns (quota_limits.overridden, migration 0016) and without a calendar, with
+  // shadow mode or a block read from the limit's row inside the statement.
   flat_fixed_window,
   flat_sliding_window,
   flat_token_bucket,
+  flat_sliding_log,
   // The flat statements with overrides (consume and record only): the same with the owner's
   // override read as the general statement reads it, for a limit that an override concerns
   // (overridden 1) and without a calendar.
   overridden_fixed_window,
   overridden_sliding_window,
   overridden_token_bucket,
+  overridden_sliding_log,
 };
 
 // Which specialised statements a limit's consume and record run first, from its flags as the
@@ -86,7 +88,7 @@ inline bool is_plain(StatementKind kind) {
 
 // A flat statement, with overrides or without.
 inline bool is_flat(StatementKind kind) {
-  return kind >= StatementKind::flat_fixed_window && kind <= StatementKind::overridden_token_bucket;
+  return kind >= StatementKind::flat_fixed_window && kind <= StatementKind::overridden_sliding_log;
 }
 
 // A statement specialised to its limit's configuration (plain or flat): an UPDATE of the
@@ -101,7 +103,7 @@ std::optional<StatementKind> plain_kind(Operation operation, StatementKind kind)
 
 // The flat statements' kind of `operation` on a limit of statements' kind `kind` (with
 // overrides, or without), or nullopt when there is none (only consume and record of
-// fixed_window, sliding_window and token_bucket have one).
+// fixed_window, sliding_window, token_bucket and sliding_log have one).
 std::optional<StatementKind> flat_kind(Operation operation, StatementKind kind, bool overrides = false);
 
 // The specialised kind that a limit of `shape` runs first for `operation`, or nullopt.

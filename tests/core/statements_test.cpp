@@ -98,8 +98,9 @@ TEST_CASE("every flat limit's statement matches its golden file in tests/sql/", 
     for (Operation operation : {Operation::consume, Operation::record}) {
       for (StatementKind kind :
            {StatementKind::flat_fixed_window, StatementKind::flat_sliding_window,
-            StatementKind::flat_token_bucket, StatementKind::overridden_fixed_window,
-            StatementKind::overridden_sliding_window, StatementKind::overridden_token_bucket}) {
+            StatementKind::flat_token_bucket, StatementKind::flat_sliding_log,
+            StatementKind::overridden_fixed_window, StatementKind::overridden_sliding_window,
+            StatementKind::overridden_token_bucket, StatementKind::overridden_sliding_log}) {
         const bool overrides = kind >= StatementKind::overridden_fixed_window;
         CHECK(detail::flat_kind(operation, detail::general_kind(kind), overrides) == kind);
         CHECK(detail::specialised_kind(operation, detail::general_kind(kind),
@@ -114,9 +115,9 @@ TEST_CASE("every flat limit's statement matches its golden file in tests/sql/", 
   for (Operation operation : {Operation::check, Operation::refund, Operation::reset}) {
     CHECK_FALSE(detail::flat_kind(operation, StatementKind::fixed_window));
   }
-  for (StatementKind kind : {StatementKind::sliding_log, StatementKind::calendar_window,
-                             StatementKind::concurrency}) {
+  for (StatementKind kind : {StatementKind::calendar_window, StatementKind::concurrency}) {
     CHECK_FALSE(detail::flat_kind(Operation::consume, kind));
+    CHECK_FALSE(detail::flat_kind(Operation::consume, kind, true));
   }
   CHECK_FALSE(detail::specialised_kind(Operation::consume, StatementKind::fixed_window,
                                        detail::Shape::general));
@@ -132,9 +133,11 @@ TEST_CASE("SQLite's two parts of a plain consume and record are the plain statem
     for (StatementKind kind : {StatementKind::plain_fixed_window, StatementKind::plain_sliding_window,
                                StatementKind::plain_token_bucket, StatementKind::plain_sliding_log,
                                StatementKind::flat_fixed_window, StatementKind::flat_sliding_window,
-                               StatementKind::flat_token_bucket, StatementKind::overridden_fixed_window,
+                               StatementKind::flat_token_bucket, StatementKind::flat_sliding_log,
+                               StatementKind::overridden_fixed_window,
                                StatementKind::overridden_sliding_window,
-                               StatementKind::overridden_token_bucket}) {
+                               StatementKind::overridden_token_bucket,
+                               StatementKind::overridden_sliding_log}) {
       const detail::PlainParts* parts = detail::plain_parts(detail::kSqlite, operation, kind);
       REQUIRE(parts);
       const std::string& whole = detail::statement(operation, kind);

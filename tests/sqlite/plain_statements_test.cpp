@@ -246,16 +246,16 @@ TEST_CASE("a plain limit's statements answer and write what the general statemen
 TEST_CASE("a flat limit's statements (shadow mode, a block) answer and write what the general "
           "statements do",
           "[slow][plain][flat][property]") {
-  for (const Algorithm algorithm :
-       {Algorithm::fixed_window, Algorithm::sliding_window, Algorithm::token_bucket}) {
+  for (const Algorithm algorithm : {Algorithm::fixed_window, Algorithm::sliding_window,
+                                    Algorithm::token_bucket, Algorithm::sliding_log}) {
     for (const std::uint64_t seed : {1u, 2u, 3u}) compare_with_general(algorithm, seed, detail::Shape::flat);
   }
 }
 
 TEST_CASE("the flat statements with overrides answer and write what the general statements do",
           "[slow][plain][flat][property]") {
-  for (const Algorithm algorithm :
-       {Algorithm::fixed_window, Algorithm::sliding_window, Algorithm::token_bucket}) {
+  for (const Algorithm algorithm : {Algorithm::fixed_window, Algorithm::sliding_window,
+                                    Algorithm::token_bucket, Algorithm::sliding_log}) {
     for (const std::uint64_t seed : {1u, 2u, 3u}) {
       compare_with_general(algorithm, seed, detail::Shape::overridden);
     }
