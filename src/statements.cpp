@@ -1022,11 +1022,12 @@ constexpr const char* kPlainLogWrite = R"(UPDATE quota_log_owners SET
 // time, as the general statement's (kFromCaller).
 sql::Bindings new_row(std::string_view capacity) {
   const std::string full_level =
-      "(" + part("token_bucket", "full_level", {{"capacity", std::string(capacity)}}) + ")";
+      fill("({level})", arg("level", part("token_bucket", "full_level",
+                                          {{"capacity", std::string(capacity)}})));
   return {{"used_after", "used"},
           {"level_after", "level"},
           {"t", "seen_ms"},
-          {"rest", "(" + part("window", "rest", {{"t", "seen_ms"}}) + ")"},
+          {"rest", fill("({rest})", arg("rest", part("window", "rest", {{"t", "seen_ms"}})))},
           {"full_level", full_level},
           {"capacity", std::string(capacity)},
           {"allowed", "last_allowed"}};
