@@ -1043,9 +1043,9 @@ sql::Bindings decision_columns(std::string_view capacity) {
 // ---------------------------------------------------------------------------------------
 // A limit's own policies, the flat statements (issue 27): a limit that no override concerns
 // and that has no calendar, with shadow mode, a block, or both (and, with overrides, one that
-// an override concerns: Shape::overridden, below). Its consume
-// and record are the plain statement's UPDATE of the owner's row with the plain decision's
-// flat chain, plus what the general statement does for the limit's own policies: the
+// an override concerns: Shape::overridden, below). Its consume and record are the plain
+// statement's UPDATE of the owner's row with the plain decision's flat chain, plus what the
+// general statement does for the limit's own policies: the
 // decision's inputs add the limit's shadow flag and block_ms, the row's block end and a NULL
 // policy (no override); it records, counts, answers and sets the block as the general
 // statement does (parts_of, kReason, kAnswerRemaining, answer_retry: the same fragments);
@@ -1057,11 +1057,14 @@ sql::Bindings decision_columns(std::string_view capacity) {
 // Its guard: the limit's row matches only while no override names it or '*'
 // (quota_limits.overridden, migration 0016, kept by triggers whoever changes the overrides),
 // read in the statement itself, and, for fixed_window, while it has no calendar (the
-// family's layout_test, as in every fixed_window statement). Otherwise the decision has no row and the statement is refused as
-// the plain one is; the engine reads the limit again and runs the statement of what it finds.
+// family's layout_test, as in every fixed_window statement). Otherwise the decision has no
+// row and the statement is refused as the plain one is; the engine reads the limit again and
+// runs the statement of what it finds. With overrides, only the algorithm and the calendar
+// (kOverriddenGuard): it answers for every other configuration.
 // A plain limit would answer the same through it (shadow 0, block_ms NULL); the engine runs
 // the plain statement there, which costs less.
 constexpr const char* kFlatGuard = "NOT l.overridden";
+constexpr const char* kOverriddenGuard = "TRUE";
 
 // The inputs a flat decision adds to the plain one: the window's capacity (a bucket's is its
 // burst, already an input), the caller's time, the owner's policy (NULL without overrides)
@@ -1109,7 +1112,20 @@ std::string plain_from_caller(std::string_view evaluated_at) {
   return fill(" + ({at} - {plain_now})", arg("at", evaluated_at), arg("plain_now", kPlainNow));
 }
 
-// The flat statement of `operation` on `algorithm` over its flat `decision` (build_plain).
+// The flat statement's UPDATE of `family`'s owner row over `answered`, a flat decision that
+// has the answer's columns (reason, remaining, retry_after_ms, reset_at_ms): the general
+// statement's assignments, the block read from the decision's column, the stored answer
+// returned.
+PlainText flat_write(Operation operation, const Family& family, const std::string& answered) {
+  const Assignments update = assignments_of(operation, family, false, "blocked");
+  return {fill(kFlatWrite, arg("table", family.table), arg("set_columns", update.columns),
+               arg("set_values", update.values), arg("decision", answered),
+               arg("owners_row", kPlainOwnersRow)),
+          kStoredAnswer};
+}
+
+// The flat statement of `operation` on a window or bucket `algorithm` over its flat
+// `decision` (build_plain), which gains the answer in a layer of its own (kFlatAnswer).
 PlainText build_flat(Operation operation, Algorithm algorithm, const std::string& decision) {
   const Family family = family_of(kind_of(algorithm));
   // The algorithm's own answer (its remaining, wait and reset), as the general decision's.
@@ -1119,12 +1135,7 @@ PlainText build_flat(Operation operation, Algorithm algorithm, const std::string
   }
   bindings.insert(bindings.end(), {{"decision", decision},
                                    {"reason", fill(kReason, arg("blocked", "blocked"))}});
-  const std::string answered = sql::fill(kFlatAnswer, bindings);
-  const Assignments update = assignments_of(operation, family, false, "blocked");
-  return {fill(kFlatWrite, arg("table", family.table), arg("set_columns", update.columns),
-               arg("set_values", update.values), arg("decision", answered),
-               arg("owners_row", kPlainOwnersRow)),
-          kStoredAnswer};
+  return flat_write(operation, family, sql::fill(kFlatAnswer, bindings));
 }
 
 PlainText build_plain(Operation operation, Algorithm algorithm, Shape shape = Shape::plain) {
@@ -1152,13 +1163,10 @@ PlainText build_plain(Operation operation, Algorithm algorithm, Shape shape = Sh
   const std::string denied = flat ? blocked_column(parts_of(operation).denied)
                              : operation == Operation::consume ? "NOT allowed"
                                                                : "FALSE";
-  // A flat statement with overrides answers for every configuration but a calendar (the
-  // fixed_window family's layout_test), so it guards on nothing else.
-  const std::string layout_test = family_of(kind_of(algorithm)).layout_test;
-  const std::string guard = overrides ? (layout_test.empty() ? std::string("TRUE")
-                                                             : layout_test.substr(5))
-                            : flat    ? kFlatGuard + layout_test
-                                      : kPlainGuard;
+  const std::string guard =
+      flat ? (overrides ? kOverriddenGuard : kFlatGuard) +
+                 std::string(family_of(kind_of(algorithm)).layout_test)
+           : kPlainGuard;
   const std::string maximum = overrides ? maximum_for_owner(algorithm) : "l.maximum";
   const std::string burst = overrides ? burst_for_owner() : "l.burst";
   const auto plain_now = arg("plain_now", kPlainNow);
@@ -1202,14 +1210,8 @@ PlainText build_plain(Operation operation, Algorithm algorithm, Shape shape = Sh
         arg("newest_after", part(name, "newest_after", {{"newest", newest}})),
         arg("denied", denied), arg("recorded", part(name, "recorded", {{"records", records}})),
         arg("used", part(name, "used")));
-    if (flat) {
-      const Assignments update =
-          assignments_of(operation, family_of(StatementKind::sliding_log), false, "blocked");
-      return {fill(kFlatWrite, arg("table", "quota_log_owners"), arg("set_columns", update.columns),
-                   arg("set_values", update.values), arg("decision", decision),
-                   arg("owners_row", kPlainOwnersRow)),
-              kStoredAnswer};
-    }
+    // The log's decision computes its answer itself (its outer layer).
+    if (flat) return flat_write(operation, family_of(StatementKind::sliding_log), decision);
     return {fill(kPlainLogWrite, arg("owners_row", kPlainOwnersRow), arg("columns", kLogColumns),
                  arg("values", kLogValues), arg("decision", decision)),
             kStoredAnswer};
@@ -1340,6 +1342,11 @@ const PlainStatements& plain_statements(const Dialect& dialect) {
   return dialect.name == kPostgresql.name ? plain_postgresql : plain_sqlite;
 }
 
+std::size_t flat_index(StatementKind kind) {
+  return static_cast<std::size_t>(static_cast<int>(kind) -
+                                  static_cast<int>(StatementKind::flat_fixed_window));
+}
+
 // consume and record of each flat kind (with overrides and without), whole and in parts.
 struct FlatStatements {
   std::array<std::array<std::string, 2>, 8> whole;
@@ -1353,8 +1360,7 @@ FlatStatements build_all_flat(const Dialect& dialect) {
         StatementKind::flat_token_bucket, StatementKind::flat_sliding_log,
         StatementKind::overridden_fixed_window, StatementKind::overridden_sliding_window,
         StatementKind::overridden_token_bucket, StatementKind::overridden_sliding_log}) {
-    const auto index = static_cast<std::size_t>(static_cast<int>(kind) -
-                                                static_cast<int>(StatementKind::flat_fixed_window));
+    const std::size_t index = flat_index(kind);
     const Shape shape = kind >= StatementKind::overridden_fixed_window ? Shape::overridden : Shape::flat;
     for (const Operation operation : {Operation::consume, Operation::record}) {
       const PlainText text = build_plain(operation, stored_algorithm(kind), shape);
@@ -1370,11 +1376,6 @@ const FlatStatements& flat_statements(const Dialect& dialect) {
   static const FlatStatements flat_sqlite = build_all_flat(kSqlite);
   static const FlatStatements flat_postgresql = build_all_flat(kPostgresql);
   return dialect.name == kPostgresql.name ? flat_postgresql : flat_sqlite;
-}
-
-std::size_t flat_index(StatementKind kind) {
-  return static_cast<std::size_t>(static_cast<int>(kind) -
-                                  static_cast<int>(StatementKind::flat_fixed_window));
 }
 
 }  // namespace

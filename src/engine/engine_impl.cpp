@@ -531,7 +531,7 @@ Result Engine::Impl::run_at(Operation operation, std::string_view limit, std::st
     try {
       // "unknown limit": the limit was redefined, or is no longer plain (read again below).
       const std::optional<Row> row =
-          run_plain_first(operation, *kind, limit, {limit, owner, cost, now});
+          run_specialised_first(operation, *kind, limit, {limit, owner, cost, now});
       if (row) return answer(*row);
     } catch (const Error& error) {
       if (error.code() != ErrorCode::unknown_limit) throw;
@@ -548,10 +548,10 @@ std::optional<detail::StatementKind> Engine::Impl::specialised_kind(Operation op
   return detail::specialised_kind(operation, kind, found->second);
 }
 
-std::optional<Row> Engine::Impl::run_plain_first(Operation operation,
-                                                 detail::StatementKind kind,
-                                                 std::string_view limit,
-                                                 const detail::StatementRequest& request) {
+std::optional<Row> Engine::Impl::run_specialised_first(Operation operation,
+                                                       detail::StatementKind kind,
+                                                       std::string_view limit,
+                                                       const detail::StatementRequest& request) {
   if (const auto specialised = specialised_kind(operation, kind, limit)) {
     if (std::optional<Row> row = store->run(operation, *specialised, request)) return row;
   }
@@ -565,7 +565,7 @@ std::optional<std::pair<Usage, Result>> Engine::Impl::reading_at(detail::Stateme
                                                                  std::int64_t now) {
   // Engine::usage and the watches read as Engine::check does.
   const std::optional<Row> row =
-      run_plain_first(Operation::check, kind, limit, {limit, owner, cost, now});
+      run_specialised_first(Operation::check, kind, limit, {limit, owner, cost, now});
   if (!row) return std::nullopt;
   const Result result = detail::result_of(*row);
   Usage usage{std::string(limit),     std::string(owner),    integer_of(row->at(7)),
@@ -657,8 +657,9 @@ std::vector<Result> Engine::Impl::run_many(Operation operation,
     const auto kind = statement_kind(request.limit, false);
     if (!kind) throw unknown_limit(request.limit);
     if (operation != Operation::check && hooks_of(request.limit)) plain = false;
-    // A plain or flat limit's own statement, as a lone request runs it (run_plain_first): the
-    // store runs the general one after it for an owner without state.
+    // A plain or flat limit's own statement, as a lone request runs it
+    // (run_specialised_first): the store runs the general one after it for an owner without
+    // state.
     steps.push_back({operation, specialised_kind(operation, *kind, request.limit).value_or(*kind),
                      {request.limit, request.owner, request.cost, at}});
   }

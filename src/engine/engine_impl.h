@@ -310,9 +310,10 @@ struct QUOTA_ENGINE_IMPL_HIDDEN Engine::Impl {
   // (a consume or record for an owner without state; a check of a limit no longer plain). A
   // plain or flat consume or record of a limit that no longer has that shape throws
   // ErrorCode::unknown_limit instead.
-  std::optional<detail::Row> run_plain_first(detail::Operation operation,
-                                             detail::StatementKind kind, std::string_view limit,
-                                             const detail::StatementRequest& request);
+  std::optional<detail::Row> run_specialised_first(detail::Operation operation,
+                                                   detail::StatementKind kind,
+                                                   std::string_view limit,
+                                                   const detail::StatementRequest& request);
   // The plain or flat kind that `limit`, as last read, runs first for `operation`, or nullopt.
   std::optional<detail::StatementKind> specialised_kind(detail::Operation operation,
                                                         detail::StatementKind kind,

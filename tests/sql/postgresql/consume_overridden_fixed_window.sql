@@ -35,7 +35,7 @@ UPDATE quota_windows SET
           FROM quota_limits AS l
       LEFT JOIN quota_overrides AS o ON o.limit_name = $1 AND o.owner = $2
       LEFT JOIN quota_overrides AS a ON a.limit_name = '*' AND a.owner = $2
-          WHERE l.name = $1 AND l.algorithm = 'fixed_window' AND l.calendar IS NULL
+          WHERE l.name = $1 AND l.algorithm = 'fixed_window' AND TRUE AND l.calendar IS NULL
         ) AS inputs
       ) AS keyed OFFSET 0
     ) AS counted

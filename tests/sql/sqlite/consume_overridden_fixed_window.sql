@@ -35,7 +35,7 @@ UPDATE quota_windows SET
           FROM quota_limits AS l
       LEFT JOIN quota_overrides AS o ON o.limit_name = :limit AND o.owner = :owner
       LEFT JOIN quota_overrides AS a ON a.limit_name = '*' AND a.owner = :owner
-          WHERE l.name = :limit AND l.algorithm = 'fixed_window' AND l.calendar IS NULL
+          WHERE l.name = :limit AND l.algorithm = 'fixed_window' AND TRUE AND l.calendar IS NULL
         ) AS inputs
       ) AS keyed LIMIT -1 OFFSET 0
     ) AS counted
