@@ -19,6 +19,7 @@
 
 #include "backend.h"
 #include "quota/lease.h"
+#include "test_paths.h"  // QUOTA_SOURCE_DIR, QUOTACTL_PATH
 
 namespace quota::test {
 namespace {

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "support.h"
 #include "support/quotactl_run.h"
+#include "test_paths.h"  // QUOTA_SOURCE_DIR, QUOTACTL_PATH
 
 extern char** environ;
 

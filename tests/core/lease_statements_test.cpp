@@ -16,6 +16,7 @@
 #include "quota/admin.h"
 #include "statements.h"
 #include "support.h"
+#include "test_paths.h"  // QUOTA_SOURCE_DIR, QUOTACTL_PATH
 
 namespace quota::test {
 namespace {

@@ -21,6 +21,7 @@
 #include "sql/fragments.h"
 #include "sql/usage_view.h"
 #include "support.h"
+#include "test_paths.h"  // QUOTA_SOURCE_DIR, QUOTACTL_PATH
 
 namespace quota::test {
 namespace {

@@ -19,6 +19,7 @@
 #include "quota/quota.h"
 #include "support.h"
 #include "support/quotactl_run.h"
+#include "test_paths.h"  // QUOTA_SOURCE_DIR, QUOTACTL_PATH
 
 namespace quota::test {
 namespace {

@@ -18,6 +18,7 @@
 #include "postgresql/postgresql_store.h"
 #include "statements.h"
 #include "support/quotactl_run.h"
+#include "test_paths.h"  // QUOTA_SOURCE_DIR, QUOTACTL_PATH
 
 namespace quota::test {
 namespace {

@@ -11,6 +11,7 @@
 
 #include "postgresql/private_server.h"
 #include "support.h"
+#include "test_paths.h"  // QUOTA_SOURCE_DIR, QUOTACTL_PATH
 
 namespace quota::test {
 namespace {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "test_paths.h"  // QUOTA_SOURCE_DIR, QUOTACTL_PATH
 
 namespace quota::test {
 namespace {

@@ -15,6 +15,7 @@
 #include "quota/sqlite.h"
 #include "sqlite/sqlite_store.h"
 #include "support.h"
+#include "test_paths.h"  // QUOTA_SOURCE_DIR, QUOTACTL_PATH
 
 namespace quota::test {
 namespace {

@@ -24,6 +24,7 @@
 #include "sqlite/sqlite_store.h"
 #include "support.h"
 #include "support/quotactl_run.h"
+#include "test_paths.h"  // QUOTA_SOURCE_DIR, QUOTACTL_PATH
 
 namespace quota::test {
 namespace {

@@ -22,6 +22,7 @@
 #include "support.h"
 #include "support/quotactl_run.h"
 #include "text.h"
+#include "test_paths.h"  // QUOTA_SOURCE_DIR, QUOTACTL_PATH
 
 namespace {
 

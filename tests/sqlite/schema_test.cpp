@@ -5,6 +5,7 @@
 
 #include "sqlite/sqlite_store.h"
 #include "support.h"
+#include "test_paths.h"  // QUOTA_SOURCE_DIR, QUOTACTL_PATH
 
 using namespace quota;
 using namespace quota::test;
