@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, starts a private PostgreSQL server, then builds and runs the tests
-# three ways: Release (every test), Debug, and Debug with AddressSanitizer and
-# UndefinedBehaviorSanitizer (every test but those labelled slow; each against SQLite and that
-# server); then builds the SQLite-only configuration
+# two ways: Release (every test) and Debug with AddressSanitizer and UndefinedBehaviorSanitizer
+# (every test but those labelled slow; each against SQLite and that server); then builds the
+# SQLite-only configuration
 # (-DQUOTA_POSTGRESQL=OFF) and checks its installed package; then runs each libFuzzer target
 # of fuzz/ (clang, with both sanitizers) on its corpus for QUOTA_FUZZ_SECONDS (default 30)
 # seconds. Warnings are errors throughout; a failed test or a fuzzer's crash fails the run.
@@ -20,7 +20,7 @@ jobs=$(nproc)
 # run_suite NAME CTEST_FILTER CMAKE_OPTION...: configures and builds build/NAME, then runs its
 # tests. The tests labelled "slow" (crashes, many processes, the same answers on both backends,
 # long property runs, the packaging and documentation sessions: tests/CMakeLists.txt) run in
-# the Release build only; Debug and the sanitizers run every other test (CTEST_FILTER -LE slow).
+# the Release build only; the sanitizers' Debug build runs every other test (-LE slow).
 run_suite() {
   local name=$1 filter=$2
   shift 2
@@ -35,7 +35,7 @@ run_suite() {
   (cd "build/$name" && ctest --output-on-failure --no-tests=error --timeout 600 -j "$jobs" $filter)
 }
 
-run_suite debug "-LE slow" -DCMAKE_BUILD_TYPE=Debug
+# No plain Debug suite: the sanitizers' suite is a Debug build that runs the same tests.
 run_suite release "" -DCMAKE_BUILD_TYPE=Release
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   run_suite sanitize "-LE slow" -DCMAKE_BUILD_TYPE=Debug -DQUOTA_SANITIZE=address,undefined
