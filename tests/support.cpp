@@ -20,6 +20,14 @@
 
 namespace quota::test {
 
+int property_seeds(int count) {
+  const char* text = std::getenv("QUOTA_PROPERTY_SEEDS");
+  if (!text || !*text) return count;
+  const int most = std::atoi(text);
+  return most >= 1 && most < count ? most : count;
+}
+
+
 Limit make_limit(const std::string& name, Algorithm algorithm, std::int64_t maximum,
                  std::int64_t period_ms) {
   Limit limit;

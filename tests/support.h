@@ -30,6 +30,10 @@ struct ManualClock {
   std::int64_t get() const { return now->load(); }
 };
 
+// How many seeds a long property run uses: `count`, or fewer when QUOTA_PROPERTY_SEEDS says
+// so (tools/test.sh sets 1 for the sanitizers' build; the Release build runs every seed).
+int property_seeds(int count);
+
 inline constexpr Algorithm kAllAlgorithms[] = {Algorithm::sliding_log, Algorithm::fixed_window,
                                                Algorithm::sliding_window, Algorithm::token_bucket};
 

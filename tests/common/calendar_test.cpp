@@ -247,79 +247,83 @@ TEST_CASE("calendar: every window is the reference model's, to the millisecond",
           "[calendar][backends]") {
   EngineOn f(each_backend());
   CAPTURE(f.database.backend());
-  constexpr std::uint64_t kSeed = 19'2026'11'26;
-  Draw draw{std::mt19937_64(kSeed)};
-  constexpr int kIterations = 1000;
-  for (int i = 0; i < kIterations; ++i) {
-    const Calendar unit = kUnits[draw.between(0, 3)];
-    const minutes offset = random_offset(draw);
-    const std::optional<std::int64_t> limit_anchor = random_anchor(draw, offset);
-    // Now and then the owners have an anchor of their own, for the limit or for "*".
-    const std::int64_t owner_kind = draw.between(0, 5);
-    const std::optional<std::int64_t> owner_anchor =
-        owner_kind < 2 ? random_anchor(draw, offset) : std::nullopt;
-    const std::optional<std::int64_t> anchor = owner_anchor ? owner_anchor : limit_anchor;
-    const std::int64_t maximum = draw.between(1, 3);
-    std::int64_t t = random_instant(draw);
-    const std::int64_t place = draw.between(0, 7);
-    if (place == 0) t = model_window(t, unit, offset, anchor).start;
-    if (place == 1) t = model_window(t, unit, offset, anchor).end - 1;
-    const Window window = model_window(t, unit, offset, anchor);
-    const std::string owner = "o" + std::to_string(i);
-    const std::string neighbour = "n" + std::to_string(i);
-    CAPTURE(kSeed, i, to_string(unit), offset.count(), text_of(limit_anchor), text_of(owner_anchor),
-            owner_kind, maximum, iso(t), iso(window.start), iso(window.end));
-    REQUIRE(window.start <= t);
-    REQUIRE(t < window.end);
+  // Four seeds of 250 windows each (fewer seeds when QUOTA_PROPERTY_SEEDS says so).
+  constexpr int kIterations = 250;
+  for (int seed = 0; seed < property_seeds(4); ++seed) {
+    const std::uint64_t kSeed = 19'2026'11'26 + std::uint64_t(seed);
+    Draw draw{std::mt19937_64(kSeed)};
+    for (int i = seed * kIterations; i < (seed + 1) * kIterations; ++i) {
+      const Calendar unit = kUnits[draw.between(0, 3)];
+      const minutes offset = random_offset(draw);
+      const std::optional<std::int64_t> limit_anchor = random_anchor(draw, offset);
+      // Now and then the owners have an anchor of their own, for the limit or for "*".
+      const std::int64_t owner_kind = draw.between(0, 5);
+      const std::optional<std::int64_t> owner_anchor =
+          owner_kind < 2 ? random_anchor(draw, offset) : std::nullopt;
+      const std::optional<std::int64_t> anchor = owner_anchor ? owner_anchor : limit_anchor;
+      const std::int64_t maximum = draw.between(1, 3);
+      std::int64_t t = random_instant(draw);
+      const std::int64_t place = draw.between(0, 7);
+      if (place == 0) t = model_window(t, unit, offset, anchor).start;
+      if (place == 1) t = model_window(t, unit, offset, anchor).end - 1;
+      const Window window = model_window(t, unit, offset, anchor);
+      const std::string owner = "o" + std::to_string(i);
+      const std::string neighbour = "n" + std::to_string(i);
+      CAPTURE(kSeed, i, to_string(unit), offset.count(), text_of(limit_anchor),
+              text_of(owner_anchor), owner_kind, maximum, iso(t), iso(window.start),
+              iso(window.end));
+      REQUIRE(window.start <= t);
+      REQUIRE(t < window.end);
 
-    f.engine.define(calendar_limit("cal", maximum, unit, offset, limit_anchor));
-    if (owner_anchor) {
-      const std::string limit = owner_kind == 0 ? "cal" : "*";
-      f.engine.set_anchor({limit, owner, *owner_anchor});
-      f.engine.set_anchor({limit, neighbour, *owner_anchor});
-    }
+      f.engine.define(calendar_limit("cal", maximum, unit, offset, limit_anchor));
+      if (owner_anchor) {
+        const std::string limit = owner_kind == 0 ? "cal" : "*";
+        f.engine.set_anchor({limit, owner, *owner_anchor});
+        f.engine.set_anchor({limit, neighbour, *owner_anchor});
+      }
 
-    f.clock.set(t);
-    for (std::int64_t k = 1; k <= maximum; ++k) {
-      const Result r = f.engine.consume("cal", owner);
-      REQUIRE(r.allowed);
-      REQUIRE(r.remaining == maximum - k);
+      f.clock.set(t);
+      for (std::int64_t k = 1; k <= maximum; ++k) {
+        const Result r = f.engine.consume("cal", owner);
+        REQUIRE(r.allowed);
+        REQUIRE(r.remaining == maximum - k);
+        REQUIRE(r.reset_at_ms == window.end);
+      }
+      Result r = f.engine.consume("cal", owner);
+      REQUIRE_FALSE(r.allowed);
+      REQUIRE(r.reason == Reason::rate_limited);
+      REQUIRE(r.retry_after_ms == window.end - t);
       REQUIRE(r.reset_at_ms == window.end);
-    }
-    Result r = f.engine.consume("cal", owner);
-    REQUIRE_FALSE(r.allowed);
-    REQUIRE(r.reason == Reason::rate_limited);
-    REQUIRE(r.retry_after_ms == window.end - t);
-    REQUIRE(r.reset_at_ms == window.end);
-    const Usage usage = f.engine.owner_usage("cal", owner);
-    REQUIRE(usage.used == maximum);
-    REQUIRE(usage.denied == 1);
-    REQUIRE(usage.reset_at_ms == window.end);
+      const Usage usage = f.engine.owner_usage("cal", owner);
+      REQUIRE(usage.used == maximum);
+      REQUIRE(usage.denied == 1);
+      REQUIRE(usage.reset_at_ms == window.end);
 
-    f.clock.set(window.end - 1);
-    r = f.engine.consume("cal", owner);
-    REQUIRE_FALSE(r.allowed);
-    REQUIRE(r.retry_after_ms == 1);
-    f.clock.set(window.end);
-    r = f.engine.consume("cal", owner);
-    REQUIRE(r.allowed);
-    REQUIRE(r.remaining == maximum - 1);
-    REQUIRE(r.reset_at_ms == model_window(window.end, unit, offset, anchor).end);
+      f.clock.set(window.end - 1);
+      r = f.engine.consume("cal", owner);
+      REQUIRE_FALSE(r.allowed);
+      REQUIRE(r.retry_after_ms == 1);
+      f.clock.set(window.end);
+      r = f.engine.consume("cal", owner);
+      REQUIRE(r.allowed);
+      REQUIRE(r.remaining == maximum - 1);
+      REQUIRE(r.reset_at_ms == model_window(window.end, unit, offset, anchor).end);
 
-    // The window's first millisecond: the millisecond before belongs to the window before.
-    f.clock.set(window.start - 1);
-    r = f.engine.consume("cal", neighbour);
-    REQUIRE(r.allowed);
-    REQUIRE(r.reset_at_ms == window.start);
-    f.clock.set(window.start);
-    r = f.engine.consume("cal", neighbour);
-    REQUIRE(r.allowed);
-    REQUIRE(r.remaining == maximum - 1);
-    REQUIRE(r.reset_at_ms == window.end);
+      // The window's first millisecond: the millisecond before belongs to the window before.
+      f.clock.set(window.start - 1);
+      r = f.engine.consume("cal", neighbour);
+      REQUIRE(r.allowed);
+      REQUIRE(r.reset_at_ms == window.start);
+      f.clock.set(window.start);
+      r = f.engine.consume("cal", neighbour);
+      REQUIRE(r.allowed);
+      REQUIRE(r.remaining == maximum - 1);
+      REQUIRE(r.reset_at_ms == window.end);
 
-    if (owner_anchor) {
-      REQUIRE(f.engine.remove_anchor(owner_kind == 0 ? "cal" : "*", owner));
-      REQUIRE(f.engine.remove_anchor(owner_kind == 0 ? "cal" : "*", neighbour));
+      if (owner_anchor) {
+        REQUIRE(f.engine.remove_anchor(owner_kind == 0 ? "cal" : "*", owner));
+        REQUIRE(f.engine.remove_anchor(owner_kind == 0 ? "cal" : "*", neighbour));
+      }
     }
   }
 }

@@ -545,7 +545,7 @@ void run_seeds(Backend backend, std::uint64_t first_seed, int seeds, int default
   if (const auto only = environment_number("QUOTA_LEASE_PROPERTY_SEED")) {
     chosen.push_back(*only);
   } else {
-    for (int i = 0; i < seeds; ++i) chosen.push_back(first_seed + std::uint64_t(i));
+    for (int i = 0; i < property_seeds(seeds); ++i) chosen.push_back(first_seed + std::uint64_t(i));
   }
   Run::Coverage total;
   for (const std::uint64_t seed : chosen) {

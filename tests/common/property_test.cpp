@@ -432,7 +432,7 @@ void run_seeds(const std::vector<Algorithm>& algorithms, std::uint64_t first_see
   if (const auto only = environment_number("QUOTA_PROPERTY_SEED")) {
     seeds.push_back(*only);
   } else {
-    const std::uint64_t count = backend == Backend::sqlite ? 4 : 1;
+    const std::uint64_t count = std::uint64_t(property_seeds(backend == Backend::sqlite ? 4 : 1));
     for (std::uint64_t i = 0; i < count; ++i) seeds.push_back(first_seed + i);
   }
   for (const std::uint64_t seed : seeds) {
