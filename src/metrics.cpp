@@ -58,7 +58,9 @@ void Counters::measure(Counted operation, std::chrono::nanoseconds took) {
 void Counters::count(Counted operation, std::string_view limit, const Result& result) {
   if (result.reason == Reason::store_unavailable) ++fail_open_;
   auto found = decisions_.find(limit);
-  if (found == decisions_.end()) found = decisions_.emplace(std::string(limit), ByOperation{}).first;
+  if (found == decisions_.end()) {
+    found = decisions_.emplace(std::string(limit), ByOperation{}).first;
+  }
   ++found->second[static_cast<std::size_t>(operation)][outcome_of(result)];
 }
 

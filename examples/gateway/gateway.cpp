@@ -48,15 +48,17 @@
 // exact retry_after_ms rounded up to whole seconds. --port 0 picks a free port; the gateway
 // prints "listening on http://HOST:PORT" once it accepts connections, and stops cleanly on
 // SIGINT or SIGTERM. A client that sends its request slowly holds one of 64 threads for at
-// most 2 s per read (main: read timeouts), so a few slow clients stall nobody. GET /metrics (never limited) serves the engine's counters in
-// Prometheus's text format (Engine::metrics() through quota::prometheus and prometheus-cpp's
-// serializer; built when prometheus-cpp-dev is installed). The per-address state of clients
-// that stop coming is deleted in the background (Options::expire_interval, every minute by
-// default), so a stream of new addresses keeps the file bounded without a cron job. The state
-// lives in the --db file, so a restart (or several gateways on one file) keeps counting. So
-// do the limits: --per-ip, --per-key, --window, --inflight and --inflight-ttl define them in a
-// new file (Engine::ensure); once they exist the file's numbers win, so that what an operator
-// set with `quotactl limit set per-ip --max N --per 1m` is not undone by a restart.
+// most 2 s per read (main: read timeouts), so a few slow clients stall nobody. GET /metrics
+// (never limited) serves the engine's counters in Prometheus's text format
+// (Engine::metrics() through quota::prometheus and prometheus-cpp's serializer; built when
+// prometheus-cpp-dev is installed), decisions per limit, operation and reason. The
+// per-address state of clients that stop coming is deleted in the background
+// (Options::expire_interval, every minute by default), so a stream of new addresses keeps
+// the file bounded without a cron job. The state lives in the --db file, so a restart (or
+// several gateways on one file) keeps counting. So do the limits: --per-ip, --per-key,
+// --window, --inflight and --inflight-ttl define them in a new file (Engine::ensure); once
+// they exist the file's numbers win, so that what an operator set with
+// `quotactl limit set per-ip --max N --per 1m` is not undone by a restart.
 #include <httplib.h>
 #include <quota/engine.h>
 #if QUOTA_GATEWAY_METRICS

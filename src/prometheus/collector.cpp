@@ -35,7 +35,8 @@ ClientMetric gauge(double value, std::vector<ClientMetric::Label> labels) {
   return metric;
 }
 
-ClientMetric histogram(const DurationHistogram& durations, std::vector<ClientMetric::Label> labels) {
+ClientMetric histogram(const DurationHistogram& durations,
+                       std::vector<ClientMetric::Label> labels) {
   ClientMetric metric;
   metric.label = std::move(labels);
   metric.histogram.sample_count = durations.count;

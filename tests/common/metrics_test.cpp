@@ -117,8 +117,7 @@ TEST_CASE("metrics count decisions per operation under the answer's reason names
                                              "renew 2", "wait 1"});
 }
 
-TEST_CASE("a shadow-mode denial and a fail-open answer are counted under their own reasons",
-          "[metrics]") {
+TEST_CASE("a shadow-mode denial is counted under its own reason", "[metrics]") {
   const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   EngineOn f(backend);
@@ -131,6 +130,20 @@ TEST_CASE("a shadow-mode denial and a fail-open answer are counted under their o
   const Metrics metrics = f.engine.metrics();
   CHECK(decisions(metrics, "shadowed", "consume", "ok") == 1);
   CHECK(decisions(metrics, "shadowed", "consume", "shadow_denied") == 1);
+}
+
+TEST_CASE("an error is counted by its code and measured under its operation", "[metrics]") {
+  const Backend backend = each_backend();
+  CAPTURE(to_string(backend));
+  EngineOn f(backend);
+  f.clock.set(T);
+  CHECK_THROWS_AS(f.engine.consume("nothing", "alice"), Error);
+  CHECK_THROWS_AS(f.engine.check("nothing", "alice"), Error);
+  const Metrics metrics = f.engine.metrics();
+  CHECK(metrics.errors.at("unknown_limit") == 2);
+  CHECK(metrics.decisions.empty());
+  CHECK(metrics.operation_duration.at("consume").count == 1);
+  CHECK(metrics.operation_duration.at("check").count == 1);
 }
 
 TEST_CASE("the latency histograms' bounds end at the busy timeout", "[metrics]") {
