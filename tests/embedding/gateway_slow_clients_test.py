@@ -3,8 +3,9 @@
 headers slowly. 16 connections each send a request line and then one header byte a second,
 never finishing (as a slow or hostile client would), while an ordinary request is made: it
 must be answered at once (within 3 s), which cpp-httplib's default pool of 8 threads (each
-held by a slow connection) cannot do. Then a connection that sends half a request line and nothing more must
-be closed by the gateway's read timeout (2 s), well before cpp-httplib's default 5 s.
+held by a slow connection) cannot do. Then a connection that sends half a request line and
+nothing more must be closed by the gateway's read timeout (2 s), well before cpp-httplib's
+default 5 s.
 
     gateway_slow_clients_test.py GATEWAY SCRATCH_DIR
 """

@@ -252,7 +252,8 @@ def step_prometheus(args, work, files):
         line = server.stdout.readline()
         match = re.match(r"serving (http://127\.0\.0\.1:\d+/metrics)$", line.strip())
         if not match:
-            raise Failure(f"the exporter printed {line!r}, not serving http://127.0.0.1:PORT/metrics")
+            raise Failure(f"the exporter printed {line!r}, "
+                          "not serving http://127.0.0.1:PORT/metrics")
         with urllib.request.urlopen(match.group(1), timeout=10) as response:
             text = response.read().decode()
     finally:
