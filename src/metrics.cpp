@@ -28,10 +28,6 @@ std::string_view outcome_name(std::size_t outcome) {
 
 }  // namespace
 
-std::string_view metric_name(Counted operation) {
-  return kOperationNames.at(static_cast<std::size_t>(operation));
-}
-
 Counters::Counters(std::chrono::milliseconds busy_timeout) {
   const double timeout = std::chrono::duration<double>(busy_timeout).count();
   for (const double bound : kLatencyBounds) {

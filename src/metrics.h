@@ -19,10 +19,9 @@
 
 namespace quota::detail {
 
-// The operations decisions are counted under (Metrics::decisions); a new one goes before
-// `count` and gets its name in metric_name.
+// The operations decisions are counted under (Metrics::decisions); a new one (reserve,
+// settle, ...) goes before `count` and gets its name in src/metrics.cpp's kOperationNames.
 enum class Counted : std::uint8_t { consume, check, record, acquire, renew, wait, count };
-std::string_view metric_name(Counted operation);
 
 class Counters {
  public:
