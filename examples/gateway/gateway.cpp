@@ -47,15 +47,18 @@
 // bound carries its item alone (the rate limits were not consulted). Retry-After is quota's
 // exact retry_after_ms rounded up to whole seconds. --port 0 picks a free port; the gateway
 // prints "listening on http://HOST:PORT" once it accepts connections, and stops cleanly on
-// SIGINT or SIGTERM. GET /metrics (never limited) serves the engine's counters in
-// Prometheus's text format (Engine::metrics() through quota::prometheus and prometheus-cpp's
-// serializer; built when prometheus-cpp-dev is installed). The per-address state of clients
-// that stop coming is deleted in the background (Options::expire_interval, every minute by
-// default), so a stream of new addresses keeps the file bounded without a cron job. The state
-// lives in the --db file, so a restart (or several gateways on one file) keeps counting. So
-// do the limits: --per-ip, --per-key, --window, --inflight and --inflight-ttl define them in a
-// new file (Engine::ensure); once they exist the file's numbers win, so that what an operator
-// set with `quotactl limit set per-ip --max N --per 1m` is not undone by a restart.
+// SIGINT or SIGTERM. A client that sends its request slowly holds one of 64 threads for at
+// most 2 s per read (main: read timeouts), so a few slow clients stall nobody. GET /metrics
+// (never limited) serves the engine's counters in Prometheus's text format
+// (Engine::metrics() through quota::prometheus and prometheus-cpp's serializer; built when
+// prometheus-cpp-dev is installed), decisions per limit, operation and reason. The
+// per-address state of clients that stop coming is deleted in the background
+// (Options::expire_interval, every minute by default), so a stream of new addresses keeps
+// the file bounded without a cron job. The state lives in the --db file, so a restart (or
+// several gateways on one file) keeps counting. So do the limits: --per-ip, --per-key,
+// --window, --inflight and --inflight-ttl define them in a new file (Engine::ensure); once
+// they exist the file's numbers win, so that what an operator set with
+// `quotactl limit set per-ip --max N --per 1m` is not undone by a restart.
 #include <httplib.h>
 #include <quota/engine.h>
 #if QUOTA_GATEWAY_METRICS
@@ -94,6 +97,8 @@ constexpr const char* kPerIp = "per-ip";
 constexpr const char* kPerKey = "per-key";
 constexpr const char* kInflight = "inflight";
 constexpr std::int64_t kMaxWorkMs = 10'000;
+// The server's threads: connections served at once, slow ones included.
+constexpr std::size_t kServerThreads = 64;
 
 std::int64_t seconds_rounded_up(std::int64_t ms) { return ms <= 0 ? 0 : (ms + 999) / 1000; }
 
@@ -308,6 +313,16 @@ int main(int argc, char** argv) {
   try {
     Gateway gateway(*settings);
     httplib::Server server;
+    // Slow clients: each connection holds one of the server's threads while its request is
+    // read. cpp-httplib's defaults (8 threads, 5 s allowed for each read, 5 s between
+    // keep-alive requests) let 8 clients that send their headers a byte at a time stall
+    // every other request. Here a read (or write) that waits 2 s closes the connection, so
+    // does an idle keep-alive connection after 2 s, and 64 threads serve. A public gateway
+    // goes behind a reverse proxy that buffers whole requests (nginx does by default).
+    server.new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
+    server.set_read_timeout(std::chrono::seconds(2));
+    server.set_write_timeout(std::chrono::seconds(2));
+    server.set_keep_alive_timeout(2);
     server.Get(
         "/", limited(gateway, 1, [](const httplib::Request& request, httplib::Response& response) {
           response.set_content("{\"hello\":\"" + request.remote_addr + "\"}\n", "application/json");

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -439,10 +440,14 @@ class QUOTA_API Engine {
   std::int64_t gc(std::size_t batch_rows = 1000,
                   const std::function<void(const GcProgress&)>& progress = {});
 
-  // Counters since the Engine opened (quota/metrics.h): decisions per limit and outcome,
-  // fail-open answers, errors per code, operation durations, group commits, gc and expiry.
-  // Safe from any thread.
+  // Counters since the Engine opened (quota/metrics.h): decisions per limit, operation and
+  // reason, fail-open answers, errors per code, durations per operation, group commits, gc
+  // and expiry. Kept in memory, never read from the database. Safe from any thread.
   Metrics metrics() const;
+  // The leases held now on every concurrency limit (0 when none), by every process on the
+  // database: one query, for a gauge read at scrape time (quota/prometheus.h). Throws Error
+  // as leases does.
+  std::map<std::string, LeasesHeld, std::less<>> leases_held() const;
 
   // The schema version of the open database.
   int schema_version();

@@ -402,9 +402,14 @@ Result Engine::acquire(std::string_view limit, std::string_view owner, std::int6
   validate_cost(cost);
   validate_max_wait(max_wait);
   const std::vector<Charge> charges{{limit, owner}};
+  const detail::Measured measured(impl_->counters, detail::Counted::wait);
   // Under the failure policy, as consume is: a failure of the database may be the answer.
-  return impl_->decide<Result>(
-      [&] { return impl_->acquire_all(charges, cost, max_wait, stop).result; }, 1);
+  const Result result = Impl::counted(measured, [&] {
+    return impl_->decide<Result>(
+        [&] { return impl_->acquire_all(charges, cost, max_wait, stop).result; }, 1);
+  });
+  impl_->counters.decided(measured.operation(), limit, result, measured.elapsed());
+  return result;
 }
 
 Decision Engine::acquire_all(const std::vector<std::string_view>& limits, std::string_view owner,
@@ -417,7 +422,12 @@ Decision Engine::acquire_all(const std::vector<Charge>& charges, std::int64_t co
                              std::chrono::milliseconds max_wait, std::stop_token stop) {
   validate_charges(charges, cost, "acquire_all");
   validate_max_wait(max_wait);
-  return impl_->acquire_all(charges, cost, max_wait, stop);
+  const detail::Measured measured(impl_->counters, detail::Counted::wait);
+  Decision decision =
+      Impl::counted(measured, [&] { return impl_->acquire_all(charges, cost, max_wait, stop); });
+  impl_->counters.decided(measured.operation(), decision.limit, decision.result,
+                          measured.elapsed());
+  return decision;
 }
 
 Decision Engine::consume_all(const std::vector<std::string_view>& limits, std::string_view owner,
@@ -427,10 +437,11 @@ Decision Engine::consume_all(const std::vector<std::string_view>& limits, std::s
 
 Decision Engine::consume_all(const std::vector<Charge>& charges, std::int64_t cost) {
   validate_charges(charges, cost, "consume_all");
-  const detail::Measured measured(impl_->counters);
+  const detail::Measured measured(impl_->counters, detail::Counted::consume);
   Decision decision = Impl::counted(
       measured, [&] { return *impl_->writing([&] { return impl_->consume_all(charges, cost); }); });
-  impl_->counters.decided(decision.limit, decision.result, measured.elapsed());
+  impl_->counters.decided(measured.operation(), decision.limit, decision.result,
+                          measured.elapsed());
   return decision;
 }
 

@@ -204,7 +204,7 @@ Result answered(detail::StoredAnswer answer, detail::Held* held) {
 Result Engine::Impl::decide(Operation operation, std::string_view limit, std::string_view owner,
                             std::int64_t cost, std::optional<std::string_view> key,
                             detail::Held* held) {
-  const detail::Measured measured(counters);
+  const detail::Measured measured(counters, counted_as(operation, held && held->only_concurrency));
   Result result = counted(measured, [&] {
     return decide<Result>(
         [&] {
@@ -251,7 +251,7 @@ Result Engine::Impl::decide(Operation operation, std::string_view limit, std::st
         },
         1);
   });
-  counters.decided(limit, result, measured.elapsed());
+  counters.decided(measured.operation(), limit, result, measured.elapsed());
   // The watches look again after a write, with the lock released.
   if (operation != Operation::check && !result.replayed) tell_watchers();
   return result;
@@ -259,7 +259,7 @@ Result Engine::Impl::decide(Operation operation, std::string_view limit, std::st
 
 Decision Engine::Impl::consume_all_keyed(const std::vector<Charge>& charges, std::int64_t cost,
                                          std::string_view key) {
-  const detail::Measured measured(counters);
+  const detail::Measured measured(counters, detail::Counted::consume);
   std::vector<detail::KeyPlace> places;
   places.reserve(charges.size());
   for (const Charge& charge : charges) places.push_back({charge.limit, charge.owner});
@@ -283,7 +283,7 @@ Decision Engine::Impl::consume_all_keyed(const std::vector<Charge>& charges, std
       return Decision{answer.decided_by, answer.result, answer.leases};
     });
   });
-  counters.decided(decision.limit, decision.result, measured.elapsed());
+  counters.decided(measured.operation(), decision.limit, decision.result, measured.elapsed());
   return decision;
 }
 
@@ -704,7 +704,7 @@ std::vector<Result> Engine::Impl::decide_many(Operation operation,
                                               const std::vector<BatchRequest>& requests) {
   validate_batch(requests);
   if (requests.empty()) return {};
-  const detail::Measured measured(counters);
+  const detail::Measured measured(counters, counted_as(operation, false));
   std::vector<Result> results = counted(measured, [&] {
     return decide<std::vector<Result>>(
         [&] {
@@ -713,11 +713,10 @@ std::vector<Result> Engine::Impl::decide_many(Operation operation,
         },
         requests.size());
   });
-  // One batch, one duration: the clock is read once, not once per request.
-  const std::chrono::nanoseconds took = measured.elapsed();
-  for (std::size_t i = 0; i < results.size(); ++i) {
-    counters.decided(requests[i].limit, results[i], took);
-  }
+  // One batch, one duration and one lock: the clock is read once, not once per request.
+  counters.decided_all(measured.operation(), results,
+                       [&](std::size_t i) { return std::string_view(requests[i].limit); },
+                       measured.elapsed());
   if (operation != Operation::check) tell_watchers();
   return results;
 }

@@ -129,7 +129,7 @@ struct QUOTA_ENGINE_IMPL_HIDDEN Engine::Impl {
   std::map<std::string, detail::Shape, std::less<>> shapes;
   // limit name -> its hooks (set_hooks); empty for most engines, so no lookup costs much
   std::map<std::string, Hooks, std::less<>> hooks;
-  detail::Counters counters;  // Engine::metrics()
+  detail::Counters counters{options.busy_timeout};  // Engine::metrics()
   // Options::expire_interval's background gc (Engine::open only); nullptr when off.
   std::unique_ptr<detail::Expiry> expiry;
 
@@ -140,6 +140,14 @@ struct QUOTA_ENGINE_IMPL_HIDDEN Engine::Impl {
   std::unique_ptr<detail::WatchHub> hub;
   std::atomic<detail::WatchHub*> hub_signal{nullptr};
 
+  // What Engine::metrics() counts a decision of `operation` as: an acquire_lease (`lease`)
+  // apart from a consume.
+  static detail::Counted counted_as(detail::Operation operation, bool lease) {
+    if (operation == detail::Operation::check) return detail::Counted::check;
+    if (operation == detail::Operation::record) return detail::Counted::record;
+    return lease ? detail::Counted::acquire : detail::Counted::consume;
+  }
+
   // `function()`, with an Error it throws counted in Engine::metrics().
   template <typename Function>
   static auto counted(const detail::Measured& measured, Function&& function)
@@ -147,7 +155,7 @@ struct QUOTA_ENGINE_IMPL_HIDDEN Engine::Impl {
     try {
       return function();
     } catch (const Error& error) {
-      measured.counters().failed(error.code(), measured.elapsed());
+      measured.counters().failed(measured.operation(), error.code(), measured.elapsed());
       throw;
     }
   }

@@ -2,6 +2,8 @@
 // release_lease, leases, and the RAII quota::Lease. The SQL is src/sql/lease_statements.cpp's.
 #include <fmt/format.h>
 
+#include <map>
+#include <string>
 #include <utility>
 
 #include "engine/engine_impl.h"
@@ -77,38 +79,45 @@ LeaseResult Engine::renew_lease(std::string_view lease,
                                 std::optional<std::chrono::milliseconds> ttl) {
   validate_lease_id(lease);
   if (ttl) validate_ttl(*ttl);
-  return impl_->writing([&] {
-    const Value now = impl_->options.server_clock ? Value() : Value(impl_->now());
-    const std::vector<Row> rows =
-        impl_->store->query(detail::sql::renew_statement(impl_->store->dialect()),
-                            {Value(std::string(lease)), ttl ? Value(std::int64_t{ttl->count()}) : Value(), now});
-    LeaseResult result;
-    if (rows.empty()) {
-      result.allowed = false;
-      result.reason = Reason::lease_expired;
-      result.retry_after_ms = -1;
-      result.reset_at_ms = detail::is_null(now) ? impl_->now() : integer_of(now);
+  const detail::Measured measured(impl_->counters, detail::Counted::renew);
+  std::string limit;  // the lease's, when it is held
+  LeaseResult renewed = Impl::counted(measured, [&] {
+    return impl_->writing([&] {
+      const Value now = impl_->options.server_clock ? Value() : Value(impl_->now());
+      const std::vector<Row> rows =
+          impl_->store->query(detail::sql::renew_statement(impl_->store->dialect()),
+                              {Value(std::string(lease)),
+                               ttl ? Value(std::int64_t{ttl->count()}) : Value(), now});
+      LeaseResult result;
+      if (rows.empty()) {
+        result.allowed = false;
+        result.reason = Reason::lease_expired;
+        result.retry_after_ms = -1;
+        result.reset_at_ms = detail::is_null(now) ? impl_->now() : integer_of(now);
+        return result;
+      }
+      const Row& row = rows.front();
+      result.lease = text_of(row.at(2));
+      result.expires_at_ms = integer_of(row.at(6));
+      // The owner's figures after the renewal, by its limit's check (which writes nothing).
+      limit = text_of(row.at(3));
+      const std::string owner = text_of(row.at(4));
+      const std::optional<Row> check = impl_->store->run(
+          Operation::check, StatementKind::concurrency,
+          {limit, owner, 1,
+           detail::is_null(now) ? std::nullopt : std::optional<std::int64_t>(integer_of(now))});
+      if (check) {
+        result.remaining = integer_of(check->at(2));
+        result.reset_at_ms = integer_of(check->at(4));
+        result.denied = integer_of(check->at(5));
+      } else {
+        result.reset_at_ms = result.expires_at_ms;
+      }
       return result;
-    }
-    const Row& row = rows.front();
-    result.lease = text_of(row.at(2));
-    result.expires_at_ms = integer_of(row.at(6));
-    // The owner's figures after the renewal, by its limit's check (which writes nothing).
-    const std::string limit = text_of(row.at(3));
-    const std::string owner = text_of(row.at(4));
-    const std::optional<Row> check = impl_->store->run(
-        Operation::check, StatementKind::concurrency,
-        {limit, owner, 1,
-         detail::is_null(now) ? std::nullopt : std::optional<std::int64_t>(integer_of(now))});
-    if (check) {
-      result.remaining = integer_of(check->at(2));
-      result.reset_at_ms = integer_of(check->at(4));
-      result.denied = integer_of(check->at(5));
-    } else {
-      result.reset_at_ms = result.expires_at_ms;
-    }
-    return result;
+    });
   });
+  impl_->counters.decided(measured.operation(), limit, renewed, measured.elapsed());
+  return renewed;
 }
 
 bool Engine::release_lease(std::string_view lease) {
@@ -142,6 +151,18 @@ std::vector<LeaseInfo> Engine::leases(std::string_view limit,
                         integer_of(row.at(3)), integer_of(row.at(4))});
     }
     return leases;
+  });
+}
+
+std::map<std::string, LeasesHeld, std::less<>> Engine::leases_held() const {
+  return impl_->guarded([&] {
+    std::map<std::string, LeasesHeld, std::less<>> held;
+    for (const Row& row :
+         impl_->store->query(detail::sql::leases_held_query(), {Value(impl_->now())})) {
+      held[text_of(row.at(0))] = {static_cast<std::uint64_t>(integer_of(row.at(1))),
+                                  static_cast<std::uint64_t>(integer_of(row.at(2)))};
+    }
+    return held;
   });
 }
 

@@ -7,9 +7,12 @@
 #include <prometheus/metric_type.h>
 
 #include <limits>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "quota/error.h"
 
 namespace quota::prometheus {
 namespace {
@@ -25,6 +28,28 @@ ClientMetric counter(double value, std::vector<ClientMetric::Label> labels = {})
   return metric;
 }
 
+ClientMetric gauge(double value, std::vector<ClientMetric::Label> labels) {
+  ClientMetric metric;
+  metric.label = std::move(labels);
+  metric.gauge.value = value;
+  return metric;
+}
+
+ClientMetric histogram(const DurationHistogram& durations,
+                       std::vector<ClientMetric::Label> labels) {
+  ClientMetric metric;
+  metric.label = std::move(labels);
+  metric.histogram.sample_count = durations.count;
+  metric.histogram.sample_sum = durations.sum_seconds;
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < durations.bounds.size(); ++i) {
+    cumulative += durations.counts[i];
+    metric.histogram.bucket.push_back({cumulative, durations.bounds[i]});
+  }
+  metric.histogram.bucket.push_back({durations.count, std::numeric_limits<double>::infinity()});
+  return metric;
+}
+
 MetricFamily family(std::string name, std::string help, MetricType type,
                     std::vector<ClientMetric> metrics) {
   return {std::move(name), std::move(help), type, std::move(metrics)};
@@ -37,38 +62,36 @@ class Collector final : public ::prometheus::Collectable {
   std::vector<MetricFamily> Collect() const override {
     const Metrics metrics = engine_.metrics();
     std::vector<ClientMetric> decisions;
-    for (const auto& [limit, outcomes] : metrics.decisions) {
-      for (const auto& [reason, count] : outcomes) {
-        decisions.push_back(
-            counter(static_cast<double>(count), {{"limit", limit}, {"reason", reason}}));
+    for (const auto& [limit, operations] : metrics.decisions) {
+      for (const auto& [operation, reasons] : operations) {
+        for (const auto& [reason, count] : reasons) {
+          decisions.push_back(counter(static_cast<double>(count), {{"limit", limit},
+                                                                   {"operation", operation},
+                                                                   {"reason", reason}}));
+        }
       }
     }
     std::vector<ClientMetric> errors;
     for (const auto& [code, count] : metrics.errors) {
       errors.push_back(counter(static_cast<double>(count), {{"code", code}}));
     }
-    ClientMetric duration;
-    const DurationHistogram& histogram = metrics.operation_duration;
-    duration.histogram.sample_count = histogram.count;
-    duration.histogram.sample_sum = histogram.sum_seconds;
-    std::uint64_t cumulative = 0;
-    for (std::size_t i = 0; i < DurationHistogram::kBounds.size(); ++i) {
-      cumulative += histogram.counts[i];
-      duration.histogram.bucket.push_back({cumulative, DurationHistogram::kBounds[i]});
+    std::vector<ClientMetric> durations;
+    for (const auto& [operation, measured] : metrics.operation_duration) {
+      durations.push_back(histogram(measured, {{"operation", operation}}));
     }
-    duration.histogram.bucket.push_back(
-        {histogram.count, std::numeric_limits<double>::infinity()});
-    const auto total = [](std::uint64_t value) { return std::vector{counter(static_cast<double>(value))}; };
-    return {
-        family("quota_decisions_total",
-               "Answers of consume, check and record, by limit and reason", MetricType::Counter,
-               std::move(decisions)),
+    const auto total = [](std::uint64_t value) {
+      return std::vector{counter(static_cast<double>(value))};
+    };
+    std::vector<MetricFamily> families{
+        family("quota_decisions_total", "Decisions, by limit, operation and the answer's reason",
+               MetricType::Counter, std::move(decisions)),
         family("quota_fail_open_total", "Answers given by the fail-open policy, undecided",
                MetricType::Counter, total(metrics.fail_open)),
-        family("quota_errors_total", "Errors of consume, check and record, by code",
+        family("quota_errors_total", "Errors of the counted operations, by code",
                MetricType::Counter, std::move(errors)),
-        family("quota_operation_duration_seconds", "How long consume, check and record took",
-               MetricType::Histogram, {duration}),
+        family("quota_operation_duration_seconds",
+               "How long operations took, by operation, up to the busy timeout",
+               MetricType::Histogram, std::move(durations)),
         family("quota_group_commits_total", "Transactions that decided several requests",
                MetricType::Counter, total(metrics.group_commits)),
         family("quota_group_commit_requests_total", "Requests decided by group commits",
@@ -80,6 +103,24 @@ class Collector final : public ::prometheus::Collectable {
         family("quota_expiry_failures_total", "Passes of the background expiry that failed",
                MetricType::Counter, total(metrics.expiry_failures)),
     };
+    // The gauges are read from the database at each scrape: every process's leases. When the
+    // database cannot answer, the scrape still serves the counters, without the gauges.
+    try {
+      std::vector<ClientMetric> leases;
+      std::vector<ClientMetric> units;
+      for (const auto& [limit, held] : engine_.leases_held()) {
+        leases.push_back(gauge(static_cast<double>(held.leases), {{"limit", limit}}));
+        units.push_back(gauge(static_cast<double>(held.units), {{"limit", limit}}));
+      }
+      families.push_back(family("quota_leases_held",
+                                "Unexpired leases of each concurrency limit, every process's",
+                                MetricType::Gauge, std::move(leases)));
+      families.push_back(family("quota_lease_units_held",
+                                "Units held by the unexpired leases of each concurrency limit",
+                                MetricType::Gauge, std::move(units)));
+    } catch (const Error&) {
+    }
+    return families;
   }
 
  private:

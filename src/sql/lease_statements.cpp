@@ -525,6 +525,13 @@ const char* lease_list_query() {
          "AND expires_at_ms > ?3 ORDER BY owner, expires_at_ms, id";
 }
 
+const char* leases_held_query() {
+  return "SELECT l.name, COUNT(q.id), CAST(COALESCE(SUM(q.cost), 0) AS bigint) "
+         "FROM quota_limits l LEFT JOIN quota_leases q "
+         "ON q.limit_name = l.name AND q.expires_at_ms > ?1 "
+         "WHERE l.algorithm = 'concurrency' GROUP BY l.name ORDER BY l.name";
+}
+
 const char* concurrency_limit_query() {
   return "SELECT period_ms FROM quota_limits WHERE name = ?1 AND algorithm = 'concurrency'";
 }

@@ -49,6 +49,10 @@ const char* lease_list_query();
 // owner, used, remaining, denied, reset_at_ms, shadow_denied, blocked_until_ms).
 std::string lease_usage_rows(const Dialect& dialect);
 
+// Every concurrency limit, with its leases unexpired at ?1 and the units they hold: name,
+// leases, units (0, 0 when none). Store::query's spelling.
+const char* leases_held_query();
+
 // Whether limit ?1 is a concurrency limit: one row (its TTL, period_ms) when it is.
 const char* concurrency_limit_query();
 

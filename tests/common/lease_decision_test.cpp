@@ -56,11 +56,13 @@ std::optional<ErrorCode> code_of(Action&& action) {
 }
 
 std::uint64_t decisions(const Metrics& metrics, const std::string& limit,
-                        const std::string& outcome) {
+                        const std::string& operation, const std::string& reason) {
   const auto by_limit = metrics.decisions.find(limit);
   if (by_limit == metrics.decisions.end()) return 0;
-  const auto found = by_limit->second.find(outcome);
-  return found == by_limit->second.end() ? 0 : found->second;
+  const auto by_operation = by_limit->second.find(operation);
+  if (by_operation == by_limit->second.end()) return 0;
+  const auto found = by_operation->second.find(reason);
+  return found == by_operation->second.end() ? 0 : found->second;
 }
 
 }  // namespace
@@ -115,9 +117,9 @@ TEST_CASE("acquire_lease is decided as consume is: hooks, metrics, suggestions",
   CHECK(lease_rows(f.database, "uploads", "throws") == 0);
 
   const Metrics metrics = f.engine.metrics();
-  CHECK(decisions(metrics, "uploads", "allowed") == 1);
-  CHECK(decisions(metrics, "uploads", "rate_limited") == 1);
-  CHECK(decisions(metrics, "uploads", "hook_denied") == 1);
+  CHECK(decisions(metrics, "uploads", "acquire", "ok") == 1);
+  CHECK(decisions(metrics, "uploads", "acquire", "rate_limited") == 1);
+  CHECK(decisions(metrics, "uploads", "acquire", "hook_denied") == 1);
 
   // A rate limit is refused, an unknown one offers the limits there are; nothing changes.
   const std::string dump = f.database.dump();
@@ -180,7 +182,7 @@ TEST_CASE("a fail_open acquire is allowed and holds no lease", "[lease][policy]"
   }
   CHECK(reported == 4);
   CHECK(engine.metrics().fail_open == 4);
-  CHECK(decisions(engine.metrics(), "uploads", "store_unavailable") == 4);
+  CHECK(decisions(engine.metrics(), "uploads", "acquire", "store_unavailable") == 4);
 
   holder.reset();
   if (backend == Backend::postgresql) database.exec("DROP TRIGGER refuse_lease ON quota_leases");

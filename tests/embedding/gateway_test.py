@@ -52,8 +52,27 @@ def limits(response):
     return remaining
 
 
+def check_readme(gateway):
+    """The README's commands name the programs where a Release build in build/release puts
+    them (this build's tree stands for it)."""
+    readme = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                          "gateway", "README.md")
+    with open(readme, encoding="utf-8") as text:
+        paths = re.findall(r"(?<![\w/.-])(build/[\w./-]+)", text.read())
+    assert paths, "the gateway's README names no build/ path"
+    build = os.path.dirname(os.path.dirname(os.path.abspath(gateway)))
+    for path in paths:
+        assert path == "build/release" or path.startswith("build/release/"), \
+            f"the gateway's README names {path}, not under build/release/"
+        program = path[len("build/release/"):]
+        if program and "/" in program:
+            built = os.path.join(build, program)
+            assert os.path.exists(built), f"the gateway's README names {path}: no {built}"
+
+
 def main():
     gateway, scratch = sys.argv[1:3]
+    check_readme(gateway)
     database = os.path.join(tempfile.mkdtemp(dir=scratch, prefix="gateway-"), "gateway.db")
     process = subprocess.Popen(
         [gateway, "--db", database, "--host", "127.0.0.1", "--port", "0", "--per-ip", "5",
@@ -131,10 +150,11 @@ def parse_exposition(text):
 
 
 def check_metrics(port):
-    """The counters after the script: consume_all counts its deciding limit's answer, and each
-    request with a key also checks the other limit (the RateLimit fields): per-ip answered 6
-    allowed (2 consumes, 4 checks) and 2 rate_limited, per-key 6 allowed and 1 rate_limited;
-    each of the 8 requests took its in-flight lease (inflight: 8 allowed)."""
+    """The counters after the script, per operation and under the answers' own reasons:
+    consume_all counts its deciding limit's answer as a consume, and each request with a key
+    also checks the other limit (the RateLimit fields), counted as a check, never as an
+    admission: the consumes allowed are the 5 requests served. Each of the 8 requests took
+    its in-flight lease (acquire) and gave it back (the gauge reads 0)."""
     for _ in range(2):  # a scrape is not a request: the counts stay
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         connection.request("GET", "/metrics")
@@ -148,17 +168,32 @@ def check_metrics(port):
     assert types["quota_operation_duration_seconds"] == "histogram", types
     assert types["quota_errors_total"] == "counter", types
     assert types["quota_fail_open_total"] == "counter", types
-    decisions = {(labels["limit"], labels["reason"]): value
+    assert types["quota_leases_held"] == "gauge", types
+    decisions = {(labels["limit"], labels["operation"], labels["reason"]): value
                  for name, labels, value in samples if name == "quota_decisions_total"}
-    assert decisions == {("per-ip", "allowed"): 6, ("per-ip", "rate_limited"): 2,
-                         ("per-key", "allowed"): 6, ("per-key", "rate_limited"): 1,
-                         ("inflight", "allowed"): 8}, decisions
+    assert decisions == {("per-ip", "consume", "ok"): 2, ("per-ip", "consume", "rate_limited"): 2,
+                         ("per-ip", "check", "ok"): 4,
+                         ("per-key", "consume", "ok"): 3, ("per-key", "consume", "rate_limited"): 1,
+                         ("per-key", "check", "ok"): 3,
+                         ("inflight", "acquire", "ok"): 8}, decisions
+    served = sum(value for (limit, operation, reason), value in decisions.items()
+                 if operation == "consume" and reason == "ok")
+    assert served == 5, decisions
     values = {name: value for name, labels, value in samples if not labels}
     assert values["quota_fail_open_total"] == 0, values
-    assert values["quota_operation_duration_seconds_count"] == 23, values
-    buckets = [(float(labels["le"]), value) for name, labels, value in samples
-               if name == "quota_operation_duration_seconds_bucket"]
-    assert buckets == sorted(buckets) and buckets[-1] == (float("inf"), 23), buckets
+    counts = {labels["operation"]: value for name, labels, value in samples
+              if name == "quota_operation_duration_seconds_count"}
+    assert counts == {"consume": 8, "check": 7, "acquire": 8}, counts
+    for operation, count in counts.items():
+        buckets = [(float(labels["le"]), value) for name, labels, value in samples
+                   if name == "quota_operation_duration_seconds_bucket"
+                   and labels["operation"] == operation]
+        assert buckets == sorted(buckets) and buckets[-1] == (float("inf"), count), buckets
+        # The last finite bound is the busy timeout (Options' default, 5 s).
+        assert buckets[-2][0] == 5.0, buckets
+    held = {labels["limit"]: value for name, labels, value in samples
+            if name == "quota_leases_held"}
+    assert held == {"inflight": 0}, held
     print(f"/metrics: {len(samples)} samples as expected")
 
 

@@ -36,6 +36,7 @@ import re
 import shutil
 import subprocess
 import sys
+import urllib.request
 
 README_FILE = re.compile(r"<!-- test-file: (\S+) -->\n```[\w+-]*\n(.*?)```\n", re.S)
 # Every test-file block a step below uses; docs_test.py fails on a block outside this list.
@@ -45,7 +46,7 @@ USED_FILES = ["main.cpp", "main.cpp.out", "find_package/CMakeLists.txt",
               "c-api-calendar/main.c.out", "c-api-leases/main.c", "c-api-leases/main.c.out",
               "python/app.py", "python/app.py.out",
               "calendar/main.cpp", "calendar/main.cpp.out", "components/CMakeLists.txt",
-              "prometheus/CMakeLists.txt", "prometheus/main.cpp", "prometheus/main.cpp.out",
+              "prometheus/CMakeLists.txt", "prometheus/main.cpp", "prometheus/decisions.out",
               "leases/main.cpp", "leases/main.cpp.out"]
 API_SYMBOL = re.compile(r"^(quota_\w+|quota::.*|(typeinfo|typeinfo name|vtable) for quota::.*)$")
 
@@ -235,11 +236,35 @@ def step_find_package(args, work, files):
 
 
 def step_prometheus(args, work, files):
-    """A program that links quota::prometheus from the installed package (a build with
-    QUOTA_PROMETHEUS on): find_package(quota COMPONENTS prometheus)."""
-    prefix, project = installed_consumer(
-        args, work, files, "project", ["prometheus/CMakeLists.txt", "prometheus/main.cpp"],
-        "prometheus/main.cpp.out")
+    """The exporter of docs/embedding.md (the one of include/quota/prometheus.h) built against
+    the installed package (a build with QUOTA_PROMETHEUS on) with nothing but
+    find_package(quota COMPONENTS prometheus) and quota::prometheus: it links (the Exposer
+    included), serves /metrics, and a scrape shows the decisions the docs show."""
+    prefix = os.path.join(os.path.dirname(work), "install", "prefix")
+    project = os.path.join(work, "project")
+    write_project(files, project, ["prometheus/CMakeLists.txt", "prometheus/main.cpp"])
+    build = os.path.join(work, "project-build")
+    configure_and_build(args, project, build, [f"-DCMAKE_PREFIX_PATH={prefix}"], sanitized=True)
+    # Any free port here (the docs' 127.0.0.1:9464 may be taken on a test machine).
+    server = subprocess.Popen([os.path.join(build, "app"), "127.0.0.1:0"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()
+        match = re.match(r"serving (http://127\.0\.0\.1:\d+/metrics)$", line.strip())
+        if not match:
+            raise Failure(f"the exporter printed {line!r}, "
+                          "not serving http://127.0.0.1:PORT/metrics")
+        with urllib.request.urlopen(match.group(1), timeout=10) as response:
+            text = response.read().decode()
+    finally:
+        server.kill()
+        server.wait()
+    scraped = "".join(line + "\n" for line in text.splitlines()
+                      if line.startswith("quota_decisions_total"))
+    if scraped != files["prometheus/decisions.out"]:
+        raise Failure(f"the scrape's decisions are\n{scraped}\ninstead of the docs'\n"
+                      f"{files['prometheus/decisions.out']}")
+    print(scraped, end="")
     # A package built without it: find_package refuses the component and says how to get it.
     without = os.path.join(work, "without")
     shutil.copytree(prefix, without, symlinks=True)
