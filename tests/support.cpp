@@ -1,5 +1,6 @@
 #include "support.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
@@ -285,9 +286,15 @@ TerminalRun run_on_terminal(std::vector<std::string> words, std::vector<std::str
   if (tcgetattr(terminal, &modes) == 0) {
     run.restored = (modes.c_lflag & ICANON) && (modes.c_lflag & ECHO);
   }
-  close(terminal);
   if (std::chrono::steady_clock::now() >= until) kill(child, SIGKILL);
   run.status = wait_child(child);
+  // Once it has ended, whatever it wrote that a kernel still had queued at the first EIO.
+  fcntl(terminal, F_SETFL, fcntl(terminal, F_GETFL) | O_NONBLOCK);
+  for (ssize_t size; (size = read(terminal, buffer, sizeof buffer)) > 0 ||
+                     (size < 0 && errno == EINTR);) {
+    if (size > 0) run.out.append(buffer, static_cast<std::size_t>(size));
+  }
+  close(terminal);
   return run;
 }
 
