@@ -290,9 +290,13 @@ TerminalRun run_on_terminal(std::vector<std::string> words, std::vector<std::str
   run.status = wait_child(child);
   // Once it has ended, whatever it wrote that a kernel still had queued at the first EIO.
   fcntl(terminal, F_SETFL, fcntl(terminal, F_GETFL) | O_NONBLOCK);
-  for (ssize_t size; (size = read(terminal, buffer, sizeof buffer)) > 0 ||
-                     (size < 0 && errno == EINTR);) {
-    if (size > 0) run.out.append(buffer, static_cast<std::size_t>(size));
+  for (;;) {
+    const ssize_t size = read(terminal, buffer, sizeof buffer);
+    if (size > 0) {
+      run.out.append(buffer, static_cast<std::size_t>(size));
+    } else if (size == 0 || errno != EINTR) {
+      break;  // EIO: nothing left; EAGAIN: nothing now, and it has ended
+    }
   }
   close(terminal);
   return run;

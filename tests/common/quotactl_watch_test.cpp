@@ -202,7 +202,7 @@ TEST_CASE("quotactl watch on a terminal draws the table in place and leaves on q
 // Whether the process `pid` is blocked in a write to its standard output (Linux's
 // /proc/PID/syscall: the call's number, then its first argument).
 bool writing_to_stdout(pid_t pid) {
-  std::ifstream file("/proc/" + std::to_string(pid) + "/syscall");
+  std::ifstream file(std::string("/proc/") + std::to_string(pid) + "/syscall");
   std::string number, fd;
   file >> number >> fd;
   return number == std::to_string(SYS_write) && fd == "0x1";
@@ -217,7 +217,8 @@ TEST_CASE("quotactl watch gives the terminal back when a signal interrupts a dra
     Engine setup = Engine::open(database.location());
     setup.define({"send", Algorithm::sliding_log, 10, std::chrono::hours(1)});
     for (int owner = 0; owner < 1500; ++owner) {
-      setup.consume("send", "owner-with-a-name-long-enough-to-fill-" + std::to_string(owner));
+      setup.consume("send",
+                    std::string("owner-with-a-name-long-enough-to-fill-") + std::to_string(owner));
     }
   }
   int signals = 0;
