@@ -108,3 +108,12 @@ else()
 endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/quota.pc.in ${PROJECT_BINARY_DIR}/quota.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/quota.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# Everything the rules above copy, built by one target: `cmake --install` builds nothing, so a
+# build of some targets only (tools/demo.sh builds this one) must include every installed one.
+add_custom_target(quota_installable)
+foreach(quota_installed quota quota_shared quotactl quota_prometheus)
+  if(TARGET ${quota_installed})
+    add_dependencies(quota_installable ${quota_installed})
+  endif()
+endforeach()

@@ -1,5 +1,6 @@
 #include "support.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
@@ -293,9 +294,19 @@ TerminalRun run_on_terminal(std::vector<std::string> words, std::vector<std::str
   if (tcgetattr(terminal, &modes) == 0) {
     run.restored = (modes.c_lflag & ICANON) && (modes.c_lflag & ECHO);
   }
-  close(terminal);
   if (std::chrono::steady_clock::now() >= until) kill(child, SIGKILL);
   run.status = wait_child(child);
+  // Once it has ended, whatever it wrote that a kernel still had queued at the first EIO.
+  fcntl(terminal, F_SETFL, fcntl(terminal, F_GETFL) | O_NONBLOCK);
+  for (;;) {
+    const ssize_t size = read(terminal, buffer, sizeof buffer);
+    if (size > 0) {
+      run.out.append(buffer, static_cast<std::size_t>(size));
+    } else if (size == 0 || errno != EINTR) {
+      break;  // EIO: nothing left; EAGAIN: nothing now, and it has ended
+    }
+  }
+  close(terminal);
   return run;
 }
 

@@ -25,8 +25,10 @@ enum class ErrorCode {
   // never answers it (FailurePolicy::fail_open fails closed on it too). Grant what
   // docs/postgresql-roles.sql grants, or run what changes limits and migrates as the owner.
   permission_denied,
-  // An idempotency key already used for another request (another operation, cost, limit or
-  // set of limits) within its lifetime: nothing was changed. Use a new key for a new request.
+  // An idempotency key already used, for the same limit and owner within its lifetime, for
+  // another request (another operation or cost, or a consume_all over another set of limits):
+  // nothing was changed. Use a new key for a new request. A key is per limit and owner: the
+  // same key on another limit or for another owner is not a conflict.
   idempotency_conflict,
 };
 

@@ -1,12 +1,16 @@
 // quotactl watch on every backend: NDJSON while another process consumes, and the live view
 // in a real pseudo-terminal, left with q or Ctrl-C with the terminal as it was.
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -193,6 +197,51 @@ TEST_CASE("quotactl watch on a terminal draws the table in place and leaves on q
     CHECK_THAT(screen.out, Catch::Contains("\x1b[31m####################"));  // bob: all used
     CHECK_THAT(screen.out, Catch::Contains("\x1b[32m######.............."));  // alice: 3 of 10
   }
+}
+
+// Whether the process `pid` is blocked in a write to its standard output (Linux's
+// /proc/PID/syscall: the call's number, then its first argument).
+bool writing_to_stdout(pid_t pid) {
+  std::ifstream file(std::string("/proc/") + std::to_string(pid) + "/syscall");
+  std::string number, fd;
+  file >> number >> fd;
+  return number == std::to_string(SYS_write) && fd == "0x1";
+}
+
+TEST_CASE("quotactl watch gives the terminal back when a signal interrupts a draw",
+          "[quotactl][watch]") {
+  // A table far larger than what a terminal holds unread: the first draw blocks in write()
+  // while the test reads nothing, and each SIGINT then lands inside that write.
+  TestDatabase database(Backend::sqlite);
+  {
+    Engine setup = Engine::open(database.location());
+    setup.define({"send", Algorithm::sliding_log, 10, std::chrono::hours(1)});
+    for (int owner = 0; owner < 1500; ++owner) {
+      setup.consume("send",
+                    std::string("owner-with-a-name-long-enough-to-fill-") + std::to_string(owner));
+    }
+  }
+  int signals = 0;
+  const TerminalRun screen = run_on_terminal(
+      {QUOTACTL_PATH, "--db", database.location(), "watch", "send"}, {"NO_COLOR=1"},
+      [&](int terminal, const std::string&) {
+        if (signals > 0) return;
+        const pid_t child = tcgetpgrp(terminal);  // a session of its own: its group is itself
+        // Three signals, each once it is blocked again (or after a second): the first ends a
+        // write that had written part of the draw, the next interrupt one that wrote nothing.
+        for (; signals < 3; ++signals) {
+          for (int wait = 0; wait < 20 && !writing_to_stdout(child); ++wait) {
+            std::this_thread::sleep_for(50ms);
+          }
+          CHECK(kill(child, SIGINT) == 0);
+        }
+      });
+  CAPTURE(screen.out.size());
+  CHECK(signals == 3);
+  CHECK(screen.status == 0);
+  CHECK(screen.restored);
+  CHECK(screen.out.starts_with("\x1b[?1049h\x1b[?25l"));
+  CHECK(screen.out.ends_with("\x1b[?25h\x1b[?1049l"));
 }
 
 }  // namespace

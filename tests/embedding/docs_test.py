@@ -7,7 +7,9 @@
             only options that their script or program knows
   links     every relative link points at an existing file, and its #anchor at a heading of
             that file (GitHub's anchors)
-  sessions  every test-shell and test-sqlite3 block prints exactly what it shows
+  sessions  every test-shell and test-sqlite3 block prints exactly what it shows; README.md's
+            after its first command's demo (tools/demo.sh --quotactl) has run in their folder,
+            as a reader who follows it finds ./quota.db
   postgresql every test-postgresql block prints exactly what it shows, run on the test server
             ($QUOTA_TEST_POSTGRES; without it the step fails, saying how to start one)
   headline  the README's performance table is the one bench/results/baseline.json gives
@@ -302,6 +304,18 @@ def step_postgresql(source, quotactl):
     print(f"{count} PostgreSQL sessions of README.md and docs/*.md print what they show")
 
 
+def run_demo(source, quotactl, folder, env):
+    """tools/demo.sh's demo in `folder`: the ./quota.db that README.md's first command leaves."""
+    completed = subprocess.run(
+        ["bash", os.path.abspath(os.path.join(source, "tools", "demo.sh")), "--quotactl",
+         os.path.abspath(quotactl)],
+        cwd=folder, env=env, text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, timeout=120)
+    if completed.returncode != 0 or not os.path.exists(os.path.join(folder, "quota.db")):
+        raise Failure(f"tools/demo.sh --quotactl exited {completed.returncode} without leaving "
+                      f"./quota.db:\n{completed.stdout}")
+
+
 def step_sessions(source, quotactl):
     env = dict(os.environ, PATH=os.path.dirname(os.path.abspath(quotactl)) + os.pathsep +
                os.environ.get("PATH", ""))
@@ -309,6 +323,8 @@ def step_sessions(source, quotactl):
     count = 0
     for page, text in pages(source):
         with tempfile.TemporaryDirectory() as folder:
+            if page == "README.md":
+                run_demo(source, quotactl, folder, env)
             for line, kind, argument, _, body in blocks(text):
                 if kind == "test-shell":
                     run_shell(page, line, body, folder, env)

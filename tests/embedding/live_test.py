@@ -24,14 +24,16 @@ def main():
         # Creates the database and the limit first, so that the watcher starts at once.
         subprocess.run([live, database, "setup", "0.01"], check=True, capture_output=True)
         watcher = subprocess.Popen([live, database, "u1", "4"], stdout=subprocess.PIPE, text=True)
-        time.sleep(0.5)
+        # Sends once it has printed the full bucket: a watcher slow to start would else begin
+        # with a message already sent.
+        first = watcher.stdout.readline()
         for _ in range(2):
             sent = subprocess.run([live, database, "u1", "--send"], capture_output=True, text=True)
             assert sent.returncode == 0 and sent.stdout == "sent\n", sent
             time.sleep(0.3)
         out, _ = watcher.communicate(timeout=30)
         assert watcher.returncode == 0, watcher.returncode
-        lines = out.splitlines()
+        lines = (first + out).splitlines()
         print("\n".join(lines))
         left = []
         for line in lines:

@@ -16,6 +16,12 @@
   backend_options   QUOTA_SQLITE and QUOTA_POSTGRESQL: a value other than AUTO, ON or OFF, SQLite
                     OFF, and PostgreSQL ON without libpq each fail to configure, saying what to
                     do; AUTO without libpq configures SQLite alone
+  components        find_package(quota COMPONENTS ...) against WORK/prefix: a backend's name in
+                    any case is that backend; an unknown or missing component fails with a message
+                    that names the components there are, and the option that builds a backend
+  demo_install      a fresh build of the targets tools/demo.sh builds, then `cmake --install`
+                    of it (as README.md offers after the demo): every file is there; and every
+                    target cmake/install.cmake installs is one the demo's target builds
   python_readme     examples/python/README.md's commands, literally: install --build into a
                     fresh prefix, run the binding's demo (--check) and its app.py against the
                     shared library installed there; then README's Python example against it
@@ -474,6 +480,92 @@ def step_backend_options(args, work):
         print(f"{options or ['(AUTO, no libpq)']}: {wanted.strip()}")
 
 
+def configure_components(args, work, name, prefix, request):
+    """Configures a project whose only step is find_package(quota REQUEST): (exit status,
+    output with its lines joined, as CMake wraps long messages)."""
+    project = os.path.join(work, name)
+    os.makedirs(project)
+    with open(os.path.join(project, "CMakeLists.txt"), "w", encoding="utf-8") as out:
+        out.write("cmake_minimum_required(VERSION 3.25)\nproject(components LANGUAGES CXX)\n"
+                  f"find_package(quota {request})\n")
+    configured = subprocess.run([args.cmake, "-S", project, "-B", f"{project}-build", "-G",
+                                 args.generator, f"-DCMAKE_CXX_COMPILER={args.cxx}",
+                                 f"-DCMAKE_PREFIX_PATH={prefix}"],
+                                capture_output=True, text=True)
+    said = re.sub(r"\s+", " ", configured.stdout + configured.stderr)
+    print(f"find_package(quota {request}): exit {configured.returncode}")
+    return configured.returncode, said
+
+
+def step_components(args, work):
+    prefix = os.path.join(os.path.dirname(work), "install", "prefix")
+    config = find_one(f"{prefix}/lib*/cmake/quota/quotaConfig.cmake")
+    with open(config, encoding="utf-8") as text:
+        backends = re.search(r"^set\(quota_BACKENDS (.*)\)$", text.read(), re.M).group(1)
+    shown = ", ".join(backends.split(";"))
+    cases = [("found", "REQUIRED COMPONENTS sqlite", True, []),
+             ("optional", "REQUIRED OPTIONAL_COMPONENTS mysql", True, []),
+             ("unknown", "REQUIRED COMPONENTS mysql", False,
+              [f"quota has no component 'mysql': its components are the backends this build "
+               f"has ({shown}) and prometheus"]),
+             ("prometheus", "REQUIRED COMPONENTS Prometheus", False,
+              ["quota has no component 'Prometheus': the component is spelled prometheus"])]
+    if "PostgreSQL" in backends.split(";"):
+        cases.append(("both", "REQUIRED COMPONENTS SQLITE postgresql", True, []))
+    for name, request, succeeds, wanted in cases:
+        status, said = configure_components(args, work, name, prefix, request)
+        if (status == 0) != succeeds or any(text not in said for text in wanted):
+            raise Failure(f"find_package(quota {request}) exited {status}, not "
+                          f"{'0' if succeeds else 'non-zero'} with {wanted}:\n{said}")
+        if "-DQUOTA_MYSQL" in said or "-DQUOTA_PROMETHEUS=ON" in said and "Prometheus" in request:
+            raise Failure(f"find_package(quota {request}) gave wrong advice:\n{said}")
+    # A package with SQLite alone (its quota_BACKENDS cut so): PostgreSQL, in any case, is
+    # refused with the option that builds it.
+    alone = os.path.join(work, "sqlite-alone")
+    shutil.copytree(prefix, alone, symlinks=True)
+    config = find_one(f"{alone}/lib*/cmake/quota/quotaConfig.cmake")
+    with open(config, encoding="utf-8") as text:
+        edited = re.sub(r"^set\(quota_BACKENDS .*\)$", "set(quota_BACKENDS SQLite)", text.read(),
+                        flags=re.M)
+    with open(config, "w", encoding="utf-8") as out:
+        out.write(edited)
+    wanted = ("this build of quota has no PostgreSQL backend (it has SQLite): build and install "
+              "it with -DQUOTA_POSTGRESQL=ON (libpq-dev)")
+    status, said = configure_components(args, work, "missing", alone,
+                                        "REQUIRED COMPONENTS postgresql")
+    if status == 0 or wanted not in said:
+        raise Failure(f"find_package(quota REQUIRED COMPONENTS postgresql) of a SQLite-only "
+                      f"package exited {status} without {wanted!r}:\n{said}")
+
+
+def step_demo_install(args, work):
+    with open(os.path.join(args.source, "tools", "demo.sh"), encoding="utf-8") as script:
+        demo = script.read()
+    build_line = re.search(r"^\s*cmake --build build/release .*--target ([\w ]+?)\s*(?:>|$)", demo,
+                           re.M)
+    if not build_line:
+        raise Failure("tools/demo.sh has no `cmake --build build/release ... --target ...` line")
+    targets = build_line.group(1).split()
+    with open(os.path.join(args.source, "cmake", "install.cmake"), encoding="utf-8") as rules:
+        install_rules = rules.read()
+    installed = set(re.findall(r"install\(TARGETS (\w+)", install_rules))
+    gathered = re.search(r"foreach\(quota_installed ([\w ]+)\)", install_rules)
+    missing = installed - set(gathered.group(1).split() if gathered else [])
+    if missing:
+        raise Failure(f"cmake/install.cmake installs {sorted(missing)}, which its target "
+                      "quota_installable does not build")
+    build = os.path.join(work, "build")
+    configure_and_build(args, args.source, build, ["-DQUOTA_TESTS=OFF", "-DQUOTA_BENCH=OFF"],
+                        target=targets[0])
+    for target in targets[1:]:
+        run([args.cmake, "--build", build, "--parallel", "2", "--target", target], capture=True)
+    prefix = os.path.join(work, "prefix")
+    run([args.cmake, "--install", build, "--prefix", prefix], capture=True)
+    check_installed(prefix, quotactl=True)
+    check_shared_twin(args, prefix)
+    print(f"after building {' '.join(targets)} as tools/demo.sh does, cmake --install works")
+
+
 def step_python_readme(args, work, files):
     guide = markdown_files(os.path.join(args.source, "examples", "python", "README.md"))
     # The guide's commands run from the top of the source tree, after its build commands:
@@ -548,6 +640,10 @@ def main():
             step_backend_options(args, work)
         elif args.step == "sqlite_only":
             step_sqlite_only(args, work, files)
+        elif args.step == "components":
+            step_components(args, work)
+        elif args.step == "demo_install":
+            step_demo_install(args, work)
         elif args.step == "python_readme":
             step_python_readme(args, work, files)
         else:

@@ -43,6 +43,9 @@ class StopSignals {
     struct sigaction action {};
     action.sa_handler = on_stop_signal;
     sigemptyset(&action.sa_mask);
+    // A write to the terminal that the signal interrupts goes on (else it fails with EINTR,
+    // and the failed stream would swallow the sequences that give the terminal back).
+    action.sa_flags = SA_RESTART;
     sigaction(SIGINT, &action, &old_int_);
     sigaction(SIGTERM, &action, &old_term_);
   }
@@ -74,6 +77,7 @@ class TerminalView {
     out_ << "\x1b[?1049h\x1b[?25l" << std::flush;
   }
   ~TerminalView() {
+    out_.clear();  // a draw that failed must not keep the terminal from being given back
     out_ << "\x1b[?25h\x1b[?1049l" << std::flush;
     if (restore_) tcsetattr(0, TCSANOW, &saved_);
   }
