@@ -33,7 +33,12 @@ std::string request_text(std::string_view operation, std::int64_t cost) {
 std::string request_text(const std::vector<Charge>& charges, std::int64_t cost) {
   std::vector<std::string> places;
   places.reserve(charges.size());
-  for (const Charge& charge : charges) places.push_back(fmt::format("{}:{}", charge.limit, charge.owner));
+  // A limit's own cost, where it differs from the call's, as "limit=cost" ('=' is in no name).
+  for (const Charge& charge : charges) {
+    const std::int64_t own = charge.cost.value_or(cost);
+    places.push_back(own == cost ? fmt::format("{}:{}", charge.limit, charge.owner)
+                                 : fmt::format("{}={}:{}", charge.limit, own, charge.owner));
+  }
   std::sort(places.begin(), places.end());
   return fmt::format("consume_all {} {}", cost, fmt::join(places, ","));
 }

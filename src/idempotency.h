@@ -65,7 +65,7 @@ inline constexpr std::size_t kMaxKeyBytes = 255;
 
 // What a keyed request asked, as the key's row stores it: "consume 1", "record 5",
 // "acquire 2" (acquire_lease), "consume_all 1 a:u,b:u" (every limit:owner of the call,
-// sorted).
+// sorted; "a=500:u" for a limit whose own cost differs from the call's).
 std::string request_text(std::string_view operation, std::int64_t cost);
 std::string request_text(const std::vector<Charge>& charges, std::int64_t cost);
 

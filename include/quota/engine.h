@@ -344,7 +344,8 @@ class QUOTA_API Engine {
   // consumed. A concurrency limit among them takes a lease (SPEC §13: "at most 10 a minute
   // and at most 2 at once" in one call): Decision::leases lists those an allowance took, to
   // release with release_lease; a denial holds none. acquire_all answers them the same way.
-  // Throws Error (invalid_argument) for an empty list or a limit named twice.
+  // A Charge with a cost of its own takes that many units of its limit instead of `cost`.
+  // Throws Error (invalid_argument) for an empty list, a limit named twice or a bad cost.
   Decision consume_all(const std::vector<std::string_view>& limits, std::string_view owner,
                        std::int64_t cost = 1);
   // The same with an owner per limit: a gateway charges a request to its client address on
@@ -352,13 +353,20 @@ class QUOTA_API Engine {
   // once. Throws Error (invalid_argument) for an empty list, a limit named twice or a bad owner.
   Decision consume_all(const std::vector<Charge>& charges, std::int64_t cost = 1);
   // consume_all with an idempotency key (see consume): the key is stored for every limit and
-  // owner of the call; a retry with the same set of limits and owners and the same cost is
+  // owner of the call; a retry with the same set of limits and owners and the same costs is
   // answered with the first Decision (its leases too), `replayed` set; the key used for
   // anything else throws Error (idempotency_conflict), changing nothing.
   Decision consume_all(const std::vector<std::string_view>& limits, std::string_view owner,
                        std::int64_t cost, std::string_view idempotency_key);
   Decision consume_all(const std::vector<Charge>& charges, std::int64_t cost,
                        std::string_view idempotency_key);
+
+  // Would consume_all allow now? Every limit's check at one clock reading, the deciding one
+  // chosen as consume_all chooses it (its name and Result); changes nothing, takes no lease.
+  // Throws Error (invalid_argument) as consume_all does.
+  Decision check_all(const std::vector<std::string_view>& limits, std::string_view owner,
+                     std::int64_t cost = 1);
+  Decision check_all(const std::vector<Charge>& charges, std::int64_t cost = 1);
 
   // Batch calls: each request decided on its own (as consume, check or record would decide
   // it, in order, at one clock reading), all in one transaction (a savepoint of the

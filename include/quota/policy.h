@@ -7,6 +7,7 @@
 //   }});
 //   quota::Decision d = engine.consume_all({"per_minute", "per_hour"}, user_id);
 //   quota::Decision g = engine.consume_all({{"per_ip", address}, {"per_key", key_digest}});
+//   quota::Decision t = engine.consume_all({{"tokens", user_id, 500}, {"requests", user_id}});
 //
 // Overrides live in the database (quota_overrides), so SQL-only clients see them too; hooks
 // live in the process that sets them.
@@ -94,10 +95,13 @@ struct Hooks {
   }
 };
 
-// One limit of Engine::consume_all and the owner it charges.
+// One limit of Engine::consume_all (check_all, acquire_all), the owner it charges and, when
+// given, a cost of its own: {"tokens", user, 500} takes 500 units of tokens whatever the
+// call's cost. Each cost is checked as the call's is (1 to kMaximumBound).
 struct Charge {
   std::string_view limit;
   std::string_view owner;
+  std::optional<std::int64_t> cost = std::nullopt;  // nullopt: the call's cost
 };
 
 // One request of Engine::consume_many, check_many and record_many.

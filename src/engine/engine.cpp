@@ -373,6 +373,14 @@ void validate_charges(const std::vector<Charge>& charges, std::int64_t cost, con
                   fmt::format("limit '{}' is named twice: name each limit once", charges[i].limit));
     }
     validate_owner(charges[i].owner);
+    if (charges[i].cost) {
+      try {
+        validate_cost(*charges[i].cost);
+      } catch (const Error& error) {
+        throw Error(ErrorCode::invalid_argument,
+                    fmt::format("the cost of limit '{}': {}", charges[i].limit, error.what()));
+      }
+    }
   }
   validate_cost(cost);
 }
@@ -427,6 +435,20 @@ Decision Engine::acquire_all(const std::vector<Charge>& charges, std::int64_t co
       Impl::counted(measured, [&] { return impl_->acquire_all(charges, cost, max_wait, stop); });
   impl_->counters.decided(measured.operation(), decision.limit, decision.result,
                           measured.elapsed());
+  return decision;
+}
+
+Decision Engine::check_all(const std::vector<std::string_view>& limits, std::string_view owner,
+                           std::int64_t cost) {
+  return check_all(charges_of(limits, owner), cost);
+}
+
+Decision Engine::check_all(const std::vector<Charge>& charges, std::int64_t cost) {
+  validate_charges(charges, cost, "check_all");
+  const detail::Measured measured(impl_->counters);
+  Decision decision = Impl::counted(
+      measured, [&] { return impl_->guarded([&] { return impl_->check_all(charges, cost); }); });
+  impl_->counters.decided(decision.limit, decision.result, measured.elapsed());
   return decision;
 }
 

@@ -727,7 +727,7 @@ std::optional<Decision> Engine::Impl::consume_all(const std::vector<Charge>& cha
   OperationSavepoint savepoint(*store);
   for (const Charge& charge : charges) {
     const Hooks* limit_hooks = hooks_of(charge.limit);
-    const Request request{charge.limit, charge.owner, cost, at};
+    const Request request{charge.limit, charge.owner, charge.cost.value_or(cost), at};
     if (limit_hooks && limit_hooks->before_consume && !limit_hooks->before_consume(request)) {
       Decision decision{std::string(charge.limit), hook_denial(request)};
       after_decision(*limit_hooks, limit_hooks->after_consume, request, decision.result);
@@ -741,7 +741,8 @@ std::optional<Decision> Engine::Impl::consume_all(const std::vector<Charge>& cha
   for (std::size_t i = 0; i < charges.size(); ++i) {
     detail::Held held;
     results.push_back(
-        run_at(Operation::consume, charges[i].limit, charges[i].owner, cost, at, &held));
+        run_at(Operation::consume, charges[i].limit, charges[i].owner,
+               charges[i].cost.value_or(cost), at, &held));
     if (!held.lease.empty()) {
       leases.push_back({std::string(charges[i].limit), std::string(charges[i].owner),
                         std::move(held.lease), held.expires_at_ms});
@@ -757,14 +758,15 @@ std::optional<Decision> Engine::Impl::consume_all(const std::vector<Charge>& cha
       savepoint.release();
       return std::nullopt;
     }
-    results[deciding] =
-        run_at(Operation::consume, charges[deciding].limit, charges[deciding].owner, cost, at);
+    results[deciding] = run_at(Operation::consume, charges[deciding].limit,
+                               charges[deciding].owner, charges[deciding].cost.value_or(cost), at);
   }
   for (std::size_t i = 0; i < charges.size(); ++i) {
     if (!allowed && i != deciding) continue;
     if (const Hooks* limit_hooks = hooks_of(charges[i].limit)) {
       after_decision(*limit_hooks, limit_hooks->after_consume,
-                     {charges[i].limit, charges[i].owner, cost, at}, results[i]);
+                     {charges[i].limit, charges[i].owner, charges[i].cost.value_or(cost), at},
+                     results[i]);
     }
   }
   savepoint.release();
@@ -776,7 +778,8 @@ Decision Engine::Impl::check_all(const std::vector<Charge>& charges, std::int64_
   std::vector<Result> results;
   std::size_t deciding = 0;
   for (std::size_t i = 0; i < charges.size(); ++i) {
-    results.push_back(run_at(Operation::check, charges[i].limit, charges[i].owner, cost, at));
+    results.push_back(run_at(Operation::check, charges[i].limit, charges[i].owner,
+                             charges[i].cost.value_or(cost), at));
     if (decides_over(results[i], results[deciding])) deciding = i;
   }
   return {std::string(charges[deciding].limit), results[deciding]};

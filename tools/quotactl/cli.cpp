@@ -117,13 +117,21 @@ void declare_key(CLI::App& command, Arguments& arguments) {
 void declare_consume(CLI::App& command, Arguments& arguments) {
   declare_request(command, arguments);
   command.get_option("NAME")->description(
-      "the limit's name, or several joined by commas (a,b): all must allow");
+      "the limit's name, or several joined by commas (a,b): all must allow; NAME=COST gives a "
+      "limit a cost of its own (tokens=500,requests)");
   auto* wait = command
                    .add_option("--wait", arguments.wait,
                                "when denied, wait for the retry and try again, for at most this long")
                    ->type_name("DURATION");
   declare_key(command, arguments);
   command.get_option("--key")->excludes(wait);
+}
+
+void declare_check(CLI::App& command, Arguments& arguments) {
+  declare_request(command, arguments);
+  command.get_option("NAME")->description(
+      "the limit's name, or several joined by commas (a,b): all must allow; NAME=COST gives a "
+      "limit a cost of its own (tokens=500,requests)");
 }
 
 void declare_record(CLI::App& command, Arguments& arguments) {
@@ -274,7 +282,7 @@ constexpr Command kCommands[] = {
     {"limit rm", "remove a limit and its state", declare_name, run_limit_rm},
     {"consume", "use units if the limit (or every limit of a,b) allows it (exit 1 when denied)",
      declare_consume, run_consume},
-    {"check", "would a consume be allowed now? (changes nothing; exit 1 when not)", declare_request,
+    {"check", "would a consume be allowed now? (changes nothing; exit 1 when not)", declare_check,
      run_check},
     {"record", "record usage even beyond the limit (exit 1 when over it)", declare_record,
      run_record},

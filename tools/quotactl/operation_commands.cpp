@@ -154,42 +154,100 @@ Shown shown_of(quota::Engine& engine, const Request& request) {
   return shown;
 }
 
-// The limits of `consume a,b`: each a valid name, none twice (Engine::consume_all checks).
-std::vector<std::string> split_limits(const std::string& text) {
-  std::vector<std::string> limits;
+// One limit of `consume a,b=5`: its name and, after '=', a cost of its own.
+struct NamedCost {
+  std::string limit;
+  std::optional<std::int64_t> cost;  // none: --cost
+};
+
+// The limits of `consume a,b=5` (and check's): each a valid name with a valid cost, if any,
+// none twice; checked here, before the database is opened.
+std::vector<NamedCost> split_limits(const std::string& text) {
+  std::vector<std::string> items;
   std::size_t start = 0;
   for (std::size_t comma; (comma = text.find(',', start)) != std::string::npos; start = comma + 1) {
-    limits.push_back(text.substr(start, comma - start));
+    items.push_back(text.substr(start, comma - start));
   }
-  limits.push_back(text.substr(start));
-  for (const std::string& limit : limits) quota::validate_limit_name(limit);
+  items.push_back(text.substr(start));
+  std::vector<NamedCost> limits;
+  for (const std::string& item : items) {
+    const std::size_t equals = item.find('=');
+    NamedCost named{item.substr(0, equals), std::nullopt};
+    quota::validate_limit_name(named.limit);
+    if (equals != std::string::npos) {
+      const std::string cost = item.substr(equals + 1);
+      if (cost.empty()) {
+        throw quota::Error(quota::ErrorCode::invalid_argument,
+                           fmt::format("'{}' has no cost after '=': write {}=COST (a whole "
+                                       "number from 1 to {}), or drop the '=' for --cost",
+                                       quota::bounded(item), named.limit, quota::kMaximumBound));
+      }
+      if (cost.find('=') != std::string::npos) {
+        throw quota::Error(quota::ErrorCode::invalid_argument,
+                           fmt::format("'{}' has more than one '=': write {}=COST once",
+                                       quota::bounded(item), named.limit));
+      }
+      named.cost = parse_whole(cost, fmt::format("cost of limit '{}'", named.limit), 1,
+                               quota::kMaximumBound);
+    }
+    for (const NamedCost& earlier : limits) {
+      if (earlier.limit == named.limit) {
+        throw quota::Error(quota::ErrorCode::invalid_argument,
+                           fmt::format("limit '{}' is named twice in '{}': name each limit once",
+                                       named.limit, quota::bounded(text)));
+      }
+    }
+    limits.push_back(std::move(named));
+  }
   return limits;
+}
+
+// Whether NAME is several limits or carries a cost of its own: the path of consume_all.
+bool several(const std::string& name) {
+  return name.find_first_of(",=") != std::string::npos;
 }
 
 std::optional<std::chrono::milliseconds> parse_wait(const Session& session,
                                                     const Arguments& arguments);
 
-// consume a,b OWNER: every limit at once; the line and JSON name the deciding limit. With
-// --wait, all or nothing too: it waits for the slowest limit (Engine::acquire_all).
-int consume_all(Session& session, const Arguments& arguments) {
-  const std::vector<std::string> limits = split_limits(arguments.limit);
+// consume a,b OWNER (and check a,b OWNER): every limit at once; the line and JSON name the
+// deciding limit. With --wait, all or nothing too: it waits for the slowest limit
+// (Engine::acquire_all).
+int consume_all(Session& session, const Arguments& arguments, Operation operation) {
+  const std::vector<NamedCost> limits = split_limits(arguments.limit);
   Arguments first = arguments;
-  first.limit = limits.front();
+  first.limit = limits.front().limit;
   Request request = parse_request(first);
   const std::optional<std::chrono::milliseconds> wait = parse_wait(session, arguments);
-  quota::Engine engine = wait ? session.open_engine(quota::system_clock_ms) : session.open_engine();
-  const std::vector<std::string_view> names(limits.begin(), limits.end());
+  quota::Engine engine = wait                           ? session.open_engine(quota::system_clock_ms)
+                         : operation == Operation::check ? session.open_reader()
+                                                         : session.open_engine();
+  std::vector<quota::Charge> charges;
+  std::vector<std::string> names;
+  for (const NamedCost& named : limits) {
+    charges.push_back({named.limit, request.owner, named.cost});
+    names.push_back(named.limit);
+  }
   const quota::Decision decision =
-      wait          ? engine.acquire_all(names, request.owner, request.cost, *wait)
-      : request.key ? engine.consume_all(names, request.owner, request.cost, *request.key)
-                    : engine.consume_all(names, request.owner, request.cost);
+      operation == Operation::check ? engine.check_all(charges, request.cost)
+      : wait                        ? engine.acquire_all(charges, request.cost, *wait)
+      : request.key                 ? engine.consume_all(charges, request.cost, *request.key)
+                                    : engine.consume_all(charges, request.cost);
   // The human line's times are from the moment the answer came.
   if (wait) session.now = engine.now();
   request.limit = decision.limit;
+  // The deciding limit's cost, as its line tells it.
+  for (const NamedCost& named : limits) {
+    if (named.limit == decision.limit && named.cost) request.cost = *named.cost;
+  }
   const int status = decision.result.allowed ? 0 : 1;
   if (session.json) {
     nlohmann::ordered_json document = to_json(request, decision.result);
-    document["limits"] = limits;
+    document["limits"] = names;
+    if (operation == Operation::check) {
+      session.emit(document);
+      return status;
+    }
     // The leases its concurrency limits took (none when denied).
     nlohmann::ordered_json leases = nlohmann::ordered_json::array();
     for (const quota::LeaseGrant& lease : decision.leases) {
@@ -202,7 +260,7 @@ int consume_all(Session& session, const Arguments& arguments) {
     session.emit(document);
     return status;
   }
-  session.out << human_line(session, Operation::consume, request, decision.result,
+  session.out << human_line(session, operation, request, decision.result,
                             shown_of(engine, request))
               << fmt::format(" [decided by {} of {} limits]", decision.limit, limits.size())
               << replayed_note(decision.result) << '\n';
@@ -269,10 +327,11 @@ quota::UsageOrder parse_order(const std::string& text) {
 }  // namespace
 
 int run_consume(Session& session, const Arguments& arguments) {
-  if (arguments.limit.find(',') != std::string::npos) return consume_all(session, arguments);
+  if (several(arguments.limit)) return consume_all(session, arguments, Operation::consume);
   return operate(session, arguments, Operation::consume);
 }
 int run_check(Session& session, const Arguments& arguments) {
+  if (several(arguments.limit)) return consume_all(session, arguments, Operation::check);
   return operate(session, arguments, Operation::check);
 }
 int run_record(Session& session, const Arguments& arguments) {
