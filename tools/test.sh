@@ -37,7 +37,9 @@ run_suite() {
 
 # No plain Debug suite: the sanitizers' suite is a Debug build that runs the same tests.
 run_suite release "" -DCMAKE_BUILD_TYPE=Release
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+# The long property runs take one seed each under the sanitizers (QUOTA_PROPERTY_SEEDS): the
+# Release build has run every seed of them.
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 QUOTA_PROPERTY_SEEDS=1 \
   run_suite sanitize "-LE slow" -DCMAKE_BUILD_TYPE=Debug -DQUOTA_SANITIZE=address,undefined
 
 # A build without PostgreSQL links no libpq anywhere. Not the whole suite again: the library,
