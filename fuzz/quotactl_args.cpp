@@ -12,6 +12,7 @@
 // The whole input is also given, as one string, to the parsers of DURATION and of numbers:
 // each accepts a value in its range or throws quota::Error, and a parsed period printed back
 // (format_period) parses to the same period. printable() leaves no control byte.
+#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -57,7 +58,12 @@ void check_values(const std::string& text) {
 
 int run(const std::vector<std::string>& args) {
   std::ostringstream out, err;
-  const int status = quotactl::run(args, out, err);
+  // `apply -` reads standard input: never the fuzzer's own, which may be a pipe that never
+  // ends. /dev/null is refused (a device), as a terminal would be.
+  static const int no_input = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  quotactl::Context context;
+  context.input = no_input;
+  const int status = quotactl::run(args, out, err, context);
   require(status >= 0 && status <= 3);
   const std::string error = err.str();
   require(error.empty() ||

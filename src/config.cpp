@@ -8,13 +8,16 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <charconv>
-#include <filesystem>
-#include <fstream>
+#include <cstring>
 #include <map>
-#include <sstream>
-#include <system_error>
 #include <utility>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <toml++/toml.h>
 
@@ -176,6 +179,20 @@ class Reader {
                        limit.name, first->second));
     }
     limit_names_.emplace(limit.name, name_node.source().begin.line);
+    // quotactl takes a name that differs from a stored one only in case for a typo of it; a
+    // file that declares both would make two limits that every message confuses.
+    std::string folded = limit.name;
+    std::transform(folded.begin(), folded.end(), folded.begin(), [](unsigned char c) {
+      return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    });
+    const auto [other, first_of_case] =
+        folded_names_.emplace(folded, std::pair{limit.name, name_node.source().begin.line});
+    if (!first_of_case) {
+      fail(name_node.source(),
+           fmt::format("limit '{}' differs from limit '{}' (line {}) only in case: names that "
+                       "differ only in case are taken for one another; rename one",
+                       limit.name, other->second.first, other->second.second));
+    }
     if (const toml::node* node = table.get("algorithm")) {
       const std::string name = text(*node, "algorithm");
       const std::optional<Algorithm> algorithm = parse_algorithm(name);
@@ -378,8 +395,105 @@ class Reader {
 
   std::string source_;
   std::map<std::string, std::uint32_t> limit_names_;  // name -> line
+  // lower-case name -> the name as declared, and its line
+  std::map<std::string, std::pair<std::string, std::uint32_t>> folded_names_;
   std::map<std::pair<std::string, std::string>, std::uint32_t> override_keys_;
 };
+
+// The configuration file's descriptor, closed when the reading is done.
+struct OwnedDescriptor {
+  explicit OwnedDescriptor(int descriptor) : fd(descriptor) {}
+  OwnedDescriptor(const OwnedDescriptor&) = delete;
+  OwnedDescriptor& operator=(const OwnedDescriptor&) = delete;
+  ~OwnedDescriptor() { ::close(fd); }
+  int fd;
+};
+
+enum class Kind { regular, pipe };
+
+[[noreturn]] void too_large(std::string_view source) {
+  invalid(fmt::format("configuration file '{}' is larger than {} MiB: a configuration of limits "
+                      "is far smaller; check that it is the right file",
+                      source, kConfigurationBound >> 20));
+}
+
+// What a configuration may be read from: a regular file or a pipe (FIFO). Anything else is
+// refused: a device may never end (/dev/zero) or wait for a person (a terminal).
+Kind require_readable_kind(int fd, std::string_view source) {
+  struct stat status {};
+  if (::fstat(fd, &status) != 0) {
+    throw Error(ErrorCode::io, fmt::format("cannot read configuration file '{}': {}; nothing was "
+                                           "changed",
+                                           source, std::strerror(errno)));
+  }
+  if (S_ISREG(status.st_mode)) {
+    if (static_cast<std::uintmax_t>(status.st_size) > kConfigurationBound) too_large(source);
+    return Kind::regular;
+  }
+  if (S_ISFIFO(status.st_mode)) return Kind::pipe;
+  const char* what = S_ISDIR(status.st_mode)    ? "a directory"
+                     : ::isatty(fd)             ? "a terminal"
+                     : S_ISCHR(status.st_mode)  ? "a character device"
+                     : S_ISBLK(status.st_mode)  ? "a block device"
+                     : S_ISSOCK(status.st_mode) ? "a socket"
+                                                : "not a regular file";
+  invalid(fmt::format("configuration file '{}' is {}: give the path of a TOML file (a regular "
+                      "file), or pipe it to standard input ('-')",
+                      source, what));
+}
+
+// Waits until a writer has opened the named pipe `fd` and written or closed it, for at most
+// `bound`: a pipe that no writer opens is refused rather than read as an empty file.
+void wait_for_writer(int fd, std::string_view source, std::chrono::milliseconds bound) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  for (;;) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd waiting{fd, POLLIN, 0};
+    const int ready = ::poll(&waiting, 1, static_cast<int>(std::clamp<std::int64_t>(
+                                              left.count(), 0, std::int64_t{1} << 30)));
+    if (ready > 0) return;  // data, or a writer that closed (POLLHUP)
+    if (ready < 0 && errno != EINTR) {
+      throw Error(ErrorCode::io, fmt::format("cannot read configuration file '{}': {}; nothing "
+                                             "was changed",
+                                             source, std::strerror(errno)));
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw Error(ErrorCode::io,
+                  fmt::format("configuration file '{}' is a named pipe that no writer opened "
+                              "within {} ms: start the program that writes it first, or give a "
+                              "regular file; nothing was changed",
+                              source, bound.count()));
+    }
+  }
+}
+
+// Everything `fd` holds from its offset to its end. A read error is an error, never the end
+// of the file; more than kConfigurationBound bytes are refused as soon as they are seen.
+std::string read_whole(int fd, std::string_view source) {
+  std::string text;
+  std::array<char, 65536> buffer;
+  for (;;) {
+    // At most one byte beyond the bound: enough to know the file is too large.
+    const std::size_t wanted = std::min(buffer.size(), kConfigurationBound + 1 - text.size());
+    const ssize_t got = ::read(fd, buffer.data(), wanted);
+    if (got > 0) {
+      text.append(buffer.data(), static_cast<std::size_t>(got));
+      if (text.size() > kConfigurationBound) too_large(source);
+    } else if (got == 0) {
+      return text;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      // A non-blocking descriptor (standard input may be one): wait for more.
+      pollfd waiting{fd, POLLIN, 0};
+      ::poll(&waiting, 1, -1);
+    } else if (errno != EINTR) {
+      throw Error(ErrorCode::io,
+                  fmt::format("cannot read configuration file '{}' (after {} bytes): {}; "
+                              "nothing was changed",
+                              source, text.size(), std::strerror(errno)));
+    }
+  }
+}
 
 }  // namespace
 
@@ -394,26 +508,32 @@ Config Config::parse(std::string_view text, std::string_view source) {
   return reader.read(document);
 }
 
-Config Config::load(const std::string& path) {
-  std::error_code status;
-  if (!std::filesystem::exists(path, status)) {
-    invalid(fmt::format("configuration file '{}' does not exist: give the path of a TOML file "
-                        "of [[limit]] tables (docs/operating.md)",
-                        path));
+Config Config::load(const std::string& path, std::chrono::milliseconds writer_wait) {
+  // Without O_NONBLOCK, opening a named pipe would wait for a writer with no bound.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) {
+    const int error = errno;
+    if (error == ENOENT) {
+      invalid(fmt::format("configuration file '{}' does not exist: give the path of a TOML file "
+                          "of [[limit]] tables (docs/operating.md)",
+                          path));
+    }
+    throw Error(ErrorCode::io, fmt::format("cannot open configuration file '{}': {}; nothing was "
+                                           "changed",
+                                           path, std::strerror(error)));
   }
-  if (std::filesystem::is_directory(path, status)) {
-    invalid(fmt::format("configuration file '{}' is a directory: give the path of a TOML file",
-                        path));
+  const OwnedDescriptor owned{fd};
+  if (require_readable_kind(fd, path) == Kind::pipe) {
+    wait_for_writer(fd, path, writer_wait);
+    // A writer is there (or was, and left): read as a pipe is read, until every writer closes.
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   }
-  std::ifstream file(path, std::ios::binary);
-  std::ostringstream text;
-  text << file.rdbuf();
-  if (!file || file.bad()) {
-    throw Error(ErrorCode::io, fmt::format("cannot read configuration file '{}': check that it "
-                                           "is readable",
-                                           path));
-  }
-  return parse(text.str(), path);
+  return parse(read_whole(fd, path), path);
+}
+
+Config Config::read(int fd, std::string_view source) {
+  require_readable_kind(fd, source);
+  return parse(read_whole(fd, source), source);
 }
 
 std::chrono::milliseconds parse_duration(std::string_view text, std::string_view what) {

@@ -66,6 +66,11 @@ class TransactionConflict : public Error {
 enum class Exclusive {
   migration,  // migrating (and, on SQLite, any write)
   state,      // writing the state tables (gc's batches)
+  // another configuration's apply (Engine::apply), which reads every limit and override
+  // before it writes: two at once would each plan from the state before the other and end
+  // in a mix of both files. PostgreSQL: an advisory lock until the transaction ends; SQLite:
+  // as requests (BEGIN IMMEDIATE already excludes every other writer)
+  configuration,
   // nothing beyond what the requests' own statements lock (a batch of requests: group
   // commit, consume_many); SQLite still takes the write lock at once (BEGIN IMMEDIATE), so
   // that a batch that reads before it writes never meets a stale snapshot

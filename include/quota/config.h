@@ -17,12 +17,15 @@
 //   for (const quota::Change& change : engine.apply(config, {.dry_run = true})) show(change);
 //
 // A file is read whole before anything is applied: any error (TOML syntax, an unknown key, a
-// value of the wrong type or out of range, a name given twice, an override of a limit the
-// file does not declare) is an Error(invalid_argument) whose message starts with
-// "FILE:LINE:COLUMN: " at the first error, and nothing is changed.
+// value of the wrong type or out of range, a name given twice, two limit names that differ
+// only in case, an override of a limit the file does not declare) is an
+// Error(invalid_argument) whose message starts with "FILE:LINE:COLUMN: " at the first error,
+// and nothing is changed. A file that cannot be read to its end is refused as well, never
+// taken for a shorter one.
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,13 +48,24 @@ struct QUOTA_API Config {
   std::vector<Limit> limits;        // in the order of the file, each name once
   std::vector<Override> overrides;  // in the order of the file, each (limit, owner) once
 
-  // Reads and validates the TOML file at `path`. Throws Error: invalid_argument for a file
-  // that does not exist or is not a valid configuration (the message starts with
-  // "PATH:LINE:COLUMN: " where the file is wrong), io for one that cannot be read.
-  static Config load(const std::string& path);
+  // Reads and validates the TOML file at `path`, whole. Throws Error: invalid_argument for a
+  // file that does not exist, is neither a regular file nor a pipe (FIFO), is larger than
+  // kConfigurationBound, or is not a valid configuration (the message starts with
+  // "PATH:LINE:COLUMN: " where the file is wrong); io for one that cannot be opened or read
+  // to its end (a read error is never taken for the end of the file), and for a named pipe
+  // that no writer opens within `writer_wait` (it is not taken for an empty file either).
+  static Config load(const std::string& path,
+                     std::chrono::milliseconds writer_wait = std::chrono::seconds(5));
+  // The same for what descriptor `fd` holds from its current offset to its end (standard
+  // input for `quotactl apply -`): a regular file or a pipe, read until end of file however
+  // long the writer takes; `source` names it in messages. The descriptor stays open.
+  static Config read(int fd, std::string_view source);
   // The same for TOML text; `source` names it in messages.
   static Config parse(std::string_view text, std::string_view source = "configuration");
 };
+
+// The largest configuration file that Config::load and Config::read accept: 16 MiB.
+inline constexpr std::size_t kConfigurationBound = std::size_t{16} << 20;
 
 // DURATION: a positive whole number and a unit, ms, s, m (or min), h, d or w (500ms, 30s, 1m,
 // 1h, 1d, 1w), or several such parts from the largest unit down, each unit once (1h30m,
@@ -87,6 +101,11 @@ struct ApplyOptions {
   bool prune = false;
   // Work out the changes and change nothing.
   bool dry_run = false;
+  // With prune, accept a configuration that declares no limit, which removes every limit
+  // and its state. Off (the default): such an apply (dry run or not) throws
+  // Error(invalid_argument) before it reads the database, as a file emptied by mistake (a
+  // broken deploy) is likelier than the wish to remove everything.
+  bool allow_empty = false;
 };
 
 }  // namespace quota

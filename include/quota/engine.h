@@ -234,8 +234,12 @@ class QUOTA_API Engine {
   // `quotactl apply`), in one transaction: creates what is missing and changes what differs
   // (as define and set_override do: a limit whose algorithm changes loses its state), and
   // with ApplyOptions::prune removes every other limit and override. Returns the changes, in
-  // the order they are made; with ApplyOptions::dry_run makes none of them. Throws Error
-  // (busy, io, ...) having changed nothing.
+  // the order they are made; with ApplyOptions::dry_run makes none of them. Applies at once
+  // on one database (any connections, any hosts) run one after the other, each planning from
+  // what the one before left: the database ends as one config declares it, never a mix; a
+  // wait beyond Options::busy_timeout throws busy. Throws Error(invalid_argument) for a
+  // prune to a config without limits unless ApplyOptions::allow_empty, and Error (busy, io,
+  // ...) otherwise, having changed nothing.
   std::vector<Change> apply(const Config& config, const ApplyOptions& options = {});
   std::optional<Limit> get(std::string_view name);
   std::vector<Limit> list();  // by name

@@ -226,11 +226,17 @@ Limit Engine::ensure(const Limit& limit) {
 }
 
 std::vector<Change> Engine::apply(const Config& config, const ApplyOptions& options) {
+  if (options.prune && config.limits.empty() && !options.allow_empty) {
+    throw Error(ErrorCode::invalid_argument,
+                "the configuration declares no limit, so pruning would remove every limit and "
+                "its state: declare the limits, or set ApplyOptions::allow_empty (quotactl "
+                "apply --allow-empty) to remove them on purpose; nothing was changed");
+  }
   return impl_->writing([&] {
     detail::Store& store = *impl_->store;
-    // One transaction: the plan is read and carried out under one write lock (SQLite), and
-    // every change is made or none.
-    store.begin_exclusive(detail::Exclusive::requests);
+    // One transaction: the plan is read and carried out under one lock that excludes every
+    // other apply (and on SQLite every writer), and every change is made or none.
+    store.begin_exclusive(detail::Exclusive::configuration);
     try {
       std::vector<Change> changes = detail::plan_changes(
           config, list_locked(store), overrides_locked(store, std::nullopt), options.prune);

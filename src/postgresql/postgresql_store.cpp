@@ -561,6 +561,19 @@ class PostgresqlStore final : public Store {
       simple(nested_exclusive_ ? "SAVEPOINT quota_exclusive" : "BEGIN");
       return;
     }
+    if (what == Exclusive::configuration) {
+      // Taken before the apply reads anything: each statement of a READ COMMITTED
+      // transaction sees what was committed before it began, so the reads after the lock see
+      // the whole of the apply that held it. Waits up to lock_timeout (the busy timeout).
+      simple(nested_exclusive_ ? "SAVEPOINT quota_exclusive" : "BEGIN");
+      try {
+        simple(fmt::format("SELECT pg_advisory_xact_lock({})", kConfigurationLock));
+      } catch (...) {
+        rollback();
+        throw;
+      }
+      return;
+    }
     // No request writes state while a gc batch decides what is dead and deletes it; the
     // batch's reads take their snapshot after the lock, so they see every committed write.
     // The state tables are locked together or not at all (NOWAIT, then again after a pause,
@@ -601,6 +614,8 @@ class PostgresqlStore final : public Store {
 
  private:
   static constexpr long long kMigrationLock = 1903520865;
+  // "quotaapp" in ASCII: one Engine::apply at a time on a database, whichever host it runs on.
+  static constexpr long long kConfigurationLock = 0x71756f7461617070;
   static constexpr std::size_t kPipelineChunk = 256;
 
   // Where a second connection reaches this database; empty when none can be made.

@@ -1,9 +1,14 @@
 // quota::Config and Engine::apply (docs/operating.md, "Limits as configuration"): a TOML file
 // declares limits and overrides; a bad file is refused whole at the line and column of its
-// first error; apply creates, changes and (with prune) removes, in one transaction.
+// first error; apply creates, changes and (with prune) removes, in one transaction; a prune
+// to no limit is refused unless allowed; two applies at once end in one file's state.
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "backend.h"
 #include "support.h"
@@ -223,6 +228,92 @@ TEST_CASE("apply creates, changes and with prune removes, and a dry run changes 
   CHECK_FALSE(f.engine.get("old"));
   CHECK(f.engine.overrides().size() == 2);
   CHECK(f.engine.apply(config, {.prune = true}).empty());
+}
+
+
+TEST_CASE("apply with prune refuses a configuration that declares no limit, unless allow_empty",
+          "[config][apply][backends]") {
+  EngineOn f(each_backend());
+  CAPTURE(f.database.backend());
+  f.engine.define(make_limit("send", Algorithm::sliding_log, 5, 60'000));
+  f.engine.set_override({"send", "u7", Policy::deny});
+  REQUIRE(f.engine.consume("send", "u").allowed);
+  const std::string before = f.database.dump();
+  // An empty file, or overrides alone: a broken deploy rather than the wish to remove all.
+  for (const Config& config : {Config{}, Config::parse("[[override]]\nlimit = \"*\"\nowner = "
+                                                       "\"admin\"\npolicy = \"exempt\"\n")}) {
+    for (const bool dry_run : {false, true}) {
+      try {
+        f.engine.apply(config, {.prune = true, .dry_run = dry_run});
+        FAIL("no error");
+      } catch (const Error& error) {
+        CHECK(error.code() == ErrorCode::invalid_argument);
+        CHECK_THAT(error.what(), Catch::StartsWith("the configuration declares no limit, so "
+                                                   "pruning would remove every limit"));
+      }
+      CHECK(f.database.dump() == before);
+    }
+    // Without prune it changes no limit.
+    CHECK(f.engine.apply(config, {.dry_run = true}).size() == config.overrides.size());
+  }
+  const std::vector<Change> plan = f.engine.apply({}, {.prune = true, .allow_empty = true});
+  REQUIRE(plan.size() == 1);
+  CHECK(plan[0].limit_before->name == "send");
+  CHECK(f.engine.list().empty());
+  CHECK(f.engine.overrides().empty());
+}
+
+TEST_CASE("two applies at once both succeed and end in the state of one file, never a mix",
+          "[config][apply][backends]") {
+  EngineOn f(each_backend());
+  CAPTURE(f.database.backend());
+  // Each file: limits of its own names and one of both, with its own numbers; a mix shows as
+  // limits of both files, or the shared one with the other's numbers.
+  const auto file = [](const std::string& prefix, int maximum) {
+    std::string text;
+    for (const std::string& name : {prefix + "1", prefix + "2", prefix + "3", prefix + "4",
+                                    prefix + "5", prefix + "6", std::string("shared")}) {
+      text += "[[limit]]\nname = \"" + name + "\"\nmax = " + std::to_string(maximum) +
+              "\nper = \"1m\"\n[[override]]\nlimit = \"" + name + "\"\nowner = \"" +
+              prefix + "\"\npolicy = \"deny\"\n";
+    }
+    return Config::parse(text);
+  };
+  const std::vector<Config> files{file("a", 10), file("b", 20)};
+  constexpr int kAppliers = 4;
+  constexpr int kRounds = 6;
+  std::vector<Engine> engines;
+  for (int i = 0; i < kAppliers; ++i) engines.push_back(Engine::open(f.database.location()));
+  for (int round = 0; round < kRounds; ++round) {
+    CAPTURE(round);
+    // Round 0 starts empty, each later one from the file the previous round ended in.
+    std::atomic<int> ready{0};
+    std::vector<std::string> failures(kAppliers);
+    std::vector<std::thread> appliers;
+    for (int i = 0; i < kAppliers; ++i) {
+      appliers.emplace_back([&, i] {
+        ++ready;
+        while (ready < kAppliers) std::this_thread::yield();
+        try {
+          engines[i].apply(files[(i + round) % 2], {.prune = true});
+        } catch (const std::exception& error) {
+          failures[i] = error.what();
+        }
+      });
+    }
+    for (std::thread& applier : appliers) applier.join();
+    for (const std::string& failure : failures) CHECK(failure.empty());
+    const std::vector<Limit> limits = f.engine.list();
+    const std::vector<Override> overrides = f.engine.overrides();
+    const auto is = [&](const Config& config) {
+      std::vector<Limit> declared = config.limits;
+      std::sort(declared.begin(), declared.end(),
+                [](const Limit& a, const Limit& b) { return a.name < b.name; });
+      return limits == declared && overrides.size() == config.overrides.size() &&
+             std::is_permutation(overrides.begin(), overrides.end(), config.overrides.begin());
+    };
+    CHECK((is(files[0]) || is(files[1])));
+  }
 }
 
 }  // namespace quota::test

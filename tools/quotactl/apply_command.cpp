@@ -1,5 +1,6 @@
-// apply: limits as configuration (quota::Config, Engine::apply). The file is read and checked
-// whole before the database is opened; the plan is printed one change a line:
+// apply: limits as configuration (quota::Config, Engine::apply). The file (or standard input,
+// `-`) is read and checked whole before the database is opened; the plan is printed one
+// change a line:
 //
 //   + create limit send_message: 10 per 1m (sliding_log)
 //   ~ change limit api: 100 per 1m (sliding_log) -> 200 per 1m (sliding_log)
@@ -86,11 +87,24 @@ int run_apply(Session& session, const Arguments& arguments) {
     throw quota::Error(quota::ErrorCode::invalid_argument,
                        "--check already changes nothing: give --check or --dry-run, not both");
   }
-  const quota::Config config = quota::Config::load(arguments.file);
+  const bool from_input = arguments.file == "-";
+  const std::string source = from_input ? "standard input" : arguments.file;
+  // A named pipe waits for its writer as a lock is waited for: up to the busy timeout.
+  const quota::Config config = from_input
+                                   ? quota::Config::read(session.input, source)
+                                   : quota::Config::load(arguments.file, session.busy_timeout);
+  if (arguments.prune && config.limits.empty() && !arguments.allow_empty) {
+    throw quota::Error(quota::ErrorCode::invalid_argument,
+                       fmt::format("{} declares no limit, so --prune would remove every limit "
+                                   "and its state: check the file (an empty file is likelier a "
+                                   "mistake), or give --allow-empty to remove them on purpose; "
+                                   "nothing was changed",
+                                   source));
+  }
   quota::Engine engine = session.open_engine();
   const bool dry = arguments.dry_run || arguments.check;
-  const std::vector<quota::Change> changes =
-      engine.apply(config, {.prune = arguments.prune, .dry_run = dry});
+  const std::vector<quota::Change> changes = engine.apply(
+      config, {.prune = arguments.prune, .dry_run = dry, .allow_empty = arguments.allow_empty});
   const bool drift = !changes.empty();
   if (session.json) {
     auto array = nlohmann::ordered_json::array();
@@ -104,13 +118,14 @@ int run_apply(Session& session, const Arguments& arguments) {
         fmt::format("{} change{}", changes.size(), changes.size() == 1 ? "" : "s");
     if (!drift) {
       session.out << fmt::format("{}: the database matches {}\n",
-                                 arguments.check ? "no drift" : "nothing to change",
-                                 arguments.file);
+                                 arguments.check ? "no drift" : "nothing to change", source);
     } else if (arguments.check) {
+      const std::string options = !arguments.prune        ? ""
+                                  : arguments.allow_empty ? " --prune --allow-empty"
+                                                          : " --prune";
       session.out << fmt::format("drift: {} to make the database match {} (run quotactl apply "
                                  "{}{})\n",
-                                 count, arguments.file, arguments.file,
-                                 arguments.prune ? " --prune" : "");
+                                 count, source, arguments.file, options);
     } else if (dry) {
       session.out << fmt::format("dry run: {}, nothing changed\n", count);
     } else {

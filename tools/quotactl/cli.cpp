@@ -254,7 +254,9 @@ void declare_gc(CLI::App& command, Arguments& arguments) {
 }
 
 void declare_apply(CLI::App& command, Arguments& arguments) {
-  command.add_option("FILE", arguments.file, "a TOML file of [[limit]] (and [[override]]) tables")
+  command
+      .add_option("FILE", arguments.file,
+                  "a TOML file of [[limit]] (and [[override]]) tables, or - for standard input")
       ->required()
       ->type_name("");
   command.add_flag("--dry-run", arguments.dry_run, "print the plan; change nothing");
@@ -262,6 +264,8 @@ void declare_apply(CLI::App& command, Arguments& arguments) {
                    "also remove the limits and overrides the file does not declare");
   command.add_flag("--check", arguments.check,
                    "change nothing; exit 1 when the database differs from the file (drift)");
+  command.add_flag("--allow-empty", arguments.allow_empty,
+                   "with --prune, accept a file that declares no limit (it removes every limit)");
 }
 
 void declare_help(CLI::App& command, Arguments& arguments) {
@@ -582,6 +586,7 @@ Session make_session(const Parser& parser, std::ostream& out, std::ostream& err,
     session.busy_timeout = parse_duration(*globals.busy_timeout, "--busy-timeout");
   }
   session.root = &parser.app;
+  session.input = context.input;
   return session;
 }
 

@@ -15,6 +15,7 @@ struct Context {
   std::string quota_db;       // $QUOTA_DB, empty when unset
   bool no_color = false;      // $NO_COLOR is set
   bool terminal = false;      // stdout is a terminal
+  int input = 0;              // standard input's descriptor, which `apply -` reads
 };
 
 int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,

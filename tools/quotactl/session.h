@@ -57,6 +57,7 @@ struct Arguments {
   std::optional<std::string> watch_for;       // watch --for
   std::string file;                           // apply's FILE
   bool prune = false;                         // apply --prune
+  bool allow_empty = false;                   // apply --allow-empty
   bool check = false;                         // apply --check
 };
 
@@ -77,6 +78,7 @@ struct Session {
   // How long to wait for another connection's lock before giving up (--busy-timeout).
   std::chrono::milliseconds busy_timeout{5000};
   const CLI::App* root = nullptr;  // for `help`
+  int input = 0;                   // standard input's descriptor (`apply -`)
 
   // Writes `document` as the invocation's one JSON document.
   void emit(const nlohmann::ordered_json& document) const;
