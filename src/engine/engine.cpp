@@ -451,10 +451,11 @@ Decision Engine::check_all(const std::vector<std::string_view>& limits, std::str
 
 Decision Engine::check_all(const std::vector<Charge>& charges, std::int64_t cost) {
   validate_charges(charges, cost, "check_all");
-  const detail::Measured measured(impl_->counters);
+  const detail::Measured measured(impl_->counters, detail::Counted::check);
   Decision decision = Impl::counted(
       measured, [&] { return impl_->guarded([&] { return impl_->check_all(charges, cost); }); });
-  impl_->counters.decided(decision.limit, decision.result, measured.elapsed());
+  impl_->counters.decided(measured.operation(), decision.limit, decision.result,
+                          measured.elapsed());
   return decision;
 }
 
