@@ -739,28 +739,42 @@ std::optional<Decision> Engine::Impl::consume_all(const std::vector<Charge>& cha
   std::vector<Result> results;
   std::vector<LeaseGrant> leases;
   std::size_t deciding = 0;
-  for (std::size_t i = 0; i < charges.size(); ++i) {
-    detail::Held held;
-    results.push_back(
-        run_at(Operation::consume, charges[i].limit, charges[i].owner, cost, at, &held));
-    if (!held.lease.empty()) {
-      leases.push_back({std::string(charges[i].limit), std::string(charges[i].owner),
-                        std::move(held.lease), held.expires_at_ms});
+  // Each round decides over every limit. A denial is undone and then counted by the deciding
+  // limit's consume alone; on PostgreSQL the undoing frees the rows' locks, so that consume
+  // may meet units another connection gave back meanwhile and allow: it is undone too, and
+  // the next round decides over every limit again. Only another connection's change starts
+  // a round (SQLite's write lock, held throughout, leaves one round).
+  for (;;) {
+    results.clear();
+    leases.clear();
+    deciding = 0;
+    for (std::size_t i = 0; i < charges.size(); ++i) {
+      detail::Held held;
+      results.push_back(
+          run_at(Operation::consume, charges[i].limit, charges[i].owner, cost, at, &held));
+      if (!held.lease.empty()) {
+        leases.push_back({std::string(charges[i].limit), std::string(charges[i].owner),
+                          std::move(held.lease), held.expires_at_ms});
+      }
+      if (decides_over(results[i], results[deciding])) deciding = i;
     }
-    if (decides_over(results[i], results[deciding])) deciding = i;
-  }
-  const bool allowed = results[deciding].allowed;
-  // A denial holds nothing: the rollback below deletes the leases taken.
-  if (!allowed) leases.clear();
-  if (!allowed) {
+    if (results[deciding].allowed) break;
+    // A denial holds nothing: the rollback deletes the leases taken.
+    leases.clear();
     savepoint.roll_back();
     if (!final) {
       savepoint.release();
       return std::nullopt;
     }
-    results[deciding] =
+    const Result denial =
         run_at(Operation::consume, charges[deciding].limit, charges[deciding].owner, cost, at);
+    if (!denial.allowed) {
+      results[deciding] = denial;
+      break;
+    }
+    savepoint.roll_back();
   }
+  const bool allowed = results[deciding].allowed;
   for (std::size_t i = 0; i < charges.size(); ++i) {
     if (!allowed && i != deciding) continue;
     if (const Hooks* limit_hooks = hooks_of(charges[i].limit)) {
