@@ -441,7 +441,9 @@ TEST_CASE("quotactl consume on a concurrency limit answers the lease it took, an
   };
   run({"limit", "set", "slots", "--max", "2", "--ttl", "30s"});
   run({"limit", "set", "per_minute", "--max", "10", "--per", "1m"});
-  Engine engine = Engine::open(database.location());
+  ManualClock clock;  // the time of the commands' --now
+  clock.set(T);
+  Engine engine = Engine::open(database.location(), options_with(clock));
 
   const auto first = run({"consume", "slots", "u"});
   CHECK(first["allowed"] == true);
