@@ -772,8 +772,7 @@ int quota_consume_with_lease(quota_engine* engine, const char* limit, size_t lim
 
 int quota_consume_with_lease_keyed(quota_engine* engine, const char* limit, size_t limit_length,
                                    const char* owner, size_t owner_length, int64_t cost,
-                                   const char* key, size_t key_length,
-                                   quota_lease_result* result) {
+                                   const char* key, size_t key_length, quota_lease_result* result) {
   return guarded([&] {
     quota::Engine& target = engine_of(engine);
     require_lease_result(result);

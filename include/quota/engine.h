@@ -297,8 +297,8 @@ class QUOTA_API Engine {
   // limit's algorithm and must be able to release what it took, as quotactl's consume.
   LeaseResult consume_with_lease(std::string_view limit, std::string_view owner,
                                  std::int64_t cost = 1);
-  LeaseResult consume_with_lease(std::string_view limit, std::string_view owner,
-                                 std::int64_t cost, std::string_view idempotency_key);
+  LeaseResult consume_with_lease(std::string_view limit, std::string_view owner, std::int64_t cost,
+                                 std::string_view idempotency_key);
   // Moves an unexpired lease's expiry to now + `ttl` (default: its limit's TTL; 1 s to 1
   // day). An unknown, released or expired lease answers allowed false, reason lease_expired,
   // retry_after_ms -1. Throws Error (invalid_argument) for an empty lease id or a bad ttl.

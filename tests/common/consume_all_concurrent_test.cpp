@@ -36,9 +36,10 @@ void define_slots(Engine& engine, const std::string& name, std::int64_t maximum)
   engine.define(limit);
 }
 
-TEST_CASE("consume_all of a rate limit and a concurrency limit from 8 connections admits only "
-          "what it charged on both, with the lease",
-          "[consume_all][lease][concurrency]") {
+TEST_CASE(
+    "consume_all of a rate limit and a concurrency limit from 8 connections admits only "
+    "what it charged on both, with the lease",
+    "[consume_all][lease][concurrency]") {
   const Backend backend = each_backend();
   CAPTURE(to_string(backend));
   TestDatabase database(backend);
@@ -108,9 +109,8 @@ TEST_CASE("consume_all from connections opened afresh for each call is never ref
     define_rate(setup, "ar2");
     define_slots(setup, "ac", 1'000'000);
   }
-  const std::vector<std::string_view> limits =
-      GENERATE(std::vector<std::string_view>{"ar", "ar2"},
-               std::vector<std::string_view>{"ar", "ac"});
+  const std::vector<std::string_view> limits = GENERATE(std::vector<std::string_view>{"ar", "ar2"},
+                                                        std::vector<std::string_view>{"ar", "ac"});
   CAPTURE(limits);
   constexpr int kThreads = 8;
   constexpr int kCalls = 12;

@@ -418,7 +418,6 @@ TEST_CASE("quotactl lease acquire --key and consume a,b print the leases",
   CHECK(database.dump() == before);
 }
 
-
 TEST_CASE("quotactl consume on a concurrency limit answers the lease it took, and can free it",
           "[lease][quotactl]") {
   const Backend backend = each_backend();

@@ -330,9 +330,8 @@ TEST_CASE(
   }
 }
 
-TEST_CASE(
-    "a busy answer that SQLite gives at once does not claim that the busy timeout passed",
-    "[concurrency][sqlite][transactions][busy]") {
+TEST_CASE("a busy answer that SQLite gives at once does not claim that the busy timeout passed",
+          "[concurrency][sqlite][transactions][busy]") {
   TempDir dir;
   const std::string path = dir.file("app.db");
   define_all(path);  // WAL mode
@@ -341,9 +340,9 @@ TEST_CASE(
   SQLite::Database db(path, SQLite::OPEN_READWRITE);
   Engine on_app = quota::sqlite::attach(db, options_with(clock));  // the default 5 s
   RawDb holder(path);
-  SQLite::Transaction transaction(db);               // BEGIN (deferred)
+  SQLite::Transaction transaction(db);              // BEGIN (deferred)
   CHECK(on_app.check("sliding_log", "u").allowed);  // the transaction reads
-  holder.exec("BEGIN IMMEDIATE");                    // another connection takes the write lock
+  holder.exec("BEGIN IMMEDIATE");                   // another connection takes the write lock
   const auto started = std::chrono::steady_clock::now();
   try {
     // A read that must upgrade to a write while another connection writes: no handler waits.

@@ -278,8 +278,8 @@ int operate(Session& session, const Arguments& arguments, Operation operation) {
   session.out << human_line(session, operation, request, result, shown_of(engine, request))
               << replayed_note(result) << '\n';
   if (!answer.lease.empty()) {
-    session.out << lease_line(session, {request.limit, request.owner, answer.lease,
-                                        answer.expires_at_ms});
+    session.out << lease_line(session,
+                              {request.limit, request.owner, answer.lease, answer.expires_at_ms});
   }
   return status;
 }
