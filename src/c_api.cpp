@@ -758,6 +758,31 @@ int quota_acquire_lease_keyed(quota_engine* engine, const char* limit, size_t li
   });
 }
 
+int quota_consume_with_lease(quota_engine* engine, const char* limit, size_t limit_length,
+                             const char* owner, size_t owner_length, int64_t cost,
+                             quota_lease_result* result) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    require_lease_result(result);
+    store_lease(target.consume_with_lease(text(limit, limit_length, "the limit name"),
+                                          text(owner, owner_length, "the owner"), cost),
+                result);
+  });
+}
+
+int quota_consume_with_lease_keyed(quota_engine* engine, const char* limit, size_t limit_length,
+                                   const char* owner, size_t owner_length, int64_t cost,
+                                   const char* key, size_t key_length, quota_lease_result* result) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    require_lease_result(result);
+    store_lease(target.consume_with_lease(text(limit, limit_length, "the limit name"),
+                                          text(owner, owner_length, "the owner"), cost,
+                                          text(key, key_length, "the idempotency key")),
+                result);
+  });
+}
+
 int quota_renew_lease(quota_engine* engine, const char* lease, size_t lease_length, int64_t ttl_ms,
                       quota_lease_result* result) {
   return guarded([&] {

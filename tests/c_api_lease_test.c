@@ -390,6 +390,43 @@ static void test_keyed_acquire(quota_engine* engine) {
   CHECK(leases_of(engine, TEXT("exports"), TEXT("acct")) == 0);
 }
 
+/* quota_consume_with_lease: the lease a consume took, whatever the limit's algorithm. */
+static void test_consume_with_lease(quota_engine* engine) {
+  CHECK(quota_define(engine, TEXT("slots"), QUOTA_CONCURRENCY, 1, 60000, QUOTA_NO_BURST) ==
+        QUOTA_OK);
+  quota_lease_result taken, denied, rate, keyed, again;
+  CHECK(quota_consume_with_lease(engine, TEXT("slots"), TEXT("c1"), 1, &taken) == QUOTA_OK);
+  CHECK(taken.result.allowed == 1 && is_lease_id(taken.lease));
+  CHECK(taken.expires_at_ms == now_ms + 60000 && taken.replayed == 0);
+  CHECK(leases_of(engine, TEXT("slots"), TEXT("c1")) == 1);
+  /* Full: denied, no lease named. */
+  CHECK(quota_consume_with_lease(engine, TEXT("slots"), TEXT("c1"), 1, &denied) == QUOTA_OK);
+  CHECK(denied.result.allowed == 0 && denied.lease[0] == '\0' && denied.expires_at_ms == 0);
+  int held = 0;
+  CHECK(quota_release_lease(engine, taken.lease, strlen(taken.lease), &held) == QUOTA_OK);
+  CHECK(held == 1 && leases_of(engine, TEXT("slots"), TEXT("c1")) == 0);
+  /* A rate limit: a consume, and no lease. */
+  CHECK(quota_consume_with_lease(engine, TEXT("send"), TEXT("c1"), 1, &rate) == QUOTA_OK);
+  CHECK(rate.result.allowed == 1 && rate.lease[0] == '\0' && rate.expires_at_ms == 0);
+  /* With a key, consume's: the retry answers the same lease and takes none. */
+  CHECK(quota_consume_with_lease_keyed(engine, TEXT("slots"), TEXT("c2"), 1, TEXT("job-9"),
+                                       &keyed) == QUOTA_OK);
+  CHECK(keyed.result.allowed == 1 && is_lease_id(keyed.lease) && keyed.replayed == 0);
+  CHECK(quota_consume_with_lease_keyed(engine, TEXT("slots"), TEXT("c2"), 1, TEXT("job-9"),
+                                       &again) == QUOTA_OK);
+  CHECK(again.replayed == 1 && strcmp(again.lease, keyed.lease) == 0);
+  quota_result consumed;
+  int replayed = 0;
+  CHECK(quota_consume_keyed(engine, TEXT("slots"), TEXT("c2"), 1, TEXT("job-9"), &consumed,
+                            &replayed) == QUOTA_OK);
+  CHECK(replayed == 1);
+  CHECK(leases_of(engine, TEXT("slots"), TEXT("c2")) == 1);
+  CHECK(quota_consume_with_lease(engine, TEXT("slots"), TEXT("c3"), 1, NULL) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(SAYS("result is NULL"));
+  CHECK(leases_of(engine, TEXT("slots"), TEXT("c3")) == 0);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: c_api_lease_test SCRATCH_DIR\n");
@@ -406,6 +443,7 @@ int main(int argc, char** argv) {
   test_acquire_renew_release(engine);
   test_bad_input(engine);
   test_keyed_acquire(engine);
+  test_consume_with_lease(engine);
   quota_close(engine);
 
   static const char* const suffixes[] = {"", "-wal", "-shm"};

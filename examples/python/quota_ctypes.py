@@ -390,6 +390,10 @@ def load(path=None):
             ctypes.c_int64, ctypes.POINTER(LeaseResult)]),
         "quota_acquire_lease_keyed": (ctypes.c_int, [engine] + text + text + [ctypes.c_int64]
                                       + text + [ctypes.POINTER(LeaseResult)]),
+        "quota_consume_with_lease": (ctypes.c_int, [engine] + text + text + [
+            ctypes.c_int64, ctypes.POINTER(LeaseResult)]),
+        "quota_consume_with_lease_keyed": (ctypes.c_int, [engine] + text + text + [ctypes.c_int64]
+                                           + text + [ctypes.POINTER(LeaseResult)]),
         "quota_renew_lease": (ctypes.c_int, [engine] + text + [
             ctypes.c_int64, ctypes.POINTER(LeaseResult)]),
         "quota_release_lease": (ctypes.c_int, [engine] + text + [ctypes.POINTER(ctypes.c_int)]),
@@ -669,6 +673,21 @@ class Engine:
         else:
             _checked(load().quota_acquire_lease(self._handle, *_utf8(limit), *_utf8(owner),
                                                 cost, ctypes.byref(result)))
+        return result
+
+    def consume_with_lease(self, limit, owner, cost=1, key=None):
+        """consume that also answers the lease it took: a LeaseResult whose `lease` is the id
+        of the lease a concurrency limit took ("" on any other algorithm, or when none was),
+        so that it can be released. `key` as consume's."""
+        result = LeaseResult()
+        if key is not None:
+            _checked(load().quota_consume_with_lease_keyed(self._handle, *_utf8(limit),
+                                                           *_utf8(owner), cost, *_utf8(key),
+                                                           ctypes.byref(result)))
+        else:
+            _checked(load().quota_consume_with_lease(self._handle, *_utf8(limit),
+                                                     *_utf8(owner), cost,
+                                                     ctypes.byref(result)))
         return result
 
     def renew_lease(self, lease, ttl_ms=None):
@@ -1191,6 +1210,21 @@ def demo_keyed_leases(engine, now, expect):
     expect(engine.acquire_lease("exports", "acct-9", key="k" * 255).allowed == 1,
            "a key of 255 bytes is the longest")
     engine.release_lease(first.lease)
+
+    # A consume on a concurrency limit names the lease it took too (consume_with_lease), with
+    # or without a key; on a rate limit it names none.
+    taken = engine.consume_with_lease("exports", "acct-10")
+    expect(taken.allowed == 1 and len(taken.lease) == LEASE_ID_LENGTH,
+           "consume_with_lease answers the lease")
+    keyed = engine.consume_with_lease("exports", "acct-10", key="consume-1")
+    again = engine.consume_with_lease("exports", "acct-10", key="consume-1")
+    expect(again.replayed and again.lease == keyed.lease, "a keyed retry answers the same lease")
+    expect(sorted(row.lease for row in engine.leases("exports", "acct-10")) ==
+           sorted([taken.lease, keyed.lease]), "the leases consume_with_lease named are held")
+    expect(engine.release_lease(taken.lease) and engine.release_lease(keyed.lease),
+           "and can be released")
+    plain = engine.consume_with_lease("minute", "acct-10")
+    expect(plain.allowed == 1 and plain.lease == "", "a rate limit names no lease")
 
 
 def demo_acquire(expect):

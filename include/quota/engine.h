@@ -281,7 +281,8 @@ class QUOTA_API Engine {
   // owner's capacity, in one statement; denied, retry_after_ms is the wait until enough held
   // units expire (-1 for a cost above the capacity) and no lease is taken. consume, check,
   // record and reset work on a concurrency limit too (consume takes a lease whose id it does
-  // not return; record takes one even over the capacity; reset releases every lease of the
+  // not return: consume_with_lease below answers it; record takes one even over the
+  // capacity; reset releases every lease of the
   // owner). Throws Error: invalid_argument (bad name, owner or cost; a limit that is not a
   // concurrency limit), unknown_limit.
   // It is decided as consume is: under Options::failure_policy (a fail_open allowance,
@@ -295,6 +296,14 @@ class QUOTA_API Engine {
   // (idempotency_conflict). Throws Error (invalid_argument) for a bad key.
   LeaseResult acquire_lease(std::string_view limit, std::string_view owner, std::int64_t cost,
                             std::string_view idempotency_key);
+  // consume (with an idempotency key: consume's, in the same key space), answering also the
+  // lease it took when `limit` is a concurrency limit (lease and expires_at_ms; "" and 0 on
+  // any other algorithm, or when none was taken): for a caller that does not know the
+  // limit's algorithm and must be able to release what it took, as quotactl's consume.
+  LeaseResult consume_with_lease(std::string_view limit, std::string_view owner,
+                                 std::int64_t cost = 1);
+  LeaseResult consume_with_lease(std::string_view limit, std::string_view owner, std::int64_t cost,
+                                 std::string_view idempotency_key);
   // Moves an unexpired lease's expiry to now + `ttl` (default: its limit's TTL; 1 s to 1
   // day). An unknown, released or expired lease answers allowed false, reason lease_expired,
   // retry_after_ms -1. Throws Error (invalid_argument) for an empty lease id or a bad ttl.

@@ -87,7 +87,7 @@ enum {
    * which expires period_ms (its TTL: 1000 ... 86400000, 1 s ... 1 day) after it was taken or
    * renewed; burst must be QUOTA_NO_BURST (docs/concepts.md, "How many at once"). Take
    * leases with quota_acquire_lease: quota_consume on such a limit takes one too, but does not
-   * say its id, so that it can only expire. */
+   * say its id, so that it can only expire (quota_consume_with_lease says it). */
   QUOTA_CONCURRENCY = 4
 };
 
@@ -482,6 +482,20 @@ QUOTA_API int quota_acquire_lease_keyed(quota_engine* engine, const char* limit,
                                         size_t limit_length, const char* owner, size_t owner_length,
                                         int64_t cost, const char* key, size_t key_length,
                                         quota_lease_result* result);
+
+/* quota_consume that also answers the lease it took (quota::Engine::consume_with_lease), for a
+ * caller that does not know the limit's algorithm: on a concurrency limit *result receives the
+ * lease's id and expiry as quota_acquire_lease's does; on any other algorithm, or when no lease
+ * was taken, lease "" and expires_at_ms 0. *result must not be NULL. The _keyed form takes an
+ * idempotency key as quota_consume_keyed does (the same keys: a retry answers the first
+ * consume's lease, replayed 1). */
+QUOTA_API int quota_consume_with_lease(quota_engine* engine, const char* limit, size_t limit_length,
+                                       const char* owner, size_t owner_length, int64_t cost,
+                                       quota_lease_result* result);
+QUOTA_API int quota_consume_with_lease_keyed(quota_engine* engine, const char* limit,
+                                             size_t limit_length, const char* owner,
+                                             size_t owner_length, int64_t cost, const char* key,
+                                             size_t key_length, quota_lease_result* result);
 
 /* Moves an unexpired lease's expiry to now + ttl_ms (1000 ... 86400000), or now + its limit's
  * TTL with ttl_ms 0. An unknown, released or expired lease answers QUOTA_OK with

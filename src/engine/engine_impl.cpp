@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 #include <tuple>
 
 #include "idempotency.h"
@@ -552,7 +553,11 @@ std::optional<Row> Engine::Impl::run_specialised_first(Operation operation,
                                                        detail::StatementKind kind,
                                                        std::string_view limit,
                                                        const detail::StatementRequest& request) {
-  if (const auto specialised = specialised_kind(operation, kind, limit)) {
+  // A specialised statement refused ("unknown limit": no longer this shape) inside a
+  // transaction would abort it where a failed statement aborts the transaction (PostgreSQL):
+  // there, inside one, the general statement runs alone.
+  const auto specialised = specialised_kind(operation, kind, limit);
+  if (specialised && (store->capabilities().atomic_statements || !store->in_transaction())) {
     if (std::optional<Row> row = store->run(operation, *specialised, request)) return row;
   }
   return store->run(operation, kind, request);
@@ -735,32 +740,60 @@ std::optional<Decision> Engine::Impl::consume_all(const std::vector<Charge>& cha
       return decision;
     }
   }
-  std::vector<Result> results;
-  std::vector<LeaseGrant> leases;
+  // The limits are charged in one order whatever the call's (by limit, then owner), so that
+  // two calls naming them in other orders never wait on each other's rows (a deadlock on
+  // PostgreSQL); the answer reads them in the call's order.
+  std::vector<std::size_t> order(charges.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::tie(charges[a].limit, charges[a].owner) <
+           std::tie(charges[b].limit, charges[b].owner);
+  });
+  std::vector<Result> results(charges.size());
+  std::vector<std::optional<LeaseGrant>> taken(charges.size());
   std::size_t deciding = 0;
-  for (std::size_t i = 0; i < charges.size(); ++i) {
-    detail::Held held;
-    results.push_back(
-        run_at(Operation::consume, charges[i].limit, charges[i].owner,
-               charges[i].cost.value_or(cost), at, &held));
-    if (!held.lease.empty()) {
-      leases.push_back({std::string(charges[i].limit), std::string(charges[i].owner),
-                        std::move(held.lease), held.expires_at_ms});
+  // Each round decides over every limit. A denial is undone and then counted by the deciding
+  // limit's consume alone; on PostgreSQL the undoing frees the rows' locks, so that consume
+  // may meet units another connection gave back meanwhile and allow: it is undone too, and
+  // the next round decides over every limit again. Only another connection's change starts
+  // a round (SQLite's write lock, held throughout, leaves one round).
+  for (;;) {
+    for (const std::size_t i : order) {
+      detail::Held held;
+      results[i] = run_at(Operation::consume, charges[i].limit, charges[i].owner,
+                          charges[i].cost.value_or(cost), at, &held);
+      taken[i].reset();
+      if (!held.lease.empty()) {
+        taken[i] = LeaseGrant{std::string(charges[i].limit), std::string(charges[i].owner),
+                              std::move(held.lease), held.expires_at_ms};
+      }
     }
-    if (decides_over(results[i], results[deciding])) deciding = i;
-  }
-  const bool allowed = results[deciding].allowed;
-  // A denial holds nothing: the rollback below deletes the leases taken.
-  if (!allowed) leases.clear();
-  if (!allowed) {
+    deciding = 0;
+    for (std::size_t i = 1; i < charges.size(); ++i) {
+      if (decides_over(results[i], results[deciding])) deciding = i;
+    }
+    if (results[deciding].allowed) break;
+    // A denial holds nothing: the rollback deletes the leases taken.
     savepoint.roll_back();
     if (!final) {
       savepoint.release();
       return std::nullopt;
     }
-    results[deciding] = run_at(Operation::consume, charges[deciding].limit,
-                               charges[deciding].owner, charges[deciding].cost.value_or(cost), at);
+    const Result denial = run_at(Operation::consume, charges[deciding].limit,
+                                 charges[deciding].owner, charges[deciding].cost.value_or(cost), at);
+    if (!denial.allowed) {
+      results[deciding] = denial;
+      break;
+    }
+    savepoint.roll_back();
   }
+  std::vector<LeaseGrant> leases;
+  if (results[deciding].allowed) {
+    for (std::optional<LeaseGrant>& lease : taken) {
+      if (lease) leases.push_back(std::move(*lease));
+    }
+  }
+  const bool allowed = results[deciding].allowed;
   for (std::size_t i = 0; i < charges.size(); ++i) {
     if (!allowed && i != deciding) continue;
     if (const Hooks* limit_hooks = hooks_of(charges[i].limit)) {

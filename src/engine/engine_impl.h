@@ -379,7 +379,9 @@ struct QUOTA_ENGINE_IMPL_HIDDEN Engine::Impl {
 
   // consume_all: every limit's before_consume first, then every consume in one savepoint;
   // on a denial, everything is rolled back and the deciding limit alone is consumed again,
-  // which denies again (same state, same time) and so counts the denial. An allowance
+  // to count the denial; when that consume allows (another connection gave units back in
+  // between), it is rolled back as well and every limit is decided again. So an answer is
+  // allowed only when every limit was charged in it. An allowance
   // answers the leases its concurrency limits took (Decision::leases); a denial none.
   // `final` false: a waiting attempt of acquire, whose denial is rolled back entirely and
   // answered as nullopt (no denial counted, no block started, no after hook or on_exceeded

@@ -14,6 +14,8 @@ thread_local std::chrono::milliseconds wait_limit = std::chrono::milliseconds::m
 // The end of the current wait_out on this thread: no wait of the handler goes past it.
 thread_local std::chrono::steady_clock::time_point wait_deadline =
     std::chrono::steady_clock::time_point::max();
+// The waits on this thread that gave up because the busy timeout had passed.
+thread_local std::uint64_t timed_out = 0;
 
 bool is_busy(const SQLite::Exception& error) {
   const int code = error.getErrorCode() & 0xFF;
@@ -51,12 +53,18 @@ void BusyHandler::wait_out(const std::function<void()>& step, sqlite3* db) const
       return;
     } catch (const SQLite::Exception& error) {
       const bool in_transaction = db != nullptr && sqlite3_get_autocommit(db) == 0;
-      if (!is_busy(error) || in_transaction || steady_clock::now() >= wait_deadline) throw;
+      if (!is_busy(error) || in_transaction) throw;
+      if (steady_clock::now() >= wait_deadline) {
+        ++timed_out;
+        throw;
+      }
     }
     const auto pause_end = std::min(steady_clock::now() + pause(kYields + attempt), wait_deadline);
     std::this_thread::sleep_until(pause_end);
   }
 }
+
+std::uint64_t BusyHandler::timeouts() { return timed_out; }
 
 std::chrono::microseconds BusyHandler::pause(int attempt) {
   if (attempt < kYields) return std::chrono::microseconds(0);
@@ -69,6 +77,8 @@ int BusyHandler::on_busy(void* timeout_ms, int attempt) {
   const auto now = std::chrono::steady_clock::now();
   if (attempt == 0) wait_started = now;
   if (now - wait_started >= std::min(timeout, wait_limit) || now >= wait_deadline) {
+    // A shorter WaitLimit's end is not the timeout's.
+    if (now - wait_started >= timeout || now >= wait_deadline) ++timed_out;
     return 0;  // give up: SQLITE_BUSY
   }
   const std::chrono::microseconds wait = pause(attempt);

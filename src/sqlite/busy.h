@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 
 namespace quota::detail {
@@ -23,6 +24,11 @@ class BusyHandler {
 
   // Installs the handler on `db`, replacing any other busy handler or timeout.
   void install(sqlite3* db) const;
+
+  // How many waits on this thread have given up because the timeout had passed (the
+  // handler's, or wait_out's). SQLite also answers busy without any wait (see wait_out): a
+  // busy failure after which this count has not grown did not wait out the timeout.
+  static std::uint64_t timeouts();
 
   // How long the `attempt`th retry (0, 1, ...) of one wait pauses: zero (a yield of the
   // processor) for the first kYields, then 16 us doubling up to kLongestPause.

@@ -9,9 +9,13 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
+#include <iterator>
 #include <map>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "sqlite/busy.h"
 #include "sqlite/checkpoint.h"
@@ -20,7 +24,8 @@
 
 namespace quota::detail {
 
-void throw_sqlite(const SQLite::Exception& error, std::chrono::milliseconds busy_timeout) {
+void throw_sqlite(const SQLite::Exception& error, std::chrono::milliseconds busy_timeout,
+                  bool timed_out) {
   if ((error.getErrorCode() & 0xFF) == SQLITE_BUSY &&
       error.getExtendedErrorCode() == SQLITE_BUSY_SNAPSHOT) {
     throw TransactionConflict(
@@ -29,7 +34,7 @@ void throw_sqlite(const SQLite::Exception& error, std::chrono::milliseconds busy
         "transaction cannot write (SQLITE_BUSY_SNAPSHOT): roll it back and run it again; a "
         "transaction that consumes should begin with BEGIN IMMEDIATE");
   }
-  throw translate_sqlite(error, busy_timeout);
+  throw translate_sqlite(error, busy_timeout, {}, timed_out);
 }
 
 namespace {
@@ -57,7 +62,7 @@ std::string why_read_only(const std::string& path) {
 }  // namespace
 
 Error translate_sqlite(const SQLite::Exception& error, std::chrono::milliseconds busy_timeout,
-                       const std::string& path) {
+                       const std::string& path, bool timed_out) {
   const std::string what = error.what();
   if (what.find("unknown limit") != std::string::npos) {
     return Error(ErrorCode::unknown_limit, "unknown limit: " + what);
@@ -69,6 +74,14 @@ Error translate_sqlite(const SQLite::Exception& error, std::chrono::milliseconds
   switch (error.getErrorCode() & 0xFF) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
+      if (!timed_out) {
+        return Error(ErrorCode::busy,
+                     fmt::format("{} was locked by another connection, and SQLite answered busy "
+                                 "at once instead of waiting (a transaction that read before it "
+                                 "writes cannot wait for the write lock): retry; a transaction "
+                                 "of your own that writes should begin with BEGIN IMMEDIATE",
+                                 named("the database")));
+      }
       if (!path.empty()) {
         return Error(ErrorCode::busy,
                      fmt::format("{} stayed locked by another connection past the busy timeout "
@@ -295,12 +308,37 @@ class SqliteStore final : public Store {
     });
   }
 
-  void savepoint(std::string_view name) override { exec(fmt::format("SAVEPOINT {}", name)); }
+  // Every savepoint is of an operation that writes. Outside a transaction it begins one
+  // that holds the write lock from the start (BEGIN IMMEDIATE, which the busy handler waits
+  // for), and its release commits it: a deferred transaction that read first could not
+  // upgrade to a write while another connection writes (SQLite answers busy at once,
+  // without waiting, or SQLITE_BUSY_SNAPSHOT).
+  void savepoint(std::string_view name) override {
+    const bool begins = !in_transaction();
+    if (begins) guarded([&] { step_all("BEGIN IMMEDIATE", {}, nullptr); });
+    try {
+      exec(fmt::format("SAVEPOINT {}", name));
+    } catch (...) {
+      if (begins) sqlite3_exec(db_.getHandle(), "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+    savepoints_.push_back({std::string(name), begins});
+  }
   void rollback_to(std::string_view name) override { exec(fmt::format("ROLLBACK TO {}", name)); }
-  void release(std::string_view name) override { exec(fmt::format("RELEASE {}", name)); }
+  void release(std::string_view name) override {
+    // Forgotten only once done: a commit that failed is undone by abandon.
+    if (began_transaction(name)) {
+      guarded([&] { step_all("COMMIT", {}, nullptr); });
+    } else {
+      exec(fmt::format("RELEASE {}", name));
+    }
+    forget_savepoint(name);
+  }
   void abandon(std::string_view name) noexcept override {
     // If even the rollback fails, the connection reports it at the next statement.
-    const std::string sql = fmt::format("ROLLBACK TO {0}; RELEASE {0}", name);
+    const std::string sql = forget_savepoint(name)
+                                ? std::string("ROLLBACK")
+                                : fmt::format("ROLLBACK TO {0}; RELEASE {0}", name);
     sqlite3_exec(db_.getHandle(), sql.c_str(), nullptr, nullptr, nullptr);
   }
 
@@ -315,10 +353,11 @@ class SqliteStore final : public Store {
       explicit Untranslated(bool& raw) : flag(raw) { flag = true; }
       ~Untranslated() { flag = false; }
     } untranslated(raw_errors_);
+    const std::uint64_t timeouts = BusyHandler::timeouts();
     try {
       busy_.wait_out(step, db_.getHandle());
     } catch (const SQLite::Exception& error) {
-      fail(error);
+      fail(error, BusyHandler::timeouts() != timeouts);
     }
   }
 
@@ -384,22 +423,43 @@ class SqliteStore final : public Store {
  private:
   template <typename Function>
   auto guarded(Function&& function) -> decltype(function()) {
+    const std::uint64_t timeouts = BusyHandler::timeouts();
     try {
       return function();
     } catch (const SQLite::Exception& error) {
       if (raw_errors_) throw;
-      fail(error);
+      fail(error, BusyHandler::timeouts() != timeouts);
     }
   }
 
-  // throw_sqlite, naming the file when it cannot be written or opened.
-  [[noreturn]] void fail(const SQLite::Exception& error) {
+  // Whether the innermost savepoint named `name` began the transaction.
+  bool began_transaction(std::string_view name) const {
+    for (auto it = savepoints_.rbegin(); it != savepoints_.rend(); ++it) {
+      if (it->name == name) return it->began_transaction;
+    }
+    return false;
+  }
+  // Forgets the innermost savepoint named `name`; whether it began the transaction.
+  bool forget_savepoint(std::string_view name) noexcept {
+    for (auto it = savepoints_.rbegin(); it != savepoints_.rend(); ++it) {
+      if (it->name == name) {
+        const bool began = it->began_transaction;
+        savepoints_.erase(std::next(it).base());
+        return began;
+      }
+    }
+    return false;
+  }
+
+  // throw_sqlite, naming the file when it cannot be written or opened; `timed_out` as
+  // translate_sqlite's.
+  [[noreturn]] void fail(const SQLite::Exception& error, bool timed_out = true) {
     const int code = error.getErrorCode() & 0xFF;
     if ((code == SQLITE_READONLY && !is_hot_journal(error)) || code == SQLITE_CANTOPEN) {
       const char* file = sqlite3_db_filename(db_.getHandle(), "main");
       throw translate_sqlite(error, settings_.busy_timeout, file ? file : "");
     }
-    throw_sqlite(error, settings_.busy_timeout);
+    throw_sqlite(error, settings_.busy_timeout, timed_out);
   }
 
   void exec(const std::string& sql) {
@@ -475,6 +535,12 @@ class SqliteStore final : public Store {
   bool raw_errors_ = false;
   // Whether the exclusive transaction in progress is a savepoint of an open transaction.
   bool nested_exclusive_ = false;
+  // The savepoints open, innermost last, each with whether it began the transaction.
+  struct Savepoint {
+    std::string name;
+    bool began_transaction;
+  };
+  std::vector<Savepoint> savepoints_;
 };
 
 }  // namespace

@@ -55,10 +55,11 @@ void use_wal(SQLite::Database& database);
 
 // SQLite's failures as the library's one error type, with what to do about them, naming the
 // database by `path` when one is given; throw_sqlite throws it, as TransactionConflict for a
-// write refused to a stale snapshot.
+// write refused to a stale snapshot. `timed_out`: whether a busy failure came after the busy
+// timeout had passed (BusyHandler::timeouts), or at once, which its message then says.
 Error translate_sqlite(const SQLite::Exception& error, std::chrono::milliseconds busy_timeout,
-                       const std::string& path = {});
+                       const std::string& path = {}, bool timed_out = true);
 [[noreturn]] void throw_sqlite(const SQLite::Exception& error,
-                               std::chrono::milliseconds busy_timeout);
+                               std::chrono::milliseconds busy_timeout, bool timed_out = true);
 
 }  // namespace quota::detail

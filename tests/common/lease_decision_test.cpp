@@ -420,4 +420,71 @@ TEST_CASE("quotactl lease acquire --key and consume a,b print the leases",
   CHECK(database.dump() == before);
 }
 
+TEST_CASE("quotactl consume on a concurrency limit answers the lease it took, and can free it",
+          "[lease][quotactl]") {
+  const Backend backend = each_backend();
+  CAPTURE(to_string(backend));
+  TestDatabase database(backend);
+  { Engine migrated = Engine::open(database.location()); }
+  const auto run = [&](std::vector<std::string> args, int expected = 0, bool json = true,
+                       bool fixed_now = true) {
+    std::ostringstream out;
+    std::ostringstream err;
+    args.insert(args.begin(), {"--db", database.location()});
+    if (fixed_now) args.insert(args.begin(), {"--now", std::to_string(T)});
+    if (json) args.insert(args.begin(), "--json");
+    const int status = quotactl::run(args, out, err);
+    INFO(err.str());
+    CHECK(status == expected);
+    if (!json) return nlohmann::json(out.str());
+    return status == 0 || status == 1 ? nlohmann::json::parse(out.str())
+                                      : nlohmann::json(err.str());
+  };
+  run({"limit", "set", "slots", "--max", "2", "--ttl", "30s"});
+  run({"limit", "set", "per_minute", "--max", "10", "--per", "1m"});
+  ManualClock clock;  // the time of the commands' --now
+  clock.set(T);
+  Engine engine = Engine::open(database.location(), options_with(clock));
+
+  const auto first = run({"consume", "slots", "u"});
+  CHECK(first["allowed"] == true);
+  REQUIRE(first.contains("lease"));
+  const std::string id = first["lease"];
+  CHECK(id.size() == 32);
+  CHECK(first["expires_at_ms"] == T + 30'000);
+  REQUIRE(engine.leases("slots").size() == 1);
+  CHECK(engine.leases("slots").front().lease == id);
+
+  // The text line names it too, with how to free it.
+  const std::string line = run({"consume", "slots", "u"}, 0, false).get<std::string>();
+  const std::vector<LeaseInfo> held = engine.leases("slots");
+  REQUIRE(held.size() == 2);
+  const std::string second = held[0].lease == id ? held[1].lease : held[0].lease;
+  CHECK_THAT(line, Catch::Contains("lease " + second + " on slots until ") &&
+                       Catch::Contains("quotactl lease release " + second));
+
+  // Full: denied, and no lease named.
+  const auto denied = run({"consume", "slots", "u"}, 1);
+  CHECK_FALSE(denied.contains("lease"));
+  CHECK(run({"lease", "release", id})["released"] == true);
+  CHECK(run({"lease", "release", second})["released"] == true);
+
+  // With a key: the retry answers the same lease.
+  const auto keyed = run({"consume", "slots", "u", "--key", "k-1"});
+  const auto replayed = run({"consume", "slots", "u", "--key", "k-1"});
+  CHECK(replayed["replayed"] == true);
+  CHECK(replayed["lease"] == keyed["lease"]);
+  CHECK(replayed["expires_at_ms"] == keyed["expires_at_ms"]);
+  CHECK(run({"lease", "release", keyed["lease"].get<std::string>()})["released"] == true);
+
+  // With --wait (on the system clock): acquire's path names it as well.
+  const auto waited = run({"consume", "slots", "u", "--wait", "1s"}, 0, true, false);
+  REQUIRE(waited.contains("lease"));
+  CHECK(run({"lease", "release", waited["lease"].get<std::string>()})["released"] == true);
+  CHECK(engine.leases("slots").empty());
+
+  // A rate limit takes no lease and names none.
+  CHECK_FALSE(run({"consume", "per_minute", "u"}).contains("lease"));
+}
+
 }  // namespace quota::test

@@ -330,6 +330,36 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("a busy answer that SQLite gives at once does not claim that the busy timeout passed",
+          "[concurrency][sqlite][transactions][busy]") {
+  TempDir dir;
+  const std::string path = dir.file("app.db");
+  define_all(path);  // WAL mode
+  ManualClock clock;
+  clock.set(T);
+  SQLite::Database db(path, SQLite::OPEN_READWRITE);
+  Engine on_app = quota::sqlite::attach(db, options_with(clock));  // the default 5 s
+  RawDb holder(path);
+  SQLite::Transaction transaction(db);              // BEGIN (deferred)
+  CHECK(on_app.check("sliding_log", "u").allowed);  // the transaction reads
+  holder.exec("BEGIN IMMEDIATE");                   // another connection takes the write lock
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    // A read that must upgrade to a write while another connection writes: no handler waits.
+    on_app.consume("sliding_log", "u");
+    FAIL("a write succeeded while another connection held the write lock");
+  } catch (const Error& error) {
+    CHECK(error.code() == ErrorCode::busy);
+    const std::string message = error.what();
+    CHECK(message.find("busy timeout") == std::string::npos);
+    CHECK(message.find("5000 ms") == std::string::npos);
+    CHECK(message.find("at once") != std::string::npos);
+    CHECK(message.find("BEGIN IMMEDIATE") != std::string::npos);
+  }
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
+  holder.exec("ROLLBACK");
+}
+
 TEST_CASE(
     "a consume in the application's transaction on a SQLite file commits or rolls back with it, "
     "as other connections see",

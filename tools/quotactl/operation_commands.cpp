@@ -154,6 +154,13 @@ Shown shown_of(quota::Engine& engine, const Request& request) {
   return shown;
 }
 
+// The line under a consume's that names a lease it took, and how to free it.
+std::string lease_line(const Session& session, const quota::LeaseGrant& lease) {
+  return fmt::format("  lease {} on {} until {} (in {}): `quotactl lease release {}` frees it\n",
+                     lease.lease, lease.limit, format_time(lease.expires_at_ms),
+                     format_duration(lease.expires_at_ms - session.now), lease.lease);
+}
+
 // One limit of `consume a,b=5`: its name and, after '=', a cost of its own.
 struct NamedCost {
   std::string limit;
@@ -264,12 +271,7 @@ int consume_all(Session& session, const Arguments& arguments, Operation operatio
                             shown_of(engine, request))
               << fmt::format(" [decided by {} of {} limits]", decision.limit, limits.size())
               << replayed_note(decision.result) << '\n';
-  for (const quota::LeaseGrant& lease : decision.leases) {
-    session.out << fmt::format("  lease {} on {} until {} (in {}): `quotactl lease release {}` "
-                               "frees it\n",
-                               lease.lease, lease.limit, format_time(lease.expires_at_ms),
-                               format_duration(lease.expires_at_ms - session.now), lease.lease);
-  }
+  for (const quota::LeaseGrant& lease : decision.leases) session.out << lease_line(session, lease);
   return status;
 }
 
@@ -285,24 +287,58 @@ std::optional<std::chrono::milliseconds> parse_wait(const Session& session,
   return wait;
 }
 
+// A consume's answer and the lease it took (a concurrency limit's; none: empty): every path
+// that takes a lease answers with it, since a lease nobody can name only waits out its TTL.
+quota::LeaseResult consume_leasing(quota::Engine& engine, const Request& request,
+                                   std::optional<std::chrono::milliseconds> wait) {
+  if (wait) {
+    // acquire's own path, whose Decision names the lease.
+    const std::vector<std::string_view> names{request.limit};
+    quota::Decision decision = engine.acquire_all(names, request.owner, request.cost, *wait);
+    quota::LeaseResult answer;
+    static_cast<quota::Result&>(answer) = decision.result;
+    if (!decision.leases.empty()) {
+      answer.lease = std::move(decision.leases.front().lease);
+      answer.expires_at_ms = decision.leases.front().expires_at_ms;
+    }
+    return answer;
+  }
+  return request.key
+             ? engine.consume_with_lease(request.limit, request.owner, request.cost, *request.key)
+             : engine.consume_with_lease(request.limit, request.owner, request.cost);
+}
+
 int operate(Session& session, const Arguments& arguments, Operation operation) {
   const Request request = parse_request(arguments);
   const std::optional<std::chrono::milliseconds> wait = parse_wait(session, arguments);
   quota::Engine engine = wait ? session.open_engine(quota::system_clock_ms)
                          : operation == Operation::check ? session.open_reader()
                                                          : session.open_engine();
-  const quota::Result result =
-      wait ? engine.acquire(request.limit, request.owner, request.cost, *wait)
-           : perform(engine, operation, request);
+  quota::LeaseResult answer;
+  if (operation == Operation::consume) {
+    answer = consume_leasing(engine, request, wait);
+  } else {
+    static_cast<quota::Result&>(answer) = perform(engine, operation, request);
+  }
+  const quota::Result& result = answer;
   // The human line's times are from the moment the answer came.
   if (wait) session.now = engine.now();
   const int status = result.allowed || operation == Operation::refund ? 0 : 1;
   if (session.json) {
-    session.emit(to_json(request, result));
+    nlohmann::ordered_json document = to_json(request, result);
+    if (!answer.lease.empty()) {
+      document["lease"] = answer.lease;
+      document["expires_at_ms"] = answer.expires_at_ms;
+    }
+    session.emit(document);
     return status;
   }
   session.out << human_line(session, operation, request, result, shown_of(engine, request))
               << replayed_note(result) << '\n';
+  if (!answer.lease.empty()) {
+    session.out << lease_line(session,
+                              {request.limit, request.owner, answer.lease, answer.expires_at_ms});
+  }
   return status;
 }
 
