@@ -263,8 +263,8 @@ void validate_owner(std::string_view owner) {
 // ends at a NUL and refuses invalid UTF-8, where SQLite would keep the bytes.
 void validate_idempotency_key(std::string_view key) {
   if (key.empty() || key.size() > detail::kMaxKeyBytes) {
-    invalid(fmt::format("the idempotency key {} is {} bytes long: give 1 to {} bytes",
-                        bounded(key), key.size(), detail::kMaxKeyBytes));
+    invalid(fmt::format("the idempotency key {} is {} bytes long: give 1 to {} bytes", bounded(key),
+                        key.size(), detail::kMaxKeyBytes));
   }
   if (key.find('\0') != std::string_view::npos) {
     invalid("invalid idempotency key: it contains a NUL byte; keys are text without NUL");

@@ -9,13 +9,13 @@ namespace quota::detail {
 namespace {
 
 bool ends_word(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' ||
-         c == '\'' || c == '"' || c == '`';
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' || c == '\'' ||
+         c == '"' || c == '`';
 }
 
 bool is_key_character(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-         c == '_' || c == '%' || c == '.' || c == '-';
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '%' || c == '.' || c == '-';
 }
 
 int hex_digit(char c) {
@@ -30,8 +30,8 @@ std::string key_read(std::string_view key) {
   std::string read;
   for (std::size_t at = 0; at < key.size(); ++at) {
     char c = key[at];
-    if (c == '%' && at + 2 < key.size() &&
-        hex_digit(key[at + 1]) >= 0 && hex_digit(key[at + 2]) >= 0) {
+    if (c == '%' && at + 2 < key.size() && hex_digit(key[at + 1]) >= 0 &&
+        hex_digit(key[at + 2]) >= 0) {
       c = static_cast<char>(hex_digit(key[at + 1]) * 16 + hex_digit(key[at + 2]));
       at += 2;
     }

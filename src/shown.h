@@ -16,9 +16,9 @@ namespace quota::detail {
 // white space and quotes. It may hide more than a secret, never less of one.
 std::string redacted(std::string_view text);
 
-// `value` for a message, redacted: at most kShownBound bytes of it (cut between UTF-8 characters), each
-// control character written \xNN, and then "…(N bytes)" saying how long the whole was, so
-// that a hostile value (a 10 MB name, a line break) never makes a hostile message.
+// `value` for a message, redacted: at most kShownBound bytes of it (cut between UTF-8 characters),
+// each control character written \xNN, and then "…(N bytes)" saying how long the whole was, so that
+// a hostile value (a 10 MB name, a line break) never makes a hostile message.
 inline constexpr std::size_t kShownBound = 64;
 std::string bounded(std::string_view value);
 

@@ -32,8 +32,8 @@ QUOTA_API void require_location(std::string_view location);
 
 // `location` as messages and output should name it: a path as is, but for what looks like a
 // password in it (a connection string taken for a file name: `u:pw@host/db`,
-// `jdbc:postgresql://h/db?password=pw`, `PASSWORD=pw HOST=h`), written "***"; a PostgreSQL connection
-// string as libpq reads it, with every password (the URI's user-info, `password=` or
+// `jdbc:postgresql://h/db?password=pw`, `PASSWORD=pw HOST=h`), written "***"; a PostgreSQL
+// connection string as libpq reads it, with every password (the URI's user-info, `password=` or
 // `sslpassword=` however spelled or percent-encoded) as "***"; a string that cannot be read,
 // or that require_location refuses, as a phrase that quotes none of it.
 QUOTA_API std::string shown(std::string_view location);

@@ -49,8 +49,8 @@ QUOTA_API std::vector<std::string> likely_meant(std::string_view word,
 QUOTA_API std::string redacted(std::string_view text);
 
 // `value` as the library quotes a bad value in its messages, redacted: at most 64 bytes of it
-// (cut between UTF-8 characters), each control character written \xNN, then "…(N bytes)" when it was
-// longer, so that a hostile value (a 10 MB name, a line break) never makes a hostile message.
+// (cut between UTF-8 characters), each control character written \xNN, then "…(N bytes)" when it
+// was longer, so that a hostile value (a 10 MB name, a line break) never makes a hostile message.
 // For programs that report bad input the way the library does (quotactl uses it).
 QUOTA_API std::string bounded(std::string_view value);
 

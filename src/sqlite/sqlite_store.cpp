@@ -543,7 +543,8 @@ std::unique_ptr<SQLite::Database> open_for_reading(const std::string& path) {
   const std::filesystem::path folder = std::filesystem::absolute(path, ignored).parent_path();
   if (access(path.c_str(), W_OK) == 0 && access(folder.c_str(), W_OK) == 0) {
     // As the last connection to close, it removes the -wal and -shm files it made.
-    auto db = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READWRITE | SQLITE_OPEN_NOMUTEX);
+    auto db =
+        std::make_unique<SQLite::Database>(path, SQLite::OPEN_READWRITE | SQLITE_OPEN_NOMUTEX);
     db->exec("PRAGMA query_only = 1");
     return db;
   }

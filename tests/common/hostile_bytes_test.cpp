@@ -89,10 +89,15 @@ TEST_CASE("a lease id not of the form the engine issues is invalid input on ever
   const LeaseResult held = f.engine.acquire_lease("slots", "u");
   REQUIRE(held.allowed);
   const std::string before = f.database.dump();
-  const std::vector<std::string> malformed = {
-      "nothex", "", std::string(31, 'a'), std::string(33, 'a'), std::string(32, '\xff'),
-      "0123456789ABCDEF0123456789ABCDEF", held.lease + "\0"s, "\x1b]0;pwned\a",
-      std::string(64, 'a')};
+  const std::vector<std::string> malformed = {"nothex",
+                                              "",
+                                              std::string(31, 'a'),
+                                              std::string(33, 'a'),
+                                              std::string(32, '\xff'),
+                                              "0123456789ABCDEF0123456789ABCDEF",
+                                              held.lease + "\0"s,
+                                              "\x1b]0;pwned\a",
+                                              std::string(64, 'a')};
   for (const std::string& id : malformed) {
     CAPTURE(id);
     CHECK(code_of([&] { f.engine.renew_lease(id); }) == ErrorCode::invalid_argument);
@@ -126,8 +131,8 @@ TEST_CASE("a lease id not of the form the engine issues is invalid input on ever
     for (const std::string& id : {"nothex"s, "\x1b]0;pwned\a"s}) {
       CAPTURE(command, id);
       for (const bool json : {false, true}) {
-        std::vector<std::string> args = {"--db", f.database.location(), "--now",
-                                         std::to_string(T), "lease", command, id};
+        std::vector<std::string> args = {
+            "--db", f.database.location(), "--now", std::to_string(T), "lease", command, id};
         if (json) args.push_back("--json");
         std::ostringstream out;
         std::ostringstream err;

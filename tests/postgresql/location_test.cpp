@@ -50,10 +50,10 @@ TEST_CASE("a location is a SQLite path, a PostgreSQL connection string, or refus
          {"postgresq://u:Sekret77@h/db", " postgresql://u:Sekret77@h/db",
           "\tpostgres://u:Sekret77@h/db", "postgres:Sekret77", "postgres:quota",
           "POSTGRESQL:/Sekret77", "postgresql:Sekret77@h", "postgre://u:Sekret77@h/db",
-          "postgressql://u:Sekret77@h/db", "pgsql://u:Sekret77@h/db",
-          "mysql://u:Sekret77@h/db", "postgres:/u:Sekret77@h",
-          "jdbc:postgresql://h/db?user=u&password=Sekret77", "jdbc:postgres://u:Sekret77@h/db",
-          "PASSWORD=Sekret77 HOST=h", "Host=h password=Sekret77"}) {
+          "postgressql://u:Sekret77@h/db", "pgsql://u:Sekret77@h/db", "mysql://u:Sekret77@h/db",
+          "postgres:/u:Sekret77@h", "jdbc:postgresql://h/db?user=u&password=Sekret77",
+          "jdbc:postgres://u:Sekret77@h/db", "PASSWORD=Sekret77 HOST=h",
+          "Host=h password=Sekret77"}) {
       CAPTURE(near);
       const detail::Location location = classify_location(near);
       CHECK(location.kind == Kind::refused);
@@ -124,12 +124,13 @@ TEST_CASE("a URI password of digits, '/' and more is never shown, nor taken for 
   // database, so that its messages and a masked rendering would print the password.
   for (const std::string uri :
        {"postgresql://quser:2024/Summer77@127.0.0.1:55432/qdb",
-        "postgres://quser:1/Summer77@h/db?sslmode=require", "postgresql://quser:2024/@Summer77@h/db",
-        "postgresql://quser:2024/Sum/mer77@h/db"}) {
+        "postgres://quser:1/Summer77@h/db?sslmode=require",
+        "postgresql://quser:2024/@Summer77@h/db", "postgresql://quser:2024/Sum/mer77@h/db"}) {
     CAPTURE(uri);
     const std::string shown = admin::shown(uri);
     CHECK_THAT(shown, !Catch::Contains("Summer") && !Catch::Contains("mer77"));
-    CHECK_THAT(admin::migrate_command(uri), !Catch::Contains("Summer") && !Catch::Contains("mer77"));
+    CHECK_THAT(admin::migrate_command(uri),
+               !Catch::Contains("Summer") && !Catch::Contains("mer77"));
     try {
       Engine::open(uri);
       FAIL("opened " << uri);

@@ -47,8 +47,7 @@ std::vector<std::string> file_like_spellings() {
 
 }  // namespace
 
-TEST_CASE("quota::redacted hides every spelling of a password and keeps the rest",
-          "[redaction]") {
+TEST_CASE("quota::redacted hides every spelling of a password and keeps the rest", "[redaction]") {
   const std::vector<std::pair<std::string, std::string>> table = {
       {"postgresql://u:pw@h:5432/db", "postgresql://u:***@h:5432/db"},
       {"postgresql://quser:2024/Summer@127.0.0.1:55432/qdb",

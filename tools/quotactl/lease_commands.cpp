@@ -54,8 +54,7 @@ void validate_lease_argument(const std::string& lease) {
 void print_acquired(Session& session, const quota::LeaseResult& result) {
   if (!result.lease.empty()) {
     session.out << fmt::format("allowed: lease {} until {} (in {}), {} left",
-                               printable(result.lease),
-                               format_time(result.expires_at_ms),
+                               printable(result.lease), format_time(result.expires_at_ms),
                                format_duration(result.expires_at_ms - session.now),
                                result.remaining);
   } else if (result.allowed) {
