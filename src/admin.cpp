@@ -94,12 +94,18 @@ std::string shown(std::string_view location) {
     case detail::Location::Kind::sqlite_path:
       break;
   }
-  return std::string(location);
+  return detail::redacted(location);
 }
 
 std::string migrate_command(std::string_view location) {
   const detail::Location where = detail::classify_location(location);
   if (where.kind == detail::Location::Kind::sqlite_path) {
+    if (detail::redacted(location) != location) {
+      return "`quotactl migrate --db FILE` (the file name given is not repeated, as it looks "
+             "like it holds a password; a PostgreSQL connection string is written "
+             "postgresql://USER@HOST:PORT/DATABASE, with the password in PGPASSWORD or "
+             "~/.pgpass)";
+    }
     return fmt::format("`quotactl migrate --db {}`", detail::shell_quoted(location));
   }
   if (where.kind == detail::Location::Kind::refused) {

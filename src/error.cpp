@@ -37,6 +37,7 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 }  // namespace
 
 std::string bounded(std::string_view value) { return detail::bounded(value); }
+std::string redacted(std::string_view text) { return detail::redacted(text); }
 
 std::vector<std::string> likely_meant(std::string_view word,
                                       const std::vector<std::string>& candidates) {

@@ -12,18 +12,6 @@ namespace quota::detail {
 
 }  // namespace quota::detail
 
-namespace quota {
-
-void validate_idempotency_key(std::string_view key) {
-  if (key.empty() || key.size() > detail::kMaxKeyBytes) {
-    throw Error(ErrorCode::invalid_argument,
-                fmt::format("the idempotency key {} is {} bytes long: give 1 to {} bytes",
-                            bounded(key), key.size(), detail::kMaxKeyBytes));
-  }
-}
-
-}  // namespace quota
-
 namespace quota::detail {
 
 std::string request_text(std::string_view operation, std::int64_t cost) {

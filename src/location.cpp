@@ -208,9 +208,21 @@ Location classify_location(std::string_view location) {
       return refused(fmt::format("its scheme '{}:' is neither 'postgresql:' nor 'postgres:'",
                                  bounded(scheme)));
     }
+    if (const std::string_view inner = scheme_of(text.substr(scheme.size() + 1));
+        is_postgresql_scheme(lower(inner)) || is_misspelled_postgresql(lower(inner))) {
+      return refused(
+          fmt::format("'{}:' stands before '{}:' (a JDBC URL?)", bounded(scheme), bounded(inner)));
+    }
     if (slashes && name != "file") {
       return refused(fmt::format("its scheme '{}://' is not one quota reads", bounded(scheme)));
     }
+  }
+  if (const std::string_view key = leading_key(location);
+      !key.empty() && !is_libpq_keyword(key) && is_libpq_keyword(lower(key))) {
+    return refused(
+        fmt::format("its first key, {}, is one of libpq's keywords not in lower "
+                    "case, the only case libpq reads",
+                    bounded(key)));
   }
   if (is_key_value_conninfo(location)) {
     Location result;

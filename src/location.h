@@ -9,7 +9,8 @@
 //   "postgresql://u@db/quota", "POSTGRES://u@db/quota" -> postgresql (the scheme in lower case)
 //   "host=db dbname=quota user=u"                     -> postgresql (libpq's key=value form)
 //   "postgresq://u:pw@db/quota", " postgresql://...",
-//   "postgres:quota", "POSTGRESQL:/x", "mysql://db"   -> refused (a near miss)
+//   "postgres:quota", "POSTGRESQL:/x", "mysql://db",
+//   "jdbc:postgresql://db/quota", "PASSWORD=pw HOST=db" -> refused (a near miss)
 //   a string holding a NUL byte                       -> refused
 #pragma once
 

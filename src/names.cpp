@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "idempotency.h"
 #include "quota/error.h"
 #include "quota/limit.h"
 #include "quota/policy.h"
@@ -256,6 +257,21 @@ void validate_owner(std::string_view owner) {
     invalid("invalid owner: it contains a NUL byte; owners are text without NUL");
   }
   if (!is_valid_utf8(owner)) invalid("invalid owner: it is not valid UTF-8; pass UTF-8 text");
+}
+
+// Keys are text as owners are, so that both backends store the same key: PostgreSQL's text
+// ends at a NUL and refuses invalid UTF-8, where SQLite would keep the bytes.
+void validate_idempotency_key(std::string_view key) {
+  if (key.empty() || key.size() > detail::kMaxKeyBytes) {
+    invalid(fmt::format("the idempotency key {} is {} bytes long: give 1 to {} bytes", bounded(key),
+                        key.size(), detail::kMaxKeyBytes));
+  }
+  if (key.find('\0') != std::string_view::npos) {
+    invalid("invalid idempotency key: it contains a NUL byte; keys are text without NUL");
+  }
+  if (!is_valid_utf8(key)) {
+    invalid("invalid idempotency key: it is not valid UTF-8; pass UTF-8 text");
+  }
 }
 
 void validate_cost(std::int64_t cost) {

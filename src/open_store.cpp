@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "postgresql/postgresql_store.h"
+#include "shown.h"
 #include "sqlite/sqlite_files.h"
 #include "sqlite/sqlite_store.h"
 
@@ -60,14 +61,29 @@ std::unique_ptr<Store> open_sqlite_reader(const std::string& path,
   return open_sqlite(path, false, sqlite);
 }
 
+// `open()`, whose errors name the file by a path that may hold what looks like a password
+// (a connection string taken for a file name): they say "***" for it.
+template <typename Open>
+auto redacting(Open&& open) {
+  try {
+    return open();
+  } catch (const Error& error) {
+    const std::string message = redacted(error.what());
+    if (message == error.what()) throw;
+    throw Error(error.code(), message);
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<Store> open_store(const Location& location, const StoreSettings& settings) {
   if (is_postgresql(location)) return open_postgresql_store(location, settings);
-  if (settings.purpose == StoreSettings::Purpose::reader) {
-    return open_sqlite_reader(location.text, settings);
-  }
-  return open_sqlite_for_engine(location, settings);
+  return redacting([&] {
+    if (settings.purpose == StoreSettings::Purpose::reader) {
+      return open_sqlite_reader(location.text, settings);
+    }
+    return open_sqlite_for_engine(location, settings);
+  });
 }
 
 std::unique_ptr<Store> attach_store(SQLite::Database& connection, const StoreSettings& settings) {
@@ -91,9 +107,11 @@ bool use_store(const Location& location, AdminUse how, std::chrono::milliseconds
     use(*open_postgresql_store(location, settings));
     return false;
   }
-  if (how == AdminUse::read) return read_sqlite_file(location.text, busy_timeout, use);
-  write_sqlite_file(location.text, busy_timeout, use);
-  return false;
+  return redacting([&] {
+    if (how == AdminUse::read) return read_sqlite_file(location.text, busy_timeout, use);
+    write_sqlite_file(location.text, busy_timeout, use);
+    return false;
+  });
 }
 
 const std::vector<Migration>& built_in_migrations(Location::Kind kind) {

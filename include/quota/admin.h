@@ -30,15 +30,18 @@ QUOTA_API bool is_server(std::string_view location);
 // opens a location refuses such a one the same way, as Engine::open does.
 QUOTA_API void require_location(std::string_view location);
 
-// `location` as messages and output should name it: a path as is; a PostgreSQL connection
-// string as libpq reads it, with every password (the URI's user-info, `password=` or
+// `location` as messages and output should name it: a path as is, but for what looks like a
+// password in it (a connection string taken for a file name: `u:pw@host/db`,
+// `jdbc:postgresql://h/db?password=pw`, `PASSWORD=pw HOST=h`), written "***"; a PostgreSQL
+// connection string as libpq reads it, with every password (the URI's user-info, `password=` or
 // `sslpassword=` however spelled or percent-encoded) as "***"; a string that cannot be read,
 // or that require_location refuses, as a phrase that quotes none of it.
 QUOTA_API std::string shown(std::string_view location);
 
 // The command that creates or migrates `location`, in backquotes, ready to paste into a
 // shell: `quotactl migrate --db 'app.db'`. A server's connection string is written without
-// its password (never a masked "***"), and the text after the command says where to give it.
+// its password (never a masked "***"), and the text after the command says where to give it;
+// a file name that looks like it holds a password is not repeated (`--db FILE`).
 QUOTA_API std::string migrate_command(std::string_view location);
 
 // One migration of this build: migrations/NNNN_name.sql, or migrations/postgresql/'s.

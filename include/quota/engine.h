@@ -306,11 +306,13 @@ class QUOTA_API Engine {
                                  std::string_view idempotency_key);
   // Moves an unexpired lease's expiry to now + `ttl` (default: its limit's TTL; 1 s to 1
   // day). An unknown, released or expired lease answers allowed false, reason lease_expired,
-  // retry_after_ms -1. Throws Error (invalid_argument) for an empty lease id or a bad ttl.
+  // retry_after_ms -1. Throws Error (invalid_argument) for a lease id not of the form
+  // acquire_lease issues (validate_lease_id, quota/lease.h) or a bad ttl.
   LeaseResult renew_lease(std::string_view lease,
                           std::optional<std::chrono::milliseconds> ttl = std::nullopt);
   // Frees the lease at once; true when it was held (unexpired), false when there was nothing
-  // to free (unknown, released before, or expired): releasing twice is harmless.
+  // to free (unknown, released before, or expired): releasing twice is harmless. Throws Error
+  // (invalid_argument) for a lease id not of the form acquire_lease issues.
   bool release_lease(std::string_view lease);
   // The unexpired leases of a concurrency limit (of `owner` only, when given), by owner and
   // expiry. Throws Error: unknown_limit, invalid_argument (not a concurrency limit).

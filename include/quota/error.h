@@ -42,9 +42,17 @@ QUOTA_API std::string_view to_string(ErrorCode code);
 QUOTA_API std::vector<std::string> likely_meant(std::string_view word,
                                                 const std::vector<std::string>& candidates);
 
-// `value` as the library quotes a bad value in its messages: at most 64 bytes of it (cut between
-// UTF-8 characters), each control character written \xNN, then "…(N bytes)" when it was
-// longer, so that a hostile value (a 10 MB name, a line break) never makes a hostile message.
+// `text` with whatever looks like a secret in it written "***": a user-info's password
+// ("u:***@host", "postgresql://u:***@h/db", "//u:***@h") and the value of a key whose name
+// holds "pass", "pwd" or "secret" in any case or percent-encoding ("password=***",
+// "PASSWORD=***"). For a message that echoes what a user typed, where a connection string may
+// have been given by mistake (quotactl passes every error line through it). It may hide more
+// than a secret, never less of one.
+QUOTA_API std::string redacted(std::string_view text);
+
+// `value` as the library quotes a bad value in its messages, redacted: at most 64 bytes of it
+// (cut between UTF-8 characters), each control character written \xNN, then "…(N bytes)" when it
+// was longer, so that a hostile value (a 10 MB name, a line break) never makes a hostile message.
 // For programs that report bad input the way the library does (quotactl uses it).
 QUOTA_API std::string bounded(std::string_view value);
 

@@ -38,6 +38,12 @@ struct LeaseResult : Result {
   friend bool operator==(const LeaseResult&, const LeaseResult&) = default;
 };
 
+// Throws Error (invalid_argument) unless `lease` is of the form acquire_lease issues: 32 hex
+// digits in lower case. renew_lease and release_lease check it, the same on both backends, so
+// a malformed id is invalid input, never a lease that is simply not held; for programs that
+// check an id before opening a database (quotactl does).
+QUOTA_API void validate_lease_id(std::string_view lease);
+
 // An unexpired lease, as Engine::leases lists it.
 struct LeaseInfo {
   std::string lease;

@@ -145,8 +145,9 @@ namespace quota {
 QUOTA_API void validate_limit_name(std::string_view name);
 QUOTA_API void validate_owner(std::string_view owner);
 QUOTA_API void validate_cost(std::int64_t cost);
-// Throws Error(ErrorCode::invalid_argument) for an idempotency key that is empty or longer than
-// 255 bytes (Engine::consume with a key; docs/concepts.md, "Retries").
+// Throws Error(ErrorCode::invalid_argument) for an idempotency key that is empty, longer than
+// 255 bytes, holds a NUL byte or is not valid UTF-8: keys are text as owners are, the same on
+// every backend (Engine::consume with a key; docs/concepts.md, "Retries").
 QUOTA_API void validate_idempotency_key(std::string_view key);
 QUOTA_API void validate_limit(const Limit& limit);
 // An anchor instant (Limit::anchor_ms, Anchor::anchor_ms): 0 to kAnchorBound.

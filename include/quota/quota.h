@@ -501,7 +501,8 @@ QUOTA_API int quota_consume_with_lease_keyed(quota_engine* engine, const char* l
  * TTL with ttl_ms 0. An unknown, released or expired lease answers QUOTA_OK with
  * result.allowed 0 and reason QUOTA_REASON_LEASE_EXPIRED: acquire a new one. `result` may be
  * NULL. QUOTA_ERROR_INVALID_ARGUMENT (changing nothing) for a ttl_ms out of range, or a lease
- * id that is empty or longer than 64 bytes (the same for quota_release_lease). */
+ * id not of the form acquire issues, QUOTA_LEASE_ID_LENGTH hex digits in lower case (the same
+ * for quota_release_lease): a malformed id is never answered as a lease that is not held. */
 QUOTA_API int quota_renew_lease(quota_engine* engine, const char* lease, size_t lease_length,
                                 int64_t ttl_ms, quota_lease_result* result);
 

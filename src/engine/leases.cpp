@@ -2,12 +2,14 @@
 // release_lease, leases, and the RAII quota::Lease. The SQL is src/sql/lease_statements.cpp's.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
 
 #include "engine/engine_impl.h"
 #include "quota/lease.h"
+#include "shown.h"
 #include "sql/lease_statements.h"
 
 namespace quota {
@@ -19,18 +21,22 @@ using detail::StatementKind;
 using detail::text_of;
 using detail::Value;
 
-namespace {
-
-// A lease id as acquire_lease returns it: 32 hex digits; anything of 1 to 64 bytes is looked
-// up (an unknown one is simply not held).
+// A lease id as acquire_lease issues it: 32 hex digits in lower case (SQLite's
+// lower(hex(randomblob(16))), PostgreSQL's uuid without dashes). Anything else is invalid
+// input, the same on both backends, rather than a lease that is not held.
 void validate_lease_id(std::string_view lease) {
-  if (lease.empty() || lease.size() > 64) {
+  const bool issued = lease.size() == 32 && std::all_of(lease.begin(), lease.end(), [](char c) {
+                        return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                      });
+  if (!issued) {
     throw Error(ErrorCode::invalid_argument,
-                fmt::format("invalid lease id of {} bytes: pass the id that acquire_lease "
-                            "returned (32 hex digits)",
-                            lease.size()));
+                fmt::format("invalid lease id '{}': a lease id is the 32 hex digits (0-9 a-f) "
+                            "that acquire_lease returned",
+                            detail::bounded(lease)));
   }
 }
+
+namespace {
 
 void validate_ttl(std::chrono::milliseconds ttl) {
   if (ttl < kLeaseTtlMin || ttl > kLeaseTtlMax) {

@@ -219,7 +219,31 @@ std::string unparsable(std::string_view conninfo, std::string_view libpq_error) 
   return reason;
 }
 
+// A password in the user-info that libpq would split where the URI's author did not mean it
+// to: libpq ends the user-info at the first '@' (or sees none before a '/'), so an unencoded
+// '@' or '/' in the password makes it connect with a piece of it, and take another piece for a
+// host, port or database that its messages then print. A '/' after digits is read as a port,
+// "host:5432/db", and let through only when the '@' after it lies in the query
+// ("host:5432/db?user=a@b"): "u:2024/Summer@host/db" is a password, not a port.
+bool splits_password(std::string_view uri) {
+  if (!is_uri(uri)) return false;
+  const auto [begin, end] = user_info_password(uri);
+  if (end <= begin) return false;
+  const std::string_view password = uri.substr(begin, end - begin);
+  const std::size_t slash = password.find('/');
+  const std::size_t query = password.find('?', slash == std::string_view::npos ? 0 : slash);
+  const bool port_then_path =
+      slash != std::string_view::npos && slash > 0 &&
+      password.substr(0, slash).find_first_not_of("0123456789") == std::string_view::npos &&
+      query != std::string_view::npos;
+  return password.find('@') != std::string_view::npos ||
+         (slash != std::string_view::npos && !port_then_path);
+}
+
 std::string rendered(std::string_view conninfo, std::string_view secret) {
+  if (splits_password(conninfo)) {
+    return "(a PostgreSQL URI whose password holds an unencoded '@' or '/', not shown)";
+  }
   const ParsedOptions options = parsed(conninfo, nullptr);
   if (!options) return "(a PostgreSQL connection string that libpq cannot parse, not shown)";
   if (is_uri(conninfo)) {
@@ -915,30 +939,14 @@ std::string scrubbed(std::string message, const std::string& conninfo) {
   return message;
 }
 
-// A password in the user-info that libpq would split where the URI's author did not mean it
-// to: libpq ends the user-info at the first '@' (or sees none before a '/'), so an unencoded
-// '@' or '/' in the password makes it connect with a piece of it, and take another piece for a
-// host, port or database that its messages then print. Such a URI is refused before it
-// reaches libpq, and the message shows none of it. (A '/' after digits is read as a port,
-// "host:5432/db", and let through.)
 void require_encoded_password(const std::string& uri) {
-  if (!is_uri(uri)) return;
-  const auto [begin, end] = user_info_password(uri);
-  if (end <= begin) return;
-  const std::string_view password = std::string_view(uri).substr(begin, end - begin);
-  const std::size_t slash = password.find('/');
-  const bool port_then_path =
-      slash != std::string_view::npos && slash > 0 &&
-      password.substr(0, slash).find_first_not_of("0123456789") == std::string_view::npos;
-  if (password.find('@') == std::string_view::npos &&
-      (slash == std::string_view::npos || port_then_path)) {
-    return;
+  if (splits_password(uri)) {
+    throw Error(ErrorCode::invalid_argument,
+                "the password in the PostgreSQL URI holds an '@' or '/' that is not "
+                "percent-encoded, which would split it (the URI is not shown, as it holds the "
+                "password): write '@' as %40 and '/' as %2F, or give the password in PGPASSWORD "
+                "or ~/.pgpass instead");
   }
-  throw Error(ErrorCode::invalid_argument,
-              "the password in the PostgreSQL URI holds an '@' or '/' that is not "
-              "percent-encoded, which would split it (the URI is not shown, as it holds the "
-              "password): write '@' as %40 and '/' as %2F, or give the password in PGPASSWORD "
-              "or ~/.pgpass instead");
 }
 
 // Refuses a connection string libpq cannot parse, showing none of it.

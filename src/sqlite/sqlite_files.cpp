@@ -49,7 +49,7 @@ bool read_sqlite_file(const std::string& path, std::chrono::milliseconds busy_ti
     // Opening and `read` are run again while another connection's lock is in the way.
     busy.wait_out([&] {
       for (;;) {
-        const std::unique_ptr<SQLite::Database> reading = open_read_only(path);
+        const std::unique_ptr<SQLite::Database> reading = open_for_reading(path);
         SQLite::Database& db = *reading;
         busy.install(db.getHandle());
         try {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <iterator>
 #include <map>
 #include <string>
@@ -389,7 +390,11 @@ class SqliteStore final : public Store {
   }
 
   std::optional<std::string> journal_mode() override {
-    return text_of(query("PRAGMA journal_mode", {}).at(0).at(0));
+    std::string mode = text_of(query("PRAGMA journal_mode", {}).at(0).at(0));
+    // A connection opened immutable says "delete" whatever the file's mode.
+    const char* file = sqlite3_db_filename(db_.getHandle(), "main");
+    if (mode != "wal" && file && *file && has_wal_header(file)) mode = "wal";
+    return mode;
   }
 
   bool has_table(std::string_view name) override {
@@ -584,6 +589,35 @@ std::string immutable_uri(const std::string& path) {
 }
 
 }  // namespace
+
+bool has_wal_header(const std::string& path) {
+  // Bytes 18 and 19 of the header, the file format's write and read versions, are 2 in WAL
+  // mode (https://www.sqlite.org/fileformat2.html#file_format_version_numbers).
+  std::ifstream file(path, std::ios::binary);
+  char header[20] = {};
+  if (!file.read(header, sizeof header)) return false;
+  return std::string_view(header, 16) == std::string_view("SQLite format 3\0", 16) &&
+         header[18] == 2 && header[19] == 2;
+}
+
+std::unique_ptr<SQLite::Database> open_for_reading(const std::string& path) {
+  std::error_code ignored;
+  if (!has_wal_header(path) || std::filesystem::exists(path + "-wal", ignored) ||
+      std::filesystem::exists(path + "-shm", ignored)) {
+    return open_read_only(path);
+  }
+  const std::filesystem::path folder = std::filesystem::absolute(path, ignored).parent_path();
+  if (access(path.c_str(), W_OK) == 0 && access(folder.c_str(), W_OK) == 0) {
+    // As the last connection to close, it removes the -wal and -shm files it made.
+    auto db =
+        std::make_unique<SQLite::Database>(path, SQLite::OPEN_READWRITE | SQLITE_OPEN_NOMUTEX);
+    db->exec("PRAGMA query_only = 1");
+    return db;
+  }
+  // No connection has it open in WAL mode, so the file holds every commit.
+  return std::make_unique<SQLite::Database>(
+      immutable_uri(path), SQLite::OPEN_READONLY | SQLite::OPEN_URI | SQLITE_OPEN_NOMUTEX);
+}
 
 std::unique_ptr<SQLite::Database> open_read_only(const std::string& path) {
   auto db = std::make_unique<SQLite::Database>(path, SQLite::OPEN_READONLY | SQLITE_OPEN_NOMUTEX);

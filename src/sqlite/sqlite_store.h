@@ -39,6 +39,16 @@ struct SqliteSettings {
 // database (its -shm file cannot be made): it is opened immutable, read as the file holds it.
 std::unique_ptr<SQLite::Database> open_read_only(const std::string& path);
 
+// Whether the SQLite file at `path` is a database in WAL mode (its header says so).
+bool has_wal_header(const std::string& path);
+
+// A connection that only reads the SQLite file `path`, and leaves no file behind: a WAL
+// database that no connection has open (no -wal or -shm file) is opened read-write with
+// query_only when this process may write it (closing, the last connection removes the -wal
+// and -shm files it made), else immutable (a read-only connection would make both files and
+// leave them); any other file as open_read_only opens it.
+std::unique_ptr<SQLite::Database> open_for_reading(const std::string& path);
+
 // Opens `path` (created when `create`), installs the busy handler. Throws Error (io) when
 // the file cannot be opened, or is a directory (settings.file).
 std::unique_ptr<Store> open_sqlite(const std::string& path, bool create, SqliteSettings settings);

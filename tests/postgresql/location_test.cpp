@@ -50,8 +50,10 @@ TEST_CASE("a location is a SQLite path, a PostgreSQL connection string, or refus
          {"postgresq://u:Sekret77@h/db", " postgresql://u:Sekret77@h/db",
           "\tpostgres://u:Sekret77@h/db", "postgres:Sekret77", "postgres:quota",
           "POSTGRESQL:/Sekret77", "postgresql:Sekret77@h", "postgre://u:Sekret77@h/db",
-          "postgressql://u:Sekret77@h/db", "pgsql://u:Sekret77@h/db",
-          "mysql://u:Sekret77@h/db", "postgres:/u:Sekret77@h"}) {
+          "postgressql://u:Sekret77@h/db", "pgsql://u:Sekret77@h/db", "mysql://u:Sekret77@h/db",
+          "postgres:/u:Sekret77@h", "jdbc:postgresql://h/db?user=u&password=Sekret77",
+          "jdbc:postgres://u:Sekret77@h/db", "PASSWORD=Sekret77 HOST=h",
+          "Host=h password=Sekret77"}) {
       CAPTURE(near);
       const detail::Location location = classify_location(near);
       CHECK(location.kind == Kind::refused);
@@ -114,6 +116,35 @@ TEST_CASE("shown masks every spelling of a password, as libpq reads it", "[locat
     CHECK_THAT(admin::shown("postgres:Sekret77"), !Catch::Contains("Sekret77"));
     CHECK(admin::shown("app.db") == "app.db");
   }
+}
+
+TEST_CASE("a URI password of digits, '/' and more is never shown, nor taken for a port",
+          "[location][password]") {
+  // libpq reads "quser:2024" as a host and port and "Summer@127.0.0.1:55432/qdb" as the
+  // database, so that its messages and a masked rendering would print the password.
+  for (const std::string uri :
+       {"postgresql://quser:2024/Summer77@127.0.0.1:55432/qdb",
+        "postgres://quser:1/Summer77@h/db?sslmode=require",
+        "postgresql://quser:2024/@Summer77@h/db", "postgresql://quser:2024/Sum/mer77@h/db"}) {
+    CAPTURE(uri);
+    const std::string shown = admin::shown(uri);
+    CHECK_THAT(shown, !Catch::Contains("Summer") && !Catch::Contains("mer77"));
+    CHECK_THAT(admin::migrate_command(uri),
+               !Catch::Contains("Summer") && !Catch::Contains("mer77"));
+    try {
+      Engine::open(uri);
+      FAIL("opened " << uri);
+    } catch (const Error& error) {
+      CHECK(error.code() == ErrorCode::invalid_argument);
+      CHECK_THAT(error.what(), Catch::Contains("write '@' as %40 and '/' as %2F") &&
+                                   !Catch::Contains("Summer") && !Catch::Contains("mer77"));
+    }
+  }
+  // A port then a database stays one, and an '@' in the query is no user-info.
+  CHECK(admin::shown("postgresql://h:5432/db") == "postgresql://h:5432/db");
+  CHECK(admin::shown("postgresql://h:5432/db?user=a@b") == "postgresql://a%40b@h:5432/db");
+  CHECK_THAT(admin::shown("postgresql://u:Sekret77@h:5432/db?user=a@b"),
+             Catch::Contains(":***@h:5432/db") && !Catch::Contains("Sekret77"));
 }
 
 TEST_CASE("opening what libpq cannot parse names the fault and none of the string",

@@ -132,6 +132,19 @@ struct Secured {
          "", false},
         {"a NUL byte", std::string("postgresql://quota_pw:") + kRight + "@/quota_test\0?" + host,
          "", false},
+        // A password of digits then '/', which libpq would read as a port and a database.
+        {"digits and / in the password",
+         "postgresql://quota_pw:2024/" + kRight + "@/quota_test?" + host, "", false},
+        {"digits, / and a port",
+         "postgresql://quota_pw:2024/" + kRight + "@localhost:" + port + "/quota_test", "", false},
+        // Connection strings of other spellings, which are no location quota reads.
+        {"a JDBC URL",
+         "jdbc:postgresql://localhost:" + port + "/quota_test?user=quota_pw&password=" + kRight,
+         "", false},
+        {"user-info without a scheme",
+         "quota_pw:" + kRight + "@localhost:" + port + "/quota_test", "", false},
+        {"user-info after //", "//quota_pw:" + kRight + "@localhost/quota_test", "", false},
+        {"key=value in capitals", "PASSWORD=" + kRight + " HOST=" + dir, "", false},
         // Watch's second connection, refused by CONNECTION LIMIT 1 (the first works).
         {"watch's second connection", uri("quota_one:" + kOne), "", true},
         {"watch's second connection, key=value", key_host + " user=quota_one password=" + kOne,

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "quota/admin.h"
 #include "sqlite/busy.h"
 #include "sqlite/sqlite_store.h"
 #include "support.h"
@@ -260,6 +261,57 @@ TEST_CASE(
   CHECK_THAT(outcome, !Catch::Contains("check the permissions"));
   CHECK(read_file(path) == bytes);
   CHECK(read_file(path + "-journal") == journal);
+}
+
+// Whether `path` has a -wal or -shm file beside it.
+bool has_wal_files(const std::string& path) {
+  return std::filesystem::exists(path + "-wal") || std::filesystem::exists(path + "-shm");
+}
+
+TEST_CASE("status reads a WAL database without leaving -wal or -shm files, and says it is WAL",
+          "[opening][status]") {
+  TempDir dir(TempDir::Reach::anyone);  // uid 65534 reaches it wherever the clone lives
+  const std::string path = make_database(dir);
+  REQUIRE_FALSE(has_wal_files(path));
+  const std::string bytes = read_file(path);
+
+  SECTION("by a user who may write it") {
+    const QuotactlRun run = quotactl_run(path, {"status", "--json"});
+    INFO(run.err);
+    REQUIRE(run.status == 0);
+    CHECK(json::parse(run.out)["journal_mode"] == "wal");
+    CHECK_FALSE(has_wal_files(path));
+    CHECK(admin::schema_status(path).version > 0);
+    CHECK(admin::summarize(path).journal_mode == "wal");
+    CHECK_FALSE(has_wal_files(path));
+    CHECK(read_file(path) == bytes);
+  }
+  SECTION("by a user who may only read it") {
+    std::filesystem::permissions(path, std::filesystem::perms::owner_read |
+                                           std::filesystem::perms::group_read |
+                                           std::filesystem::perms::others_read);
+    for (const bool folder_writable : {true, false}) {
+      CAPTURE(folder_writable);
+      std::filesystem::permissions(dir.path(), folder_writable
+                                                   ? std::filesystem::perms::all
+                                                   : std::filesystem::perms::owner_all |
+                                                         std::filesystem::perms::group_read |
+                                                         std::filesystem::perms::group_exec |
+                                                         std::filesystem::perms::others_read |
+                                                         std::filesystem::perms::others_exec);
+      const std::string outcome = text_of_child([&] {
+        if (!become_unprivileged()) return std::string("cannot drop privileges");
+        const QuotactlRun run = quotactl_run(path, {"status", "--json"});
+        if (run.status != 0) return std::to_string(run.status) + "|" + run.err;
+        return "0|" + json::parse(run.out)["journal_mode"].get<std::string>() + "|" +
+               (has_wal_files(path) ? "files left" : "no files");
+      });
+      CHECK(outcome == "0|wal|no files");
+      CHECK_FALSE(has_wal_files(path));
+      CHECK(read_file(path) == bytes);
+    }
+    std::filesystem::permissions(dir.path(), std::filesystem::perms::owner_all);
+  }
 }
 
 TEST_CASE("quotactl migrate killed at random moments on a new file: the next commands succeed",

@@ -485,7 +485,9 @@ std::string describe_parse_error(const Parser& parser, const CLI::ParseError& er
 // reads one document. `code` is the name of a quota::ErrorCode.
 int fail(std::ostream& err, std::ostream* json, int status, std::string_view code,
          std::string_view message) {
-  std::string line(message);
+  // Every echo of what was typed (a connection string given as an argument, a file name that
+  // was meant as one) passes here: what looks like a password is not repeated.
+  std::string line = quota::redacted(message);
   for (char& c : line) {
     if (c == '\n' || c == '\r') c = ' ';
   }

@@ -37,19 +37,24 @@ std::optional<std::chrono::milliseconds> parse_ttl(const Arguments& arguments) {
   return ttl;
 }
 
-// A lease ID as acquire printed it, checked before the database is opened.
+// A lease ID as acquire printed it, checked before the database is opened: one not of the
+// form the engine issues is invalid input (exit 2), not a lease that is not held.
 void validate_lease_argument(const std::string& lease) {
-  if (lease.empty() || lease.size() > 64) {
+  try {
+    quota::validate_lease_id(lease);
+  } catch (const quota::Error&) {
     throw quota::Error(quota::ErrorCode::invalid_argument,
-                       "give the lease ID that `lease acquire` printed (32 hex digits)");
+                       fmt::format("invalid lease ID '{}': give the lease ID that `lease "
+                                   "acquire` printed (32 hex digits, 0-9 a-f)",
+                                   quota::bounded(lease)));
   }
 }
 
 // The human line of an acquire, without its end of line.
 void print_acquired(Session& session, const quota::LeaseResult& result) {
   if (!result.lease.empty()) {
-    session.out << fmt::format("allowed: lease {} until {} (in {}), {} left", result.lease,
-                               format_time(result.expires_at_ms),
+    session.out << fmt::format("allowed: lease {} until {} (in {}), {} left",
+                               printable(result.lease), format_time(result.expires_at_ms),
                                format_duration(result.expires_at_ms - session.now),
                                result.remaining);
   } else if (result.allowed) {
@@ -107,14 +112,14 @@ int run_lease_renew(Session& session, const Arguments& arguments) {
     return status;
   }
   if (result.allowed) {
-    session.out << fmt::format("renewed lease {} until {} (in {})\n", result.lease,
+    session.out << fmt::format("renewed lease {} until {} (in {})\n", printable(result.lease),
                                format_time(result.expires_at_ms),
                                format_duration(result.expires_at_ms - session.now));
   } else {
     session.out << fmt::format(
         "lease {} is not held (lease_expired): it expired, was released or never existed; "
         "acquire a new one\n",
-        arguments.lease);
+        printable(arguments.lease));
   }
   return status;
 }
@@ -127,10 +132,10 @@ int run_lease_release(Session& session, const Arguments& arguments) {
     session.emit({{"lease", arguments.lease}, {"released", held}});
     return 0;
   }
-  session.out << (held ? fmt::format("released lease {}\n", arguments.lease)
+  session.out << (held ? fmt::format("released lease {}\n", printable(arguments.lease))
                        : fmt::format("lease {} was not held (expired, released before, or "
                                      "unknown): nothing to release\n",
-                                     arguments.lease));
+                                     printable(arguments.lease)));
   return 0;
 }
 
@@ -159,7 +164,7 @@ int run_lease_list(Session& session, const Arguments& arguments) {
   }
   std::vector<std::vector<std::string>> rows{{"LEASE", "OWNER", "COST", "EXPIRES", "IN"}};
   for (const quota::LeaseInfo& lease : leases) {
-    rows.push_back({lease.lease, printable(lease.owner, 40), std::to_string(lease.cost),
+    rows.push_back({printable(lease.lease), printable(lease.owner, 40), std::to_string(lease.cost),
                     format_time(lease.expires_at_ms),
                     format_duration(lease.expires_at_ms - session.now)});
   }
