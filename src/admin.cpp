@@ -11,6 +11,7 @@
 #include "migrations.h"
 #include "open_store.h"
 #include "shown.h"
+#include "sql/families.h"
 #include "sql/lease_statements.h"
 #include "statements.h"
 #include "store.h"
@@ -154,8 +155,9 @@ Summary summarize(const std::string& location, std::chrono::milliseconds busy_ti
           store.query(fmt::format("SELECT count(*) FROM {}", table), {}).at(0).at(0));
     };
     summary.limits = rows("quota_limits");
-    summary.state_rows = rows("quota_windows") + rows("quota_log_owners") + rows("quota_log") +
-                         rows("quota_buckets");
+    for (const detail::sql::StateTable* table : detail::sql::owner_tables()) {
+      summary.state_rows += rows(table->name);
+    }
   });
   summary.schema.recovered_journal = recovered;
   return summary;

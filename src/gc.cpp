@@ -79,6 +79,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sql/families.h"
 #include "sql/fragments.h"
 #include "statements.h"
 #include "store.h"
@@ -96,63 +97,8 @@ constexpr const char* kIdle =
     "coalesce(s.denied, 0) = 0 AND coalesce(s.shadow_denied, 0) = 0 "
     "AND coalesce(s.seen_ms, 0) <= ?1";
 
-// quota_log: an expired event, or one without its owner's row.
-constexpr const char* kDeadEvent = R"(
-  NOT EXISTS (SELECT 1 FROM quota_limits AS l WHERE l.name = s.limit_name)
-  OR EXISTS (
-    SELECT 1 FROM quota_limits AS l
-    LEFT JOIN quota_log_owners AS o ON o.limit_name = s.limit_name AND o.owner = s.owner
-    WHERE l.name = s.limit_name
-      AND l.algorithm IN ('sliding_log')
-      AND (o.owner IS NULL OR {dead_event})))";
-
-// quota_log_owners: an owner without events whose row answers as no row would.
-constexpr const char* kDeadLogOwner = R"(
-  NOT EXISTS (SELECT 1 FROM quota_log AS e
-              WHERE e.limit_name = s.limit_name AND e.owner = s.owner)
-  AND (NOT EXISTS (SELECT 1 FROM quota_limits AS l WHERE l.name = s.limit_name)
-       OR ({idle}
-           AND EXISTS (SELECT 1 FROM quota_limits AS l
-                       WHERE l.name = s.limit_name AND l.algorithm IN ('sliding_log')))))";
-
-// quota_windows: an owner whose counts can no longer count ({fixed_window} and
-// {sliding_window}: the algorithms' gc_dead fragments, src/sql/fragments.cpp).
-constexpr const char* kDeadWindow = R"(
-  NOT EXISTS (SELECT 1 FROM quota_limits AS l WHERE l.name = s.limit_name)
-  OR ({idle}
-      AND EXISTS (
-        SELECT 1 FROM quota_limits AS l
-        WHERE l.name = s.limit_name
-          AND ((l.algorithm = 'fixed_window' AND {fixed_window})
-               OR (l.algorithm = 'sliding_window' AND {sliding_window})))))";
-
-// quota_buckets: a full bucket (at now, under the limit as it is) answers as a new owner's.
-constexpr const char* kDeadBucket = R"(
-  NOT EXISTS (SELECT 1 FROM quota_limits AS l WHERE l.name = s.limit_name)
-  OR ({idle}
-      AND EXISTS (
-        SELECT 1 FROM quota_limits AS l
-        WHERE l.name = s.limit_name AND l.algorithm = 'token_bucket'
-          AND NOT EXISTS (SELECT 1 FROM quota_overrides AS o
-                          WHERE o.owner = s.owner AND o.limit_name IN (s.limit_name, '*')
-                            AND o.policy = 'maximum')
-          AND ({token_bucket}))))";
-
-// quota_leases: a lease expired at gc's now, or one whose limit is gone or is no longer a
-// concurrency limit (src/sql/lease_statements.cpp counts a lease while expires_at_ms > t).
-constexpr const char* kDeadLease = R"(
-  s.expires_at_ms <= ?1
-  OR NOT EXISTS (SELECT 1 FROM quota_limits AS l
-                 WHERE l.name = s.limit_name AND l.algorithm = 'concurrency'))";
-
-// quota_lease_owners: an owner without unexpired leases whose row answers as no row would.
-constexpr const char* kDeadLeaseOwner = R"(
-  NOT EXISTS (SELECT 1 FROM quota_leases AS e
-              WHERE e.owner = s.owner AND e.limit_name = s.limit_name AND e.expires_at_ms > ?1)
-  AND (NOT EXISTS (SELECT 1 FROM quota_limits AS l WHERE l.name = s.limit_name)
-       OR ({idle}
-           AND EXISTS (SELECT 1 FROM quota_limits AS l
-                       WHERE l.name = s.limit_name AND l.algorithm = 'concurrency'))))";
+// Each state table's rule is its family's (src/sql/families.cpp), filled here with {idle} and
+// the algorithms' fragments.
 
 // The fragments' inputs as gc reads them: the swept row `s`, the limit `l` as it is, and gc's
 // now (?1) as the time.
@@ -213,18 +159,11 @@ std::string rule_for(const char* rule, const Dialect& dialect) {
 }  // namespace
 
 std::vector<Sweep> sweeps(const Dialect& dialect) {
-  return {
-      // Events first: the owners they leave without events then go in the same gc.
-      {"quota_log", {"owner", "limit_name", "at_ms"}, rule_for(kDeadEvent, dialect)},
-      {"quota_log_owners", {"owner", "limit_name"}, rule_for(kDeadLogOwner, dialect)},
-      {"quota_windows", {"owner", "limit_name"}, rule_for(kDeadWindow, dialect)},
-      {"quota_buckets", {"owner", "limit_name"}, rule_for(kDeadBucket, dialect)},
-      // Leases first: the owners they leave without leases then go in the same gc.
-      {"quota_leases", {"id"}, rule_for(kDeadLease, dialect)},
-      {"quota_lease_owners", {"owner", "limit_name"}, rule_for(kDeadLeaseOwner, dialect)},
-      // An idempotency key is dead once its lifetime has ended.
-      {"quota_idempotency", {"limit_name", "owner", "key"}, "s.expires_at_ms <= ?1"},
-  };
+  std::vector<Sweep> all;
+  for (const sql::StateTable* table : sql::sweep_order()) {
+    all.push_back({table->name, table->key, rule_for(table->gc_dead, dialect)});
+  }
+  return all;
 }
 
 namespace {

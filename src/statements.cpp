@@ -47,6 +47,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "sql/families.h"
 #include "sql/fragments.h"
 #include "sql/lease_statements.h"
 
@@ -582,7 +583,7 @@ struct Family {
   const char* decision;
   const char* check_inputs;
   const char* update_inputs;
-  const char* table;    // the state table a consume or record writes
+  const char* table;    // the state table a consume or record writes (its family's owners)
   const char* columns;  // its algorithm-specific state columns...
   const char* values;   // ...and the decision's columns written to them
   const char* algorithm;                // the prefix of its fragments (src/sql/fragments.cpp)
@@ -597,30 +598,36 @@ constexpr const char* kWindowValues = "window_key, used_after, previous_used, de
 constexpr const char* kBucketColumns = "level, denied, burst";
 constexpr const char* kBucketValues = "level_after, denied, capacity";
 
-Family family_of(StatementKind kind) {
+Family decision_of(StatementKind kind) {
   if (kind == StatementKind::calendar_window) {
-    return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, "quota_windows",
+    return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, nullptr,
             kWindowColumns,  kWindowValues,      "fixed_window",      &kCalendarWindows,
             " AND l.calendar IS NOT NULL"};
   }
   switch (stored_algorithm(kind)) {
     case Algorithm::sliding_log:
-      return {kLogDecision, kLogCheckInputs, kLogUpdateInputs, "quota_log_owners",
+      return {kLogDecision, kLogCheckInputs, kLogUpdateInputs, nullptr,
               kLogColumns,  kLogValues,      "sliding_log"};
     case Algorithm::fixed_window:
-      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, "quota_windows",
+      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, nullptr,
               kWindowColumns,  kWindowValues,      "fixed_window",      &kPeriodWindows,
               " AND l.calendar IS NULL"};
     case Algorithm::sliding_window:
-      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, "quota_windows",
+      return {kWindowDecision, kWindowCheckInputs, kWindowUpdateInputs, nullptr,
               kWindowColumns,  kWindowValues,      "sliding_window",    &kPeriodWindows};
     case Algorithm::token_bucket:
-      return {kBucketDecision, kBucketCheckInputs, kBucketUpdateInputs, "quota_buckets",
+      return {kBucketDecision, kBucketCheckInputs, kBucketUpdateInputs, nullptr,
               kBucketColumns,  kBucketValues,      "token_bucket"};
     case Algorithm::concurrency:
       break;  // src/sql/lease_statements.cpp
   }
   throw std::logic_error("unknown algorithm");
+}
+
+Family family_of(StatementKind kind) {
+  Family family = decision_of(kind);
+  family.table = sql::family_of(stored_algorithm(kind)).owners.name;
+  return family;
 }
 
 std::string override_joins(std::string_view limit, std::string_view owner) {
@@ -1514,8 +1521,7 @@ const PlainParts* plain_parts(const Dialect& dialect, Operation operation, State
 }
 
 const char* state_table(StatementKind kind) {
-  if (stored_algorithm(kind) == Algorithm::concurrency) return "quota_lease_owners";
-  return family_of(general_kind(kind)).table;
+  return sql::family_of(stored_algorithm(kind)).owners.name;
 }
 
 std::string usage_rows(StatementKind kind) { return build_usage_rows(kind); }

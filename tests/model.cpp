@@ -486,6 +486,10 @@ Result Model::refund(const std::string& limit, const std::string& owner, std::in
 Result Model::reset(const std::string& limit, const std::string& owner, std::int64_t now) {
   const Rule rule = rule_for(limit, owner);
   owners_.erase({limit, owner});
+  // The owner's idempotency keys on the limit go with its state.
+  std::erase_if(keys_, [&](const auto& entry) {
+    return std::get<0>(entry.first) == limit && std::get<1>(entry.first) == owner;
+  });
   Result result;
   result.allowed = true;
   result.reason = Reason::ok;

@@ -193,6 +193,7 @@ class Model {
                  std::int64_t now);
   Result record(const std::string& limit, const std::string& owner, std::int64_t cost,
                 std::int64_t now);
+  // Forgets the owner's state, leases and idempotency keys on the limit.
   Result reset(const std::string& limit, const std::string& owner, std::int64_t now);
   Result refund(const std::string& limit, const std::string& owner, std::int64_t cost,
                 std::int64_t now);

@@ -87,7 +87,8 @@ struct Summary {
   SchemaStatus schema;
   std::optional<std::string> journal_mode;  // a SQLite file's (PRAGMA journal_mode)
   std::int64_t limits = 0;                  // rows of quota_limits
-  // Rows that hold per-owner state: owners of window, log and bucket limits, and log events.
+  // Rows that name an owner: every algorithm's state (window, log, bucket and lease owners,
+  // log events, leases) and idempotency keys.
   std::int64_t state_rows = 0;
 };
 QUOTA_API Summary summarize(const std::string& location,

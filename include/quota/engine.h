@@ -264,11 +264,14 @@ class QUOTA_API Engine {
                  std::string_view idempotency_key);
   Result record(std::string_view limit, std::string_view owner, std::int64_t cost,
                 std::string_view idempotency_key);
-  // Forgets the owner's state for the limit (usage, denied, remembered time).
+  // Forgets the owner's state for the limit (usage, denied, remembered time), its leases and
+  // its idempotency keys there (a retried request is then charged anew).
   Result reset(std::string_view limit, std::string_view owner);
-  // Forgets the owner's state on every limit at once, in one transaction (the right to be
-  // forgotten; "unlock this user everywhere"). Returns the names of the limits reset, by
-  // name: every limit there is. Throws Error (invalid_argument) for a bad owner.
+  // Forgets the owner on every limit at once, in one transaction (the right to be forgotten;
+  // "unlock this user everywhere"): as reset does on each, so that no row of state or keys
+  // names the owner (its overrides and anchors, an operator's configuration, stay). Returns
+  // the names of the limits where something was forgotten, by name; empty for an owner with
+  // nothing anywhere. Throws Error (invalid_argument) for a bad owner.
   std::vector<std::string> reset_everywhere(std::string_view owner);
   // Gives back up to `cost` units of usage (an action failed after its consume): never below
   // zero; a sliding_log returns its newest events first, a sliding_window takes from the

@@ -308,9 +308,10 @@ QUOTA_API int quota_record_keyed(quota_engine* engine, const char* limit, size_t
                                  const char* key, size_t key_length, quota_result* result,
                                  int* replayed);
 
-/* reset_everywhere: forgets the owner's state on every limit at once, in one transaction (the
- * right to be forgotten). `limits` receives the number of limits reset (every limit there is)
- * and may be NULL. */
+/* reset_everywhere: forgets the owner on every limit at once, in one transaction (the right to
+ * be forgotten): its state, leases and idempotency keys; its overrides and anchors stay.
+ * `limits` receives the number of limits where something was forgotten (0: nothing anywhere)
+ * and may be NULL. quota_reset forgets the owner's leases and keys on its limit too. */
 QUOTA_API int quota_reset_everywhere(quota_engine* engine, const char* owner, size_t owner_length,
                                      size_t* limits);
 

@@ -14,6 +14,7 @@
 #include "open_store.h"
 #include "quota/postgresql.h"
 #include "quota/sqlite.h"
+#include "sql/families.h"
 
 namespace quota {
 
@@ -35,6 +36,17 @@ using detail::Row;
 using detail::text_of;
 using detail::unknown_limit;
 using detail::Value;
+
+// Deletes every row that names `owner` on `limit` from the registry's tables (its state of
+// every algorithm, its leases, its idempotency keys); the number of rows deleted.
+std::int64_t forget(detail::Store& store, std::string_view limit, std::string_view owner) {
+  std::int64_t deleted = 0;
+  for (const detail::sql::StateTable* table : detail::sql::owner_tables()) {
+    deleted += store.execute(detail::sql::forget_owner(*table),
+                             {Value(std::string(limit)), Value(std::string(owner))});
+  }
+  return deleted;
+}
 
 // A limit's name, or kEveryLimit where an override or an anchor may name every limit.
 void validate_limit_or_every(std::string_view name) {
@@ -337,20 +349,34 @@ std::vector<Result> Engine::record_many(const std::vector<BatchRequest>& request
 Result Engine::reset(std::string_view limit, std::string_view owner) {
   validate_limit_name(limit);
   validate_owner(owner);
-  return impl_->writing([&] { return impl_->run(Operation::reset, limit, owner, 1); });
+  return impl_->writing([&] {
+    OperationSavepoint savepoint(*impl_->store);
+    forget(*impl_->store, limit, owner);
+    const Result result = impl_->run(Operation::reset, limit, owner, 1);
+    savepoint.release();
+    return result;
+  });
 }
 
 std::vector<std::string> Engine::reset_everywhere(std::string_view owner) {
   validate_owner(owner);
   return impl_->writing([&] {
-    OperationSavepoint savepoint(*impl_->store);
-    std::vector<std::string> names;
-    for (Limit& limit : list_locked(*impl_->store)) {
-      impl_->run(Operation::reset, limit.name, owner, 1);
-      names.push_back(std::move(limit.name));
+    detail::Store& store = *impl_->store;
+    // Under the write lock from the start (SQLite): the limits are read, then written.
+    store.begin_exclusive(detail::Exclusive::requests);
+    try {
+      std::vector<std::string> names;
+      for (Limit& limit : list_locked(store)) {
+        const bool forgotten = forget(store, limit.name, owner) > 0;
+        impl_->run(Operation::reset, limit.name, owner, 1);
+        if (forgotten) names.push_back(std::move(limit.name));
+      }
+      store.commit();
+      return names;
+    } catch (...) {
+      store.rollback();
+      throw;
     }
-    savepoint.release();
-    return names;
   });
 }
 
@@ -624,17 +650,15 @@ std::vector<Usage> Engine::owner_usage(std::string_view owner) {
   return impl_->guarded([&] {
     // The limits where the owner has state, an override or a calendar anchor, each read by
     // the owner's key; a '*' override covers every limit, a '*' anchor every calendar limit.
-    const std::vector<Row> found = impl_->store->query(
+    static const std::string kOwnerLimits = fmt::format(
         "SELECT l.name, l.algorithm, l.calendar FROM quota_limits AS l WHERE EXISTS ("
         "SELECT 1 FROM quota_overrides AS o WHERE o.owner = ?1 "
         "AND (o.limit_name = l.name OR o.limit_name = '*')) "
         "OR EXISTS (SELECT 1 FROM quota_anchors AS n WHERE n.owner = ?1 "
         "AND (n.limit_name = l.name OR (n.limit_name = '*' AND l.calendar IS NOT NULL))) "
-        "OR l.name IN (SELECT limit_name FROM quota_windows WHERE owner = ?1 "
-        "UNION ALL SELECT limit_name FROM quota_log_owners WHERE owner = ?1 "
-        "UNION ALL SELECT limit_name FROM quota_buckets WHERE owner = ?1) "
-        "ORDER BY l.name",
-        {Value(std::string(owner))});
+        "OR l.name IN ({}) ORDER BY l.name",
+        detail::sql::owner_limits());
+    const std::vector<Row> found = impl_->store->query(kOwnerLimits, {Value(std::string(owner))});
     const std::int64_t now = impl_->now();
     std::vector<Usage> rows;
     for (const Row& row : found) {

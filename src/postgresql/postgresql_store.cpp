@@ -34,6 +34,7 @@
 
 #include "location.h"
 #include "quota/error.h"
+#include "sql/families.h"
 
 namespace quota::detail {
 
@@ -604,13 +605,13 @@ class PostgresqlStore final : public Store {
     // until the busy timeout): a gc that held one table's lock while it waited for
     // another's would deadlock with a request (or a batch) that writes them in the other
     // order, and the server would abort the request.
+    static const std::string kLockState = fmt::format(
+        "LOCK TABLE {} IN EXCLUSIVE MODE NOWAIT", sql::table_list(sql::sweep_order()));
     const auto deadline = std::chrono::steady_clock::now() + settings_.busy_timeout;
     for (;;) {
       simple(nested_exclusive_ ? "SAVEPOINT quota_exclusive" : "BEGIN");
       try {
-        simple(
-            "LOCK TABLE quota_log, quota_log_owners, quota_windows, quota_buckets, "
-            "quota_leases, quota_lease_owners, quota_idempotency IN EXCLUSIVE MODE NOWAIT");
+        simple(kLockState);
         return;
       } catch (const Error& error) {
         rollback();

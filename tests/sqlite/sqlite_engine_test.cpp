@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "quota/sqlite.h"
+#include "sql/families.h"
 #include "statements.h"
 #include "support.h"
 
@@ -42,8 +43,8 @@ struct AppEngine {
 // parts in a transaction of their own (detail::plain_parts): the UPDATE, then the answer's
 // SELECT; for an owner without state the UPDATE changes nothing, no answer is read, and the
 // general statement runs after the commit.
-TEST_CASE("a consume, check, record or reset is one statement (a plain consume or record: its "
-          "two parts in one transaction)",
+TEST_CASE("a consume, check or record is one statement (a plain consume or record: its two "
+          "parts in one transaction); a reset, one per table of the registry and its own",
           "[engine]") {
   AppEngine app;
   auto& [dir, clock, db, engine] = app;
@@ -61,7 +62,15 @@ TEST_CASE("a consume, check, record or reset is one statement (a plain consume o
     run();
     std::vector<std::string> expected;
     const auto plain = detail::plain_kind(operation, detail::kind_of(algorithm));
-    if (const auto* parts = plain ? detail::plain_parts(detail::kSqlite, operation, *plain)
+    if (operation == Operation::reset) {
+      // Every row naming the owner on the limit, of the registry's tables, then the statement.
+      expected.push_back("SAVEPOINT quota_operation");
+      for (const detail::sql::StateTable* table : detail::sql::owner_tables()) {
+        expected.push_back(detail::sql::forget_owner(*table));
+      }
+      expected.push_back(detail::statement(operation, detail::kind_of(algorithm)));
+      expected.push_back("RELEASE quota_operation");
+    } else if (const auto* parts = plain ? detail::plain_parts(detail::kSqlite, operation, *plain)
                                   : nullptr) {
       expected.push_back("BEGIN IMMEDIATE");
       expected.push_back(parts->write);

@@ -375,7 +375,7 @@ int run_record(Session& session, const Arguments& arguments) {
 }
 int run_reset(Session& session, const Arguments& arguments) {
   if (arguments.limit != quota::kEveryLimit) return operate(session, arguments, Operation::reset);
-  // reset '*' OWNER: the owner forgotten on every limit, each named.
+  // reset '*' OWNER: the owner forgotten on every limit, each limit where it had state named.
   quota::validate_owner(arguments.owner);
   quota::Engine engine = session.open_engine();
   const std::vector<std::string> limits = engine.reset_everywhere(arguments.owner);
@@ -384,7 +384,8 @@ int run_reset(Session& session, const Arguments& arguments) {
     return 0;
   }
   if (limits.empty()) {
-    session.out << "no limits yet: nothing to reset\n";
+    session.out << fmt::format("nothing to reset: {} has no state on any limit\n",
+                               printable(arguments.owner, 64));
     return 0;
   }
   std::string names;
