@@ -17,6 +17,7 @@
 #include <new>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend.h"
@@ -97,6 +98,25 @@ std::int64_t rows_unexpired(const TestDatabase& database, std::int64_t now) {
   return database.integer("SELECT coalesce(sum(cost), 0) FROM quota_leases WHERE "
                           "limit_name = 'jobs' AND owner = 'u' AND expires_at_ms > " +
                           std::to_string(now));
+}
+
+// The location a killed child opens: on PostgreSQL with an application_name of its own, so
+// that gone_from_server can wait for the server to end its connection.
+std::string child_location(const TestDatabase& database, const std::string& name) {
+  if (database.backend() != Backend::postgresql) return database.location();
+  return database.location() + "&application_name=" + name;
+}
+
+// On PostgreSQL a statement the killed child sent may still commit after the kill, until the
+// server notices the client is gone: wait (at most 10 s) for its connection to end.
+void gone_from_server(const TestDatabase& database, const std::string& name) {
+  if (database.backend() != Backend::postgresql) return;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (database.integer("SELECT count(*) FROM pg_stat_activity WHERE application_name = '" +
+                          name + "'") > 0) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 bool listed(Engine& engine, const std::string& id) {
@@ -207,12 +227,14 @@ TEST_CASE("a holder killed at a random moment of its acquire-release loop frees 
   for (int round = 0; round < 4; ++round) {
     CAPTURE(round);
     clock.set(T + round * 100'000);
+    const std::string application = "quota_killed_" + std::to_string(getpid()) + "_" +
+                                    std::to_string(round);
     int ends[2];
     REQUIRE(pipe(ends) == 0);
     // The clock stands still while the child runs: each of its leases expires at now + TTL.
     const int pid = fork_child([&]() -> int {
       close(ends[0]);
-      Engine child = Engine::open(database.location(), clock.options());
+      Engine child = Engine::open(child_location(database, application), clock.options());
       for (;;) {
         const LeaseResult lease = child.acquire_lease("jobs", "u");
         if (!lease.allowed) return 2;
@@ -227,6 +249,7 @@ TEST_CASE("a holder killed at a random moment of its acquire-release loop frees 
     std::vector<std::int64_t> reported(1);
     const std::chrono::microseconds pause(std::uniform_int_distribution<int>(0, 20'000)(random));
     CHECK(kill_and_count_reports(pid, pause, ends[0], reported) == 128 + SIGKILL);
+    gone_from_server(database, application);
 
     // Killed between an acquire and its release, or not: the slot is held until now + TTL
     // at most, and free from then on.
