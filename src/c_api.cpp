@@ -731,7 +731,6 @@ void require_lease_result(const quota_lease_result* result) {
   }
 }
 
-
 void require_grant_callback(quota_lease_grant_fn on_lease) {
   if (on_lease == nullptr) {
     throw Error(ErrorCode::invalid_argument,
@@ -856,8 +855,7 @@ int quota_acquire_all_leasing(quota_engine* engine, const char* const* limits,
     require_grant_callback(on_lease);
     const std::vector<std::string_view> names = names_of(limits, limit_lengths, count);
     const quota::Decision decision = target.acquire_all(
-        names, text(owner, owner_length, "the owner"), cost,
-        std::chrono::milliseconds(max_wait_ms),
+        names, text(owner, owner_length, "the owner"), cost, std::chrono::milliseconds(max_wait_ms),
         cancel != nullptr ? cancel->source.get_token() : std::stop_token());
     store_decision(decision, names, result, deciding);
     tell_grants(decision, on_lease, context, leases);

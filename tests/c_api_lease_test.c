@@ -441,8 +441,7 @@ static void test_record_with_lease(quota_engine* engine) {
   CHECK(leases_of(engine, TEXT("slots"), TEXT("r1")) == 2);
   int held = 0;
   CHECK(quota_release_lease(engine, over.lease, strlen(over.lease), &held) == QUOTA_OK && held);
-  CHECK(quota_release_lease(engine, within.lease, strlen(within.lease), &held) == QUOTA_OK &&
-        held);
+  CHECK(quota_release_lease(engine, within.lease, strlen(within.lease), &held) == QUOTA_OK && held);
   CHECK(leases_of(engine, TEXT("slots"), TEXT("r1")) == 0);
   /* A rate limit: recorded, no lease. */
   CHECK(quota_record_with_lease(engine, TEXT("send"), TEXT("r1"), 1, &rate) == QUOTA_OK);
@@ -521,8 +520,8 @@ static void test_all_leasing(quota_engine* engine) {
   CHECK(quota_release_lease(engine, granted.lease, strlen(granted.lease), &held) == QUOTA_OK &&
         held == 1);
   /* Rate limits only: no lease. */
-  CHECK(quota_consume_all_leasing(engine, names, lengths, 1, TEXT("d1"), 1, &result, NULL,
-                                  on_grant, &none, NULL) == QUOTA_OK);
+  CHECK(quota_consume_all_leasing(engine, names, lengths, 1, TEXT("d1"), 1, &result, NULL, on_grant,
+                                  &none, NULL) == QUOTA_OK);
   CHECK(result.allowed == 1 && none.calls == 0);
 
   /* acquire_all: the same, and the callback may release the lease it is given. */
@@ -538,8 +537,8 @@ static void test_all_leasing(quota_engine* engine) {
   /* A NULL callback: refused, nothing consumed (the other calls' answers say it). */
   quota_result untouched;
   untouched.allowed = 7;
-  CHECK(quota_consume_all_leasing(engine, names, lengths, 2, TEXT("d2"), 1, &untouched, NULL,
-                                  NULL, NULL, NULL) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(quota_consume_all_leasing(engine, names, lengths, 2, TEXT("d2"), 1, &untouched, NULL, NULL,
+                                  NULL, NULL) == QUOTA_ERROR_INVALID_ARGUMENT);
   CHECK(SAYS("on_lease is NULL"));
   CHECK(untouched.allowed == 7);
   CHECK(quota_acquire_all_leasing(engine, names, lengths, 2, TEXT("d2"), 1, 0, NULL, &untouched,

@@ -285,8 +285,9 @@ class QUOTA_API Engine {
   // units expire (-1 for a cost above the capacity) and no lease is taken. consume, check,
   // record and reset work on a concurrency limit too (consume takes a lease whose id it does
   // not return: consume_with_lease below answers it; record takes one even over the
-  // capacity: record_with_lease answers it; reset releases every lease of the owner). Throws Error: invalid_argument (bad name, owner or cost; a limit that is not a
-  // concurrency limit), unknown_limit.
+  // capacity: record_with_lease answers it; reset releases every lease of the owner). Throws
+  // Error: invalid_argument (bad name, owner or cost; a limit that is not a concurrency limit),
+  // unknown_limit.
   // It is decided as consume is: under Options::failure_policy (a fail_open allowance,
   // Reason::store_unavailable, holds no lease: its id is empty), with the limit's hooks
   // (before_consume may refuse it), counted in metrics() and seen by watch.
