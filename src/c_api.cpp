@@ -731,6 +731,27 @@ void require_lease_result(const quota_lease_result* result) {
   }
 }
 
+void require_grant_callback(quota_lease_grant_fn on_lease) {
+  if (on_lease == nullptr) {
+    throw Error(ErrorCode::invalid_argument,
+                "on_lease is NULL: pass the function to call with each lease taken (without it "
+                "a lease could only expire), or use quota_consume_all / quota_acquire_all; "
+                "nothing was consumed");
+  }
+}
+
+// Calls `on_lease` with each lease of the decision, after the decision (no lock held).
+void tell_grants(const quota::Decision& decision, quota_lease_grant_fn on_lease, void* context,
+                 size_t* leases) {
+  if (leases != nullptr) *leases = decision.leases.size();
+  for (const quota::LeaseGrant& grant : decision.leases) {
+    const quota_lease_grant view{grant.limit.data(), grant.limit.size(), grant.owner.data(),
+                                 grant.owner.size(), grant.lease.data(), grant.lease.size(),
+                                 grant.expires_at_ms};
+    on_lease(context, &view);
+  }
+}
+
 }  // namespace
 
 int quota_acquire_lease(quota_engine* engine, const char* limit, size_t limit_length,
@@ -780,6 +801,64 @@ int quota_consume_with_lease_keyed(quota_engine* engine, const char* limit, size
                                           text(owner, owner_length, "the owner"), cost,
                                           text(key, key_length, "the idempotency key")),
                 result);
+  });
+}
+
+int quota_record_with_lease(quota_engine* engine, const char* limit, size_t limit_length,
+                            const char* owner, size_t owner_length, int64_t cost,
+                            quota_lease_result* result) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    require_lease_result(result);
+    store_lease(target.record_with_lease(text(limit, limit_length, "the limit name"),
+                                         text(owner, owner_length, "the owner"), cost),
+                result);
+  });
+}
+
+int quota_record_with_lease_keyed(quota_engine* engine, const char* limit, size_t limit_length,
+                                  const char* owner, size_t owner_length, int64_t cost,
+                                  const char* key, size_t key_length, quota_lease_result* result) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    require_lease_result(result);
+    store_lease(target.record_with_lease(text(limit, limit_length, "the limit name"),
+                                         text(owner, owner_length, "the owner"), cost,
+                                         text(key, key_length, "the idempotency key")),
+                result);
+  });
+}
+
+int quota_consume_all_leasing(quota_engine* engine, const char* const* limits,
+                              const size_t* limit_lengths, size_t count, const char* owner,
+                              size_t owner_length, int64_t cost, quota_result* result,
+                              size_t* deciding, quota_lease_grant_fn on_lease, void* context,
+                              size_t* leases) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    require_grant_callback(on_lease);
+    const std::vector<std::string_view> names = names_of(limits, limit_lengths, count);
+    const quota::Decision decision =
+        target.consume_all(names, text(owner, owner_length, "the owner"), cost);
+    store_decision(decision, names, result, deciding);
+    tell_grants(decision, on_lease, context, leases);
+  });
+}
+
+int quota_acquire_all_leasing(quota_engine* engine, const char* const* limits,
+                              const size_t* limit_lengths, size_t count, const char* owner,
+                              size_t owner_length, int64_t cost, int64_t max_wait_ms,
+                              quota_cancel* cancel, quota_result* result, size_t* deciding,
+                              quota_lease_grant_fn on_lease, void* context, size_t* leases) {
+  return guarded([&] {
+    quota::Engine& target = engine_of(engine);
+    require_grant_callback(on_lease);
+    const std::vector<std::string_view> names = names_of(limits, limit_lengths, count);
+    const quota::Decision decision = target.acquire_all(
+        names, text(owner, owner_length, "the owner"), cost, std::chrono::milliseconds(max_wait_ms),
+        cancel != nullptr ? cancel->source.get_token() : std::stop_token());
+    store_decision(decision, names, result, deciding);
+    tell_grants(decision, on_lease, context, leases);
   });
 }
 

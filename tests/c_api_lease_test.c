@@ -1,5 +1,7 @@
 /* The C API's concurrency leases (quota_acquire_lease, quota_acquire_lease_keyed,
- * quota_renew_lease, quota_release_lease, quota_leases), from C: compiled as C11 and linked like a
+ * quota_renew_lease, quota_release_lease, quota_leases, and the calls that answer the leases
+ * they take: quota_consume_with_lease, quota_record_with_lease, quota_consume_all_leasing,
+ * quota_acquire_all_leasing), from C: compiled as C11 and linked like a
  * C user would.
  *
  *   c_api_lease_test SCRATCH_DIR
@@ -427,6 +429,130 @@ static void test_consume_with_lease(quota_engine* engine) {
   CHECK(leases_of(engine, TEXT("slots"), TEXT("c3")) == 0);
 }
 
+/* quota_record_with_lease: record takes a lease even over the capacity, and names it. */
+static void test_record_with_lease(quota_engine* engine) {
+  quota_lease_result within, over, rate, keyed, again;
+  CHECK(quota_record_with_lease(engine, TEXT("slots"), TEXT("r1"), 1, &within) == QUOTA_OK);
+  CHECK(within.result.allowed == 1 && is_lease_id(within.lease));
+  CHECK(within.expires_at_ms == now_ms + 60000);
+  CHECK(quota_record_with_lease(engine, TEXT("slots"), TEXT("r1"), 1, &over) == QUOTA_OK);
+  CHECK(over.result.allowed == 0 && is_lease_id(over.lease) && strcmp(over.lease, within.lease));
+  CHECK(over.expires_at_ms == now_ms + 60000);
+  CHECK(leases_of(engine, TEXT("slots"), TEXT("r1")) == 2);
+  int held = 0;
+  CHECK(quota_release_lease(engine, over.lease, strlen(over.lease), &held) == QUOTA_OK && held);
+  CHECK(quota_release_lease(engine, within.lease, strlen(within.lease), &held) == QUOTA_OK && held);
+  CHECK(leases_of(engine, TEXT("slots"), TEXT("r1")) == 0);
+  /* A rate limit: recorded, no lease. */
+  CHECK(quota_record_with_lease(engine, TEXT("send"), TEXT("r1"), 1, &rate) == QUOTA_OK);
+  CHECK(rate.result.allowed == 1 && rate.lease[0] == '\0' && rate.expires_at_ms == 0);
+  /* With a key, record's: the retry answers the same lease and takes none. */
+  CHECK(quota_record_with_lease_keyed(engine, TEXT("slots"), TEXT("r2"), 1, TEXT("rec-1"),
+                                      &keyed) == QUOTA_OK);
+  CHECK(is_lease_id(keyed.lease) && keyed.replayed == 0);
+  CHECK(quota_record_with_lease_keyed(engine, TEXT("slots"), TEXT("r2"), 1, TEXT("rec-1"),
+                                      &again) == QUOTA_OK);
+  CHECK(again.replayed == 1 && strcmp(again.lease, keyed.lease) == 0);
+  CHECK(leases_of(engine, TEXT("slots"), TEXT("r2")) == 1);
+  CHECK(quota_release_lease(engine, keyed.lease, strlen(keyed.lease), &held) == QUOTA_OK);
+  /* Bad input: changes nothing. */
+  CHECK(quota_record_with_lease(engine, TEXT("slots"), TEXT("r3"), 1, NULL) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(SAYS("result is NULL"));
+  CHECK(quota_record_with_lease_keyed(engine, TEXT("slots"), TEXT("r3"), 1, "", 0, &keyed) ==
+        QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(leases_of(engine, TEXT("slots"), TEXT("r3")) == 0);
+}
+
+/* What quota_consume_all_leasing and quota_acquire_all_leasing said. */
+struct granted {
+  int calls;
+  char limit[8];
+  char owner[8];
+  char lease[QUOTA_LEASE_ID_LENGTH + 1];
+  int64_t expires_at_ms;
+  quota_engine* release_with; /* when set, the callback frees the lease at once */
+  int released;
+};
+
+static void on_grant(void* context, const quota_lease_grant* grant) {
+  struct granted* granted = context;
+  ++granted->calls;
+  if (grant->limit_length < sizeof granted->limit && grant->owner_length < sizeof granted->owner &&
+      grant->lease_length == QUOTA_LEASE_ID_LENGTH) {
+    memcpy(granted->limit, grant->limit, grant->limit_length);
+    granted->limit[grant->limit_length] = '\0';
+    memcpy(granted->owner, grant->owner, grant->owner_length);
+    granted->owner[grant->owner_length] = '\0';
+    memcpy(granted->lease, grant->lease, grant->lease_length);
+    granted->lease[grant->lease_length] = '\0';
+  }
+  granted->expires_at_ms = grant->expires_at_ms;
+  if (granted->release_with != NULL) {
+    quota_release_lease(granted->release_with, grant->lease, grant->lease_length,
+                        &granted->released);
+  }
+}
+
+/* quota_consume_all_leasing and quota_acquire_all_leasing: the leases of an all-or-nothing
+ * consume over rate and concurrency limits. */
+static void test_all_leasing(quota_engine* engine) {
+  const char* const names[] = {"send", "slots"};
+  const size_t lengths[] = {4, 5};
+  quota_result result;
+  size_t deciding = 9;
+  size_t leases = 9;
+  struct granted granted;
+  memset(&granted, 0, sizeof granted);
+  CHECK(quota_consume_all_leasing(engine, names, lengths, 2, TEXT("d1"), 1, &result, &deciding,
+                                  on_grant, &granted, &leases) == QUOTA_OK);
+  CHECK(result.allowed == 1 && leases == 1 && granted.calls == 1);
+  CHECK(strcmp(granted.limit, "slots") == 0 && strcmp(granted.owner, "d1") == 0);
+  CHECK(is_lease_id(granted.lease) && granted.expires_at_ms == now_ms + 60000);
+  CHECK(leases_of(engine, TEXT("slots"), TEXT("d1")) == 1);
+  /* Full: denied on slots, nothing taken, nothing said. */
+  struct granted none;
+  memset(&none, 0, sizeof none);
+  CHECK(quota_consume_all_leasing(engine, names, lengths, 2, TEXT("d1"), 1, &result, &deciding,
+                                  on_grant, &none, &leases) == QUOTA_OK);
+  CHECK(result.allowed == 0 && deciding == 1 && leases == 0 && none.calls == 0);
+  int held = 0;
+  CHECK(quota_release_lease(engine, granted.lease, strlen(granted.lease), &held) == QUOTA_OK &&
+        held == 1);
+  /* Rate limits only: no lease. */
+  CHECK(quota_consume_all_leasing(engine, names, lengths, 1, TEXT("d1"), 1, &result, NULL, on_grant,
+                                  &none, NULL) == QUOTA_OK);
+  CHECK(result.allowed == 1 && none.calls == 0);
+
+  /* acquire_all: the same, and the callback may release the lease it is given. */
+  struct granted freed;
+  memset(&freed, 0, sizeof freed);
+  freed.release_with = engine;
+  CHECK(quota_acquire_all_leasing(engine, names, lengths, 2, TEXT("d1"), 1, 0, NULL, &result,
+                                  &deciding, on_grant, &freed, &leases) == QUOTA_OK);
+  CHECK(result.allowed == 1 && leases == 1 && freed.calls == 1 && freed.released == 1);
+  CHECK(strcmp(freed.limit, "slots") == 0 && is_lease_id(freed.lease));
+  CHECK(leases_of(engine, TEXT("slots"), TEXT("d1")) == 0);
+
+  /* A NULL callback: refused, nothing consumed (the other calls' answers say it). */
+  quota_result untouched;
+  untouched.allowed = 7;
+  CHECK(quota_consume_all_leasing(engine, names, lengths, 2, TEXT("d2"), 1, &untouched, NULL, NULL,
+                                  NULL, NULL) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(SAYS("on_lease is NULL"));
+  CHECK(untouched.allowed == 7);
+  CHECK(quota_acquire_all_leasing(engine, names, lengths, 2, TEXT("d2"), 1, 0, NULL, &untouched,
+                                  NULL, NULL, NULL, NULL) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(SAYS("on_lease is NULL"));
+  CHECK(leases_of(engine, TEXT("slots"), TEXT("d2")) == 0);
+  quota_result send;
+  CHECK(quota_check(engine, TEXT("send"), TEXT("d2"), 5, &send) == QUOTA_OK && send.allowed);
+  /* Bad names: as quota_consume_all's. */
+  CHECK(quota_consume_all_leasing(engine, NULL, NULL, 2, TEXT("d2"), 1, &result, NULL, on_grant,
+                                  &none, NULL) == QUOTA_ERROR_INVALID_ARGUMENT);
+  CHECK(none.calls == 0 && leases_of(engine, TEXT("slots"), TEXT("d2")) == 0);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: c_api_lease_test SCRATCH_DIR\n");
@@ -444,6 +570,8 @@ int main(int argc, char** argv) {
   test_bad_input(engine);
   test_keyed_acquire(engine);
   test_consume_with_lease(engine);
+  test_record_with_lease(engine);
+  test_all_leasing(engine);
   quota_close(engine);
 
   static const char* const suffixes[] = {"", "-wal", "-shm"};

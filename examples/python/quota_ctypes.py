@@ -246,14 +246,47 @@ class Lease:
         return f"Lease(held={self.held}, result={self.result})"
 
 
-class Decision:
-    """consume_all's answer: the deciding limit, its index in the names given, its Result."""
+class _LeaseGrant(ctypes.Structure):
+    _fields_ = [
+        ("limit", ctypes.POINTER(ctypes.c_char)),
+        ("limit_length", ctypes.c_size_t),
+        ("owner", ctypes.POINTER(ctypes.c_char)),
+        ("owner_length", ctypes.c_size_t),
+        ("lease", ctypes.POINTER(ctypes.c_char)),
+        ("lease_length", ctypes.c_size_t),
+        ("expires_at_ms", ctypes.c_int64),
+    ]
 
-    def __init__(self, limit, index, result):
-        self.limit, self.index, self.result = limit, index, result
+
+_GRANT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_LeaseGrant))
+
+
+class LeaseGrant:
+    """A lease that consume_all or acquire_all took on one of its concurrency limits
+    (quota_lease_grant): limit, owner, lease (its id: release_lease frees it), expires_at_ms."""
+
+    def __init__(self, grant):
+        self.limit = ctypes.string_at(grant.limit, grant.limit_length).decode("utf-8")
+        self.owner = ctypes.string_at(grant.owner, grant.owner_length).decode("utf-8")
+        self.lease = ctypes.string_at(grant.lease, grant.lease_length).decode("ascii")
+        self.expires_at_ms = grant.expires_at_ms
 
     def __repr__(self):
-        return f"Decision(limit={self.limit!r}, index={self.index}, result={self.result})"
+        return (f"LeaseGrant(limit={self.limit!r}, owner={self.owner!r}, lease={self.lease!r}, "
+                f"expires_at_ms={self.expires_at_ms})")
+
+
+class Decision:
+    """consume_all's answer: the deciding limit, its index in the names given, its Result,
+    and `leases`: a LeaseGrant per lease it took on a concurrency limit ([] when denied)."""
+
+    def __init__(self, limit, index, result, leases=()):
+        self.limit, self.index, self.result = limit, index, result
+        self.leases = list(leases)
+
+    def __repr__(self):
+        return (f"Decision(limit={self.limit!r}, index={self.index}, result={self.result}, "
+                f"leases={self.leases})")
 
 
 class Usage:
@@ -394,6 +427,24 @@ def load(path=None):
             ctypes.c_int64, ctypes.POINTER(LeaseResult)]),
         "quota_consume_with_lease_keyed": (ctypes.c_int, [engine] + text + text + [ctypes.c_int64]
                                            + text + [ctypes.POINTER(LeaseResult)]),
+        "quota_record_with_lease": (ctypes.c_int, [engine] + text + text + [
+            ctypes.c_int64, ctypes.POINTER(LeaseResult)]),
+        "quota_record_with_lease_keyed": (ctypes.c_int, [engine] + text + text + [ctypes.c_int64]
+                                          + text + [ctypes.POINTER(LeaseResult)]),
+        "quota_consume_all_leasing": (ctypes.c_int, [engine, ctypes.POINTER(ctypes.c_char_p),
+                                                     ctypes.POINTER(ctypes.c_size_t),
+                                                     ctypes.c_size_t]
+                                      + text + [ctypes.c_int64, result,
+                                                ctypes.POINTER(ctypes.c_size_t), _GRANT,
+                                                ctypes.c_void_p,
+                                                ctypes.POINTER(ctypes.c_size_t)]),
+        "quota_acquire_all_leasing": (ctypes.c_int, [engine, ctypes.POINTER(ctypes.c_char_p),
+                                                     ctypes.POINTER(ctypes.c_size_t),
+                                                     ctypes.c_size_t]
+                                      + text + [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
+                                                result, ctypes.POINTER(ctypes.c_size_t), _GRANT,
+                                                ctypes.c_void_p,
+                                                ctypes.POINTER(ctypes.c_size_t)]),
         "quota_renew_lease": (ctypes.c_int, [engine] + text + [
             ctypes.c_int64, ctypes.POINTER(LeaseResult)]),
         "quota_release_lease": (ctypes.c_int, [engine] + text + [ctypes.POINTER(ctypes.c_int)]),
@@ -629,13 +680,15 @@ class Engine:
 
     def consume_all(self, limits, owner, cost=1):
         """Consumes `cost` from every limit at once: allowed only if all allow; if one denies,
-        nothing is recorded anywhere and only the deciding limit counts the denial."""
-        return self._all(load().quota_consume_all, limits, owner, cost)
+        nothing is recorded anywhere and only the deciding limit counts the denial. A
+        concurrency limit among them takes a lease: Decision.leases names each one taken."""
+        return self._all(load().quota_consume_all_leasing, limits, owner, cost)
 
     def acquire_all(self, limits, owner, cost=1, max_wait_ms=0, cancel=None):
         """acquire over several limits at once, all or nothing as consume_all: waits for the
-        slowest, within `max_wait_ms`; only the final denial counts."""
-        return self._all(load().quota_acquire_all, limits, owner, cost, max_wait_ms,
+        slowest, within `max_wait_ms`; only the final denial counts. Decision.leases as
+        consume_all's."""
+        return self._all(load().quota_acquire_all_leasing, limits, owner, cost, max_wait_ms,
                          cancel._handle if cancel else None)
 
     def _all(self, function, limits, owner, cost, *waiting):
@@ -643,9 +696,11 @@ class Engine:
         data = (ctypes.c_char_p * len(names))(*[data for data, _ in names])
         lengths = (ctypes.c_size_t * len(names))(*[length for _, length in names])
         result, deciding = Result(), ctypes.c_size_t()
+        leases = []
+        collect = _GRANT(lambda _context, grant: leases.append(LeaseGrant(grant.contents)))
         _checked(function(self._handle, data, lengths, len(names), *_utf8(owner), cost, *waiting,
-                          ctypes.byref(result), ctypes.byref(deciding)))
-        return Decision(limits[deciding.value], deciding.value, result)
+                          ctypes.byref(result), ctypes.byref(deciding), collect, None, None))
+        return Decision(limits[deciding.value], deciding.value, result, leases)
 
     def acquire(self, limit, owner, cost=1, max_wait_ms=0, cancel=None):
         """Waits for its turn: consumes; while denied with a wait that ends within
@@ -689,6 +744,20 @@ class Engine:
             _checked(load().quota_consume_with_lease(self._handle, *_utf8(limit),
                                                      *_utf8(owner), cost,
                                                      ctypes.byref(result)))
+        return result
+
+    def record_with_lease(self, limit, owner, cost=1, key=None):
+        """record that also answers the lease it took: on a concurrency limit record takes one
+        even over the capacity (allowed 0, the lease held all the same), and `lease` names it
+        so that it can be released ("" on any other algorithm). `key` as record's."""
+        result = LeaseResult()
+        if key is not None:
+            _checked(load().quota_record_with_lease_keyed(self._handle, *_utf8(limit),
+                                                          *_utf8(owner), cost, *_utf8(key),
+                                                          ctypes.byref(result)))
+        else:
+            _checked(load().quota_record_with_lease(self._handle, *_utf8(limit), *_utf8(owner),
+                                                    cost, ctypes.byref(result)))
         return result
 
     def renew_lease(self, lease, ttl_ms=None):
@@ -1226,6 +1295,37 @@ def demo_keyed_leases(engine, now, expect):
            "and can be released")
     plain = engine.consume_with_lease("minute", "acct-10")
     expect(plain.allowed == 1 and plain.lease == "", "a rate limit names no lease")
+
+    # record takes a lease even over the capacity (2 here), and names it.
+    recorded = [engine.record_with_lease("exports", "acct-11", 2),
+                engine.record_with_lease("exports", "acct-11")]
+    expect(recorded[0].allowed == 1 and recorded[1].allowed == 0 and
+           all(len(r.lease) == LEASE_ID_LENGTH for r in recorded),
+           "record_with_lease names its lease, over the capacity too")
+    expect(sorted(row.lease for row in engine.leases("exports", "acct-11")) ==
+           sorted(r.lease for r in recorded), "the leases record_with_lease named are held")
+    keyed = engine.record_with_lease("exports", "acct-12", key="record-1")
+    again = engine.record_with_lease("exports", "acct-12", key="record-1")
+    expect(again.replayed and again.lease == keyed.lease, "a keyed record answers the same lease")
+    expect(all(engine.release_lease(lease) for lease in
+               [recorded[0].lease, recorded[1].lease, keyed.lease]), "and can be released")
+
+    # consume_all and acquire_all over rate and concurrency limits name the leases they took.
+    both = engine.consume_all(["minute", "exports"], "acct-13")
+    print("consume_all with a lease:", both)
+    expect(both.result.allowed == 1 and [(g.limit, g.owner) for g in both.leases] ==
+           [("exports", "acct-13")] and len(both.leases[0].lease) == LEASE_ID_LENGTH and
+           both.leases[0].expires_at_ms == now[0] + 60_000, "consume_all names its lease")
+    waited = engine.acquire_all(["minute", "exports"], "acct-13")
+    expect(waited.result.allowed == 1 and len(waited.leases) == 1, "acquire_all names its lease")
+    full = engine.consume_all(["minute", "exports"], "acct-13")
+    expect(full.result.allowed == 0 and full.leases == [], "a denial holds and names none")
+    expect(sorted(row.lease for row in engine.leases("exports", "acct-13")) ==
+           sorted([both.leases[0].lease, waited.leases[0].lease]),
+           "the leases consume_all and acquire_all named are held")
+    expect(engine.release_lease(both.leases[0].lease) and
+           engine.release_lease(waited.leases[0].lease), "and can be released")
+    expect(engine.consume_all(["minute"], "acct-14").leases == [], "rate limits name none")
 
 
 def demo_acquire(expect):

@@ -285,9 +285,9 @@ class QUOTA_API Engine {
   // units expire (-1 for a cost above the capacity) and no lease is taken. consume, check,
   // record and reset work on a concurrency limit too (consume takes a lease whose id it does
   // not return: consume_with_lease below answers it; record takes one even over the
-  // capacity; reset releases every lease of the
-  // owner). Throws Error: invalid_argument (bad name, owner or cost; a limit that is not a
-  // concurrency limit), unknown_limit.
+  // capacity: record_with_lease answers it; reset releases every lease of the owner). Throws
+  // Error: invalid_argument (bad name, owner or cost; a limit that is not a concurrency limit),
+  // unknown_limit.
   // It is decided as consume is: under Options::failure_policy (a fail_open allowance,
   // Reason::store_unavailable, holds no lease: its id is empty), with the limit's hooks
   // (before_consume may refuse it), counted in metrics() and seen by watch.
@@ -307,6 +307,13 @@ class QUOTA_API Engine {
                                  std::int64_t cost = 1);
   LeaseResult consume_with_lease(std::string_view limit, std::string_view owner, std::int64_t cost,
                                  std::string_view idempotency_key);
+  // record (with an idempotency key: record's), answering also the lease it took on a
+  // concurrency limit, which record takes even over the capacity (allowed false then, the
+  // lease held all the same): "" and 0 on any other algorithm or for an exempt owner.
+  LeaseResult record_with_lease(std::string_view limit, std::string_view owner,
+                                std::int64_t cost = 1);
+  LeaseResult record_with_lease(std::string_view limit, std::string_view owner, std::int64_t cost,
+                                std::string_view idempotency_key);
   // Moves an unexpired lease's expiry to now + `ttl` (default: its limit's TTL; 1 s to 1
   // day). An unknown, released or expired lease answers allowed false, reason lease_expired,
   // retry_after_ms -1. Throws Error (invalid_argument) for a lease id not of the form

@@ -326,7 +326,8 @@ QUOTA_API int quota_refund(quota_engine* engine, const char* limit, size_t limit
  * each) at once, allowed only if every one allows; if one denies, nothing is recorded
  * anywhere and only the deciding limit counts the denial. *result is the deciding limit's
  * answer and *deciding (may be NULL) its index in `limits`: the denying limit with the
- * longest wait (-1 longest), or when all allow the one with the fewest units left. */
+ * longest wait (-1 longest), or when all allow the one with the fewest units left. A lease it
+ * takes on a concurrency limit is not said: quota_consume_all_leasing says it. */
 QUOTA_API int quota_consume_all(quota_engine* engine, const char* const* limits,
                                 const size_t* limit_lengths, size_t count, const char* owner,
                                 size_t owner_length, int64_t cost, quota_result* result,
@@ -497,6 +498,56 @@ QUOTA_API int quota_consume_with_lease_keyed(quota_engine* engine, const char* l
                                              size_t limit_length, const char* owner,
                                              size_t owner_length, int64_t cost, const char* key,
                                              size_t key_length, quota_lease_result* result);
+
+/* quota_record that also answers the lease it took (quota::Engine::record_with_lease): on a
+ * concurrency limit record takes a lease even over the capacity (result.allowed 0, the lease
+ * held all the same), and *result receives its id and expiry as quota_acquire_lease's does;
+ * on any other algorithm, or for an exempt owner, lease "" and expires_at_ms 0. *result must
+ * not be NULL. The _keyed form takes an idempotency key as quota_record_keyed does. */
+QUOTA_API int quota_record_with_lease(quota_engine* engine, const char* limit, size_t limit_length,
+                                      const char* owner, size_t owner_length, int64_t cost,
+                                      quota_lease_result* result);
+QUOTA_API int quota_record_with_lease_keyed(quota_engine* engine, const char* limit,
+                                            size_t limit_length, const char* owner,
+                                            size_t owner_length, int64_t cost, const char* key,
+                                            size_t key_length, quota_lease_result* result);
+
+/* A lease that quota_consume_all_leasing or quota_acquire_all_leasing took on one of its
+ * concurrency limits (quota::LeaseGrant). The strings are valid during the call only and are
+ * not NUL-terminated. */
+typedef struct quota_lease_grant {
+  const char* limit;
+  size_t limit_length;
+  const char* owner;
+  size_t owner_length;
+  const char* lease; /* its id, QUOTA_LEASE_ID_LENGTH hex digits: quota_release_lease frees it */
+  size_t lease_length;
+  int64_t expires_at_ms; /* when it expires (Unix ms): now + the limit's TTL */
+} quota_lease_grant;
+
+/* Receives one lease taken (quota_consume_all_leasing, quota_acquire_all_leasing). */
+typedef void (*quota_lease_grant_fn)(void* context, const quota_lease_grant* grant);
+
+/* quota_consume_all and quota_acquire_all that also answer the leases they took: quota_consume_all
+ * takes one on each concurrency limit among `limits` when it allows (none when it denies), and
+ * cannot say them. These decide exactly as those do, then call `on_lease(context, grant)` once
+ * per lease taken, in the order of `limits`, before they return, with no lock held (it may
+ * call quota_* functions on the engine, quota_release_lease among them); *leases (may be NULL)
+ * receives how many calls were made. `on_lease` must not be NULL (QUOTA_ERROR_INVALID_ARGUMENT,
+ * nothing consumed): without it a lease could only expire. */
+QUOTA_API int quota_consume_all_leasing(quota_engine* engine, const char* const* limits,
+                                        const size_t* limit_lengths, size_t count,
+                                        const char* owner, size_t owner_length, int64_t cost,
+                                        quota_result* result, size_t* deciding,
+                                        quota_lease_grant_fn on_lease, void* context,
+                                        size_t* leases);
+QUOTA_API int quota_acquire_all_leasing(quota_engine* engine, const char* const* limits,
+                                        const size_t* limit_lengths, size_t count,
+                                        const char* owner, size_t owner_length, int64_t cost,
+                                        int64_t max_wait_ms, quota_cancel* cancel,
+                                        quota_result* result, size_t* deciding,
+                                        quota_lease_grant_fn on_lease, void* context,
+                                        size_t* leases);
 
 /* Moves an unexpired lease's expiry to now + ttl_ms (1000 ... 86400000), or now + its limit's
  * TTL with ttl_ms 0. An unknown, released or expired lease answers QUOTA_OK with

@@ -520,10 +520,11 @@ Result Engine::Impl::run_at(Operation operation, std::string_view limit, std::st
                               "lease (Engine::release_lease) to free its units",
                               limit));
     }
-    // A concurrency limit's consume answers its lease after the Result's columns (its plain
-    // statement as its general one).
+    // A concurrency limit's consume and record answer their lease after the Result's columns
+    // (its plain statement as its general one).
     const auto answer = [&](const Row& row) {
-      if (held && leasing && operation == Operation::consume && !detail::is_null(row.at(7))) {
+      const bool taking = operation == Operation::consume || operation == Operation::record;
+      if (held && leasing && taking && !detail::is_null(row.at(7))) {
         held->lease = text_of(row.at(7));
         held->expires_at_ms = integer_of(row.at(8));
       }

@@ -103,6 +103,28 @@ LeaseResult Engine::consume_with_lease(std::string_view limit, std::string_view 
   return with_lease(result, held);
 }
 
+LeaseResult Engine::record_with_lease(std::string_view limit, std::string_view owner,
+                                      std::int64_t cost) {
+  validate_limit_name(limit);
+  validate_owner(owner);
+  validate_cost(cost);
+  detail::Held held;  // any algorithm: a lease only from a concurrency limit
+  const Result result = impl_->decide(Operation::record, limit, owner, cost, std::nullopt, &held);
+  return with_lease(result, held);
+}
+
+LeaseResult Engine::record_with_lease(std::string_view limit, std::string_view owner,
+                                      std::int64_t cost, std::string_view idempotency_key) {
+  validate_limit_name(limit);
+  validate_owner(owner);
+  validate_cost(cost);
+  validate_idempotency_key(idempotency_key);
+  detail::Held held;
+  const Result result =
+      impl_->decide(Operation::record, limit, owner, cost, idempotency_key, &held);
+  return with_lease(result, held);
+}
+
 LeaseResult Engine::renew_lease(std::string_view lease,
                                 std::optional<std::chrono::milliseconds> ttl) {
   validate_lease_id(lease);

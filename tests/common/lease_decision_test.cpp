@@ -2,7 +2,8 @@
 // is decided as consume is (hooks, metrics, the failure policy: a fail_open answer holds no
 // lease); acquire_lease with an idempotency key answers a retry with the first lease; and
 // consume_all / acquire_all over rate and concurrency limits answer the leases they took, all
-// or nothing, replayed with a key; quotactl's lease acquire --key and consume a,b print them.
+// or nothing, replayed with a key; quotactl's lease acquire --key and consume a,b print them;
+// record names the lease it takes, even over the capacity (library and quotactl).
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -485,6 +486,83 @@ TEST_CASE("quotactl consume on a concurrency limit answers the lease it took, an
 
   // A rate limit takes no lease and names none.
   CHECK_FALSE(run({"consume", "per_minute", "u"}).contains("lease"));
+}
+
+TEST_CASE("record on a concurrency limit answers the lease it took, even over the capacity",
+          "[lease][quotactl][idempotency]") {
+  const Backend backend = each_backend();
+  CAPTURE(to_string(backend));
+  TestDatabase database(backend);
+  ManualClock clock;
+  clock.set(T);
+  Engine engine = Engine::open(database.location(), options_with(clock));
+  engine.define(concurrency("slots", 1, 30'000));
+  engine.define(make_limit("per_minute", Algorithm::fixed_window, 10, 60'000));
+
+  // Within the capacity, then over it: both take a lease, and both name it.
+  const LeaseResult within = engine.record_with_lease("slots", "u");
+  CHECK(within.allowed);
+  CHECK(is_lease_id(within.lease));
+  CHECK(within.expires_at_ms == T + 30'000);
+  const LeaseResult over = engine.record_with_lease("slots", "u", 2);
+  CHECK_FALSE(over.allowed);
+  CHECK(is_lease_id(over.lease));
+  CHECK(over.lease != within.lease);
+  CHECK(over.expires_at_ms == T + 30'000);
+  CHECK(lease_rows(database, "slots", "u") == 2);
+  // Named, it can be freed at once rather than waiting out its TTL.
+  CHECK(engine.release_lease(over.lease));
+  CHECK(engine.release_lease(within.lease));
+  CHECK(engine.leases("slots").empty());
+
+  // With a key: a retry answers the first record's lease and takes none.
+  const LeaseResult keyed = engine.record_with_lease("slots", "v", 1, "r-1");
+  const LeaseResult replayed = engine.record_with_lease("slots", "v", 1, "r-1");
+  CHECK(replayed.replayed);
+  CHECK(replayed.lease == keyed.lease);
+  CHECK(replayed.expires_at_ms == keyed.expires_at_ms);
+  CHECK(lease_rows(database, "slots", "v") == 1);
+  CHECK(code_of([&] { engine.record_with_lease("slots", "v", 1, ""); }) ==
+        ErrorCode::invalid_argument);
+
+  // A rate limit takes no lease and names none.
+  const LeaseResult rate = engine.record_with_lease("per_minute", "u");
+  CHECK(rate.allowed);
+  CHECK(rate.lease.empty());
+  CHECK(rate.expires_at_ms == 0);
+  CHECK(code_of([&] { engine.record_with_lease("missing", "u"); }) == ErrorCode::unknown_limit);
+
+  // quotactl record: JSON `lease` and `expires_at_ms`, and the text line, over the capacity too.
+  const auto run = [&](std::vector<std::string> args, int expected, bool json = true) {
+    std::ostringstream out;
+    std::ostringstream err;
+    args.insert(args.begin(), {"--db", database.location(), "--now", std::to_string(T)});
+    if (json) args.insert(args.begin(), "--json");
+    const int status = quotactl::run(args, out, err);
+    INFO(err.str());
+    CHECK(status == expected);
+    return json ? nlohmann::json::parse(out.str()) : nlohmann::json(out.str());
+  };
+  const auto first = run({"record", "slots", "w"}, 0);
+  CHECK(first["allowed"] == true);
+  REQUIRE(first.contains("lease"));
+  CHECK(first["expires_at_ms"] == T + 30'000);
+  const auto beyond = run({"record", "slots", "w"}, 1);
+  CHECK(beyond["allowed"] == false);
+  REQUIRE(beyond.contains("lease"));
+  const std::string id = beyond["lease"];
+  CHECK(is_lease_id(id));
+  CHECK(lease_row_exists(database, id));
+  const std::string line = run({"record", "slots", "w"}, 1, false).get<std::string>();
+  const std::vector<LeaseInfo> held = engine.leases("slots", "w");
+  REQUIRE(held.size() == 3);
+  std::string third;
+  for (const LeaseInfo& lease : held) {
+    if (lease.lease != id && lease.lease != first["lease"]) third = lease.lease;
+  }
+  CHECK_THAT(line, Catch::Contains("lease " + third + " on slots until ") &&
+                       Catch::Contains("quotactl lease release " + third));
+  CHECK_FALSE(run({"record", "per_minute", "w"}, 0).contains("lease"));
 }
 
 }  // namespace quota::test

@@ -317,6 +317,11 @@ int operate(Session& session, const Arguments& arguments, Operation operation) {
   quota::LeaseResult answer;
   if (operation == Operation::consume) {
     answer = consume_leasing(engine, request, wait);
+  } else if (operation == Operation::record) {
+    // record takes a lease on a concurrency limit even over the capacity: name it too.
+    answer = request.key ? engine.record_with_lease(request.limit, request.owner, request.cost,
+                                                    *request.key)
+                         : engine.record_with_lease(request.limit, request.owner, request.cost);
   } else {
     static_cast<quota::Result&>(answer) = perform(engine, operation, request);
   }
