@@ -348,6 +348,10 @@ def step_shared(args, work, files):
 NO_POSTGRESQL = ("this build of quota has no PostgreSQL support (configure with "
                  "-DQUOTA_POSTGRESQL=ON and libpq-dev installed)")
 LIBPQ = re.compile(r"libpq|postgres", re.I)
+# What in a CMake file would bring libpq: its name, PostgreSQL's imported targets, or a search
+# for them (the component's name and the message of a build without it may be spelled).
+CMAKE_LIBPQ = re.compile(r"libpq(?!-dev)|PostgreSQL::|find_(?:dependency|package)\(\s*PostgreSQL",
+                         re.I)
 
 
 # Engine::open on a file works; on a PostgreSQL location it throws the error that says how to
@@ -379,8 +383,8 @@ int main() {
 """
 
 
-def no_libpq(what, text):
-    found = LIBPQ.search(text)
+def no_libpq(what, text, pattern=LIBPQ):
+    found = pattern.search(text)
     if found:
         raise Failure(f"{what} names {found.group(0)}:\n{text}")
     print(f"{what}: no libpq")
@@ -400,7 +404,7 @@ def step_sqlite_only(args, work, files):
                  run(["pkg-config"] + flags + ["quota"], env=env, capture=True))
     for path in sorted(glob.glob(f"{prefix}/lib*/cmake/quota/*.cmake")):
         with open(path, encoding="utf-8") as config:
-            no_libpq(path, config.read())
+            no_libpq(path, config.read(), CMAKE_LIBPQ)
     if glob.glob(f"{prefix}/share/quota/migrations/postgresql"):
         raise Failure("a build without PostgreSQL installed PostgreSQL's migrations")
 
