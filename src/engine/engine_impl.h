@@ -232,6 +232,11 @@ struct QUOTA_ENGINE_IMPL_HIDDEN Engine::Impl {
   Result decide(detail::Operation operation, std::string_view limit, std::string_view owner,
                 std::int64_t cost, std::optional<std::string_view> key = std::nullopt,
                 detail::Held* held = nullptr);
+  // acquire_lease, consume_with_lease and record_with_lease: validates, decides, and answers
+  // the lease taken (only_concurrency: acquire's, which refuses any other algorithm).
+  LeaseResult decide_with_lease(detail::Operation operation, std::string_view limit,
+                                std::string_view owner, std::int64_t cost,
+                                std::optional<std::string_view> key, bool only_concurrency);
   // consume_all with an idempotency key, the same way (validated).
   Decision consume_all_keyed(const std::vector<Charge>& charges, std::int64_t cost,
                              std::string_view key);

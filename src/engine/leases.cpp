@@ -57,72 +57,49 @@ LeaseResult with_lease(const Result& result, detail::Held& held) {
 
 }  // namespace
 
-LeaseResult Engine::acquire_lease(std::string_view limit, std::string_view owner,
-                                  std::int64_t cost) {
+LeaseResult Engine::Impl::decide_with_lease(Operation operation, std::string_view limit,
+                                            std::string_view owner, std::int64_t cost,
+                                            std::optional<std::string_view> key,
+                                            bool only_concurrency) {
   validate_limit_name(limit);
   validate_owner(owner);
   validate_cost(cost);
-  detail::Held held;
-  held.only_concurrency = true;
-  const Result result = impl_->decide(Operation::consume, limit, owner, cost, std::nullopt, &held);
+  if (key) validate_idempotency_key(*key);
+  detail::Held held;  // a lease only from a concurrency limit
+  held.only_concurrency = only_concurrency;
+  const Result result = decide(operation, limit, owner, cost, key, &held);
   return with_lease(result, held);
+}
+
+LeaseResult Engine::acquire_lease(std::string_view limit, std::string_view owner,
+                                  std::int64_t cost) {
+  return impl_->decide_with_lease(Operation::consume, limit, owner, cost, std::nullopt, true);
 }
 
 LeaseResult Engine::acquire_lease(std::string_view limit, std::string_view owner,
                                   std::int64_t cost, std::string_view idempotency_key) {
-  validate_limit_name(limit);
-  validate_owner(owner);
-  validate_cost(cost);
-  validate_idempotency_key(idempotency_key);
-  detail::Held held;
-  held.only_concurrency = true;
-  const Result result =
-      impl_->decide(Operation::consume, limit, owner, cost, idempotency_key, &held);
-  return with_lease(result, held);
+  return impl_->decide_with_lease(Operation::consume, limit, owner, cost, idempotency_key, true);
 }
 
 LeaseResult Engine::consume_with_lease(std::string_view limit, std::string_view owner,
                                        std::int64_t cost) {
-  validate_limit_name(limit);
-  validate_owner(owner);
-  validate_cost(cost);
-  detail::Held held;  // any algorithm: a lease only from a concurrency limit
-  const Result result = impl_->decide(Operation::consume, limit, owner, cost, std::nullopt, &held);
-  return with_lease(result, held);
+  return impl_->decide_with_lease(Operation::consume, limit, owner, cost, std::nullopt, false);
 }
 
 LeaseResult Engine::consume_with_lease(std::string_view limit, std::string_view owner,
                                        std::int64_t cost, std::string_view idempotency_key) {
-  validate_limit_name(limit);
-  validate_owner(owner);
-  validate_cost(cost);
-  validate_idempotency_key(idempotency_key);
-  detail::Held held;
-  const Result result =
-      impl_->decide(Operation::consume, limit, owner, cost, idempotency_key, &held);
-  return with_lease(result, held);
+  return impl_->decide_with_lease(Operation::consume, limit, owner, cost, idempotency_key,
+                                  false);
 }
 
 LeaseResult Engine::record_with_lease(std::string_view limit, std::string_view owner,
                                       std::int64_t cost) {
-  validate_limit_name(limit);
-  validate_owner(owner);
-  validate_cost(cost);
-  detail::Held held;  // any algorithm: a lease only from a concurrency limit
-  const Result result = impl_->decide(Operation::record, limit, owner, cost, std::nullopt, &held);
-  return with_lease(result, held);
+  return impl_->decide_with_lease(Operation::record, limit, owner, cost, std::nullopt, false);
 }
 
 LeaseResult Engine::record_with_lease(std::string_view limit, std::string_view owner,
                                       std::int64_t cost, std::string_view idempotency_key) {
-  validate_limit_name(limit);
-  validate_owner(owner);
-  validate_cost(cost);
-  validate_idempotency_key(idempotency_key);
-  detail::Held held;
-  const Result result =
-      impl_->decide(Operation::record, limit, owner, cost, idempotency_key, &held);
-  return with_lease(result, held);
+  return impl_->decide_with_lease(Operation::record, limit, owner, cost, idempotency_key, false);
 }
 
 LeaseResult Engine::renew_lease(std::string_view lease,
